@@ -1,0 +1,32 @@
+//! The journal: an append-only, checksummed chain of event batches on a versioned object store.
+//!
+//! * [`store`] — the object-store layer and its contract (local folder, S3).
+//! * [`paths`] — every key the journal writes, built in one place.
+//! * [`spec`] and [`codec`] — the table spec, NDJSON input, and the Parquet event objects.
+//! * [`writer`] — `append`: event object first, then the manifest (create-only); a batch counts
+//!   only once both exist.
+//! * [`verify`] — walks the manifest chain and proves a contiguous range of positions.
+//! * [`checkpoint`] — create-only checkpoint records of the pipeline.
+//! * [`capability`] — probes a store for what the journal relies on.
+
+pub mod capability;
+pub mod checkpoint;
+pub mod clock;
+pub mod codec;
+pub mod error;
+pub mod generate;
+pub mod journal;
+pub mod paths;
+pub mod spec;
+pub mod store;
+pub mod verify;
+pub mod writer;
+
+pub use error::{JournalError, Result};
+pub use journal::Journal;
+
+/// `sha256:<hex>` of some bytes: the digest form used in every format.
+pub fn sha256_digest(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}

@@ -1,0 +1,218 @@
+//! The object-store layer: the small set of operations the journal, the checkpoints and the router
+//! rely on, with one written contract that every backend honours.
+//!
+//! # Contract
+//!
+//! Keys are `/`-separated strings relative to the store's root (a folder or `s3://bucket/prefix`).
+//!
+//! * **Atomic visibility.** A `put` is all or nothing: a reader sees the previous version or the
+//!   new one, never a partial body. When `put` returns, `get(key, None)` returns the new version
+//!   (read-after-write), and `get(key, Some(version_id))` returns exactly those bytes until that
+//!   version is deleted.
+//! * **Versioning.** Every successful `put` creates a new version with its own `version_id`; older
+//!   versions stay readable by id. `delete` adds a delete marker (the key disappears from `list`
+//!   and `get(key, None)` but its versions remain); `delete_version` removes one version for good.
+//! * **Create-only** (`PutMode::Create`, S3 `If-None-Match: *`). Succeeds only when the key has no
+//!   current version. Of any number of concurrent creators exactly one succeeds; every other gets
+//!   [`StoreError::Conflict`]. This also holds between processes.
+//! * **Compare-and-swap** (`PutMode::Update`, S3 `If-Match: <etag>`). Succeeds only when the key's
+//!   current ETag equals the one given. A writer holding a stale ETag gets
+//!   [`StoreError::Conflict`] and changes nothing.
+//! * **ETags** change on every successful put of a key (the local backend guarantees it; S3 ETags
+//!   are content hashes, so an identical rewrite keeps the ETag, which is harmless for CAS: the
+//!   state the writer read is the state it replaces).
+//! * **Listing** is lexicographic by key and paginated; a key written before `list` starts is
+//!   listed. Listing is not a snapshot: concurrent writes may or may not appear.
+//!
+//! Backends: [`local::LocalStore`] (a folder; versioning and conditional writes emulated under a
+//! per-key file lock, so they are atomic between processes too) and [`s3::S3Store`] (aws-sdk-s3
+//! against any S3-protocol endpoint that supports versioning and conditional writes).
+//! [`conformance`] holds the suite both pass.
+
+pub mod conformance;
+pub mod local;
+pub mod s3;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+/// How a `put` treats an existing object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutMode {
+    /// Write a new version whatever is there.
+    Overwrite,
+    /// Write only if the key has no current version (`If-None-Match: *`).
+    Create,
+    /// Write only if the current version has this ETag (`If-Match`).
+    Update { etag: String },
+}
+
+/// What a successful `put` created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutResult {
+    pub etag: String,
+    /// `None` only on a store without versioning (refused by the journal's capability check).
+    pub version_id: Option<String>,
+}
+
+/// One object version as `head`, `get` and `list` see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub key: String,
+    pub size: u64,
+    pub etag: String,
+    pub version_id: Option<String>,
+    pub last_modified: Option<DateTime<Utc>>,
+}
+
+/// A body with the metadata of the exact version it came from.
+#[derive(Debug, Clone)]
+pub struct GetResult {
+    pub meta: ObjectMeta,
+    pub body: Bytes,
+}
+
+/// One page of a listing; `next` is an opaque token for the following page.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    pub objects: Vec<ObjectMeta>,
+    pub next: Option<String>,
+}
+
+/// One entry of a version listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionEntry {
+    pub key: String,
+    pub version_id: String,
+    pub size: u64,
+    pub etag: Option<String>,
+    pub is_latest: bool,
+    pub is_delete_marker: bool,
+    pub last_modified: Option<DateTime<Utc>>,
+}
+
+/// Errors of the object-store layer. Each names the object it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("object {key}{} not found in {store}", version_suffix(.version_id))]
+    NotFound {
+        store: String,
+        key: String,
+        version_id: Option<String>,
+    },
+    #[error("conditional write of {key} in {store} refused: {reason}")]
+    Conflict {
+        store: String,
+        key: String,
+        reason: String,
+    },
+    #[error("access to {store} refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)")]
+    AccessDenied { store: String, detail: String },
+    #[error("store {store} does not exist: {detail}")]
+    NoSuchStore { store: String, detail: String },
+    #[error("invalid store URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("I/O error on {key} in {store}: {source}")]
+    Io {
+        store: String,
+        key: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{op} of {key} in {store} failed: {detail}")]
+    Backend {
+        store: String,
+        op: &'static str,
+        key: String,
+        detail: String,
+    },
+}
+
+fn version_suffix(v: &Option<String>) -> String {
+    match v {
+        Some(v) => format!(" (version {v})"),
+        None => String::new(),
+    }
+}
+
+impl StoreError {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, StoreError::Conflict { .. })
+    }
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StoreError::NotFound { .. })
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The operations of the contract above.
+#[async_trait]
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    /// The store's URL, for messages (`file:///…` or `s3://bucket/prefix`).
+    fn url(&self) -> String;
+
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult>;
+
+    /// The current version, or the given version.
+    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult>;
+
+    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta>;
+
+    /// Current objects whose key starts with `prefix`, in key order, at most `max` per page.
+    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage>;
+
+    /// Every version and delete marker of every key that starts with `prefix`, ordered by key,
+    /// then newest first.
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>>;
+
+    /// Adds a delete marker: the key disappears, its versions remain.
+    async fn delete(&self, key: &str) -> Result<()>;
+
+    /// Removes one version for good.
+    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()>;
+}
+
+/// Every current object under `prefix`, all pages.
+pub async fn list_all(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<ObjectMeta>> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let page = store.list_page(prefix, token.as_deref(), 1000).await?;
+        out.extend(page.objects);
+        match page.next {
+            Some(t) => token = Some(t),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// Opens a store from a URL: a plain path or `file://` URL (local folder) or `s3://bucket/prefix`.
+pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let store = s3::S3Store::from_url(rest, s3::S3Options::from_env()).await?;
+        Ok(Arc::new(store))
+    } else if url.contains("://") && !url.starts_with("file://") {
+        Err(StoreError::InvalidUrl {
+            url: url.to_string(),
+            reason: "supported schemes are s3:// and file:// (or a plain path)".into(),
+        })
+    } else {
+        let path = url.strip_prefix("file://").unwrap_or(url);
+        Ok(Arc::new(local::LocalStore::open(path)?))
+    }
+}
+
+/// Joins a prefix and a key with exactly one `/`.
+pub(crate) fn join_key(prefix: &str, key: &str) -> String {
+    let prefix = prefix.trim_end_matches('/');
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}/{key}")
+    }
+}

@@ -1,0 +1,497 @@
+//! The S3 backend of the object-store contract ([`super`]): `s3://bucket/prefix` on AWS S3 or any
+//! S3-protocol server that supports bucket versioning and conditional `PutObject`
+//! (`If-None-Match: *`, `If-Match`), through aws-sdk-s3.
+//!
+//! The contract maps onto S3 almost one to one: versioning gives version ids and delete markers,
+//! the conditional headers give create-only and compare-and-swap (S3 evaluates them atomically on
+//! the server, so the guarantee holds between processes). What this file adds is the translation
+//! of keys (relative to the prefix) and of errors into [`StoreError`]s that name the object.
+
+use async_trait::async_trait;
+use aws_config::BehaviorVersion;
+use aws_config::environment::EnvironmentVariableRegionProvider;
+use aws_config::meta::region::RegionProviderChain;
+use aws_config::profile::ProfileFileRegionProvider;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::Region;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::{ByteStream, DateTime as SdkDateTime};
+use aws_sdk_s3::types::{BucketVersioningStatus, CreateBucketConfiguration, VersioningConfiguration};
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use super::{
+    GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, StoreError, VersionEntry, join_key,
+};
+
+/// Where and how to reach S3. `None` fields fall back to the SDK's defaults (see [`from_env`]).
+///
+/// [`from_env`]: S3Options::from_env
+#[derive(Debug, Clone, Default)]
+pub struct S3Options {
+    /// A custom endpoint such as `http://127.0.0.1:5999`; `None` means AWS itself.
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// Path-style addressing (`http://host/bucket/key`). Default: on for an IP address or
+    /// `localhost` endpoint (no DNS for `bucket.127.0.0.1`), off otherwise.
+    pub path_style: Option<bool>,
+}
+
+impl S3Options {
+    /// Reads `AWS_ENDPOINT_URL_S3` (else `AWS_ENDPOINT_URL`), `AWS_REGION` (else
+    /// `AWS_DEFAULT_REGION`) and `TIDEMARK_S3_PATH_STYLE` (`true`/`false`; anything else is
+    /// ignored). Credentials are not read here: the SDK's standard chain finds them.
+    pub fn from_env() -> S3Options {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let path_style = var("TIDEMARK_S3_PATH_STYLE").and_then(|v| match v.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" => Some(false),
+            _ => None,
+        });
+        S3Options {
+            endpoint: var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL")),
+            region: var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")),
+            path_style,
+        }
+    }
+
+    fn path_style(&self) -> bool {
+        self.path_style.unwrap_or_else(|| {
+            let host = self.endpoint.as_deref().and_then(|e| url::Url::parse(e).ok());
+            match host.as_ref().and_then(|u| u.host()) {
+                Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) => true,
+                Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+                None => false,
+            }
+        })
+    }
+
+    /// Builds a client. Credentials resolve lazily on the first request; the region chain
+    /// deliberately leaves out the EC2 instance-metadata lookup so that opening a store never
+    /// waits on the network (set `AWS_REGION` on EC2).
+    async fn client(&self) -> Client {
+        let region = RegionProviderChain::first_try(self.region.clone().map(Region::new))
+            .or_else(EnvironmentVariableRegionProvider::new())
+            .or_else(ProfileFileRegionProvider::new())
+            .or_else(Region::from_static("us-east-1"));
+        let sdk_config = aws_config::defaults(BehaviorVersion::latest())
+            .region(region)
+            .load()
+            .await;
+        let mut builder = aws_sdk_s3::config::Builder::from(&sdk_config).force_path_style(self.path_style());
+        if let Some(endpoint) = &self.endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        Client::from_conf(builder.build())
+    }
+}
+
+/// A store under `s3://bucket/prefix`.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    /// Without leading or trailing `/`; empty for the bucket's root.
+    prefix: String,
+}
+
+impl S3Store {
+    /// Opens `rest` = `bucket[/prefix]` (the part of the URL after `s3://`). Makes no request:
+    /// a missing bucket or bad credentials show up on the first operation.
+    pub async fn from_url(rest: &str, opts: S3Options) -> Result<S3Store> {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(StoreError::InvalidUrl {
+                url: format!("s3://{rest}"),
+                reason: "no bucket name (expected s3://bucket/optional/prefix)".into(),
+            });
+        }
+        Ok(S3Store {
+            client: opts.client().await,
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        join_key(&self.prefix, key)
+    }
+
+    /// The inverse of [`Self::full_key`] for keys that S3 returns.
+    fn relative_key(&self, full: &str) -> String {
+        if self.prefix.is_empty() {
+            return full.to_string();
+        }
+        full.strip_prefix(self.prefix.as_str())
+            .and_then(|k| k.strip_prefix('/'))
+            .unwrap_or(full)
+            .to_string()
+    }
+
+    fn error<E>(
+        &self,
+        op: &'static str,
+        key: &str,
+        version_id: Option<&str>,
+        mode: Option<&PutMode>,
+        err: SdkError<E>,
+    ) -> StoreError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        classify(&self.url(), op, key, version_id, mode, &err)
+    }
+
+    fn backend(&self, op: &'static str, key: &str, detail: impl Into<String>) -> StoreError {
+        StoreError::Backend {
+            store: self.url(),
+            op,
+            key: key.to_string(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Turns an SDK error into the contract's error. Service errors are told apart by HTTP status
+/// and S3 error code: HEAD responses carry no body, hence no code, so the status must suffice.
+fn classify<E>(
+    store: &str,
+    op: &'static str,
+    key: &str,
+    version_id: Option<&str>,
+    mode: Option<&PutMode>,
+    err: &SdkError<E>,
+) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let raw = err.raw_response();
+    let status = raw.map(|r| r.status().as_u16()).unwrap_or(0);
+    let code = err.code().unwrap_or("");
+    let message = err.message().unwrap_or("");
+    let delete_marker = raw.and_then(|r| r.headers().get("x-amz-delete-marker")) == Some("true");
+    let conflict = |reason: String| StoreError::Conflict {
+        store: store.to_string(),
+        key: key.to_string(),
+        reason,
+    };
+    // Only a conditional put can fail a precondition; elsewhere a 412 or 409 is unexpected.
+    let condition = match mode {
+        Some(PutMode::Create) => Some((
+            "If-None-Match: *".to_string(),
+            "the key already has a current version".to_string(),
+        )),
+        Some(PutMode::Update { etag }) => Some((
+            format!("If-Match: {etag}"),
+            format!("the current version no longer has the expected ETag {etag}"),
+        )),
+        _ => None,
+    };
+    if let Some((header, why)) = condition {
+        if status == 412 || code == "PreconditionFailed" {
+            return conflict(format!("{header} failed: {why}"));
+        }
+        // S3 answers 409 when another conditional write of the key is in flight; nothing was
+        // written, and the caller must re-read either way.
+        if code == "ConditionalRequestConflict" || (status == 409 && code.is_empty()) {
+            return conflict(format!(
+                "{header} not applied: a concurrent conditional write of the key was in progress \
+                 (409 ConditionalRequestConflict)"
+            ));
+        }
+    }
+    if code == "NoSuchBucket" {
+        return StoreError::NoSuchStore {
+            store: store.to_string(),
+            detail: format!("{op} of {key}: NoSuchBucket: {message}"),
+        };
+    }
+    // 405 with `x-amz-delete-marker: true` is S3's answer to GET/HEAD of a delete marker's id.
+    if matches!(code, "NoSuchKey" | "NoSuchVersion" | "NotFound") || status == 404 || (status == 405 && delete_marker) {
+        return StoreError::NotFound {
+            store: store.to_string(),
+            key: key.to_string(),
+            version_id: version_id.map(str::to_string),
+        };
+    }
+    if status == 403
+        || matches!(
+            code,
+            "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken"
+        )
+    {
+        let code = if code.is_empty() { "403" } else { code };
+        return StoreError::AccessDenied {
+            store: store.to_string(),
+            detail: format!("{op} of {key}: {code}: {message}"),
+        };
+    }
+    StoreError::Backend {
+        store: store.to_string(),
+        op,
+        key: key.to_string(),
+        detail: DisplayErrorContext(err).to_string(),
+    }
+}
+
+fn to_chrono(t: Option<&SdkDateTime>) -> Option<DateTime<Utc>> {
+    t.and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+}
+
+fn size(len: Option<i64>) -> u64 {
+    len.and_then(|l| u64::try_from(l).ok()).unwrap_or(0)
+}
+
+#[async_trait]
+impl ObjectStore for S3Store {
+    fn url(&self) -> String {
+        if self.prefix.is_empty() {
+            format!("s3://{}", self.bucket)
+        } else {
+            format!("s3://{}/{}", self.bucket, self.prefix)
+        }
+    }
+
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
+        let mut req = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .body(ByteStream::from(body));
+        req = match &mode {
+            PutMode::Overwrite => req,
+            PutMode::Create => req.if_none_match("*"),
+            PutMode::Update { etag } => req.if_match(etag),
+        };
+        let out = req
+            .send()
+            .await
+            .map_err(|e| self.error("put", key, None, Some(&mode), e))?;
+        let etag = out
+            .e_tag
+            .ok_or_else(|| self.backend("put", key, "the PutObject response has no ETag"))?;
+        Ok(PutResult {
+            etag,
+            version_id: out.version_id,
+        })
+    }
+
+    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .set_version_id(version_id.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| self.error("get", key, version_id, None, e))?;
+        let meta = ObjectMeta {
+            key: key.to_string(),
+            size: size(out.content_length),
+            etag: out.e_tag.unwrap_or_default(),
+            version_id: out.version_id,
+            last_modified: to_chrono(out.last_modified.as_ref()),
+        };
+        // The body streams after the headers; a broken connection surfaces here.
+        let body = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| self.backend("get", key, format!("reading the body: {}", DisplayErrorContext(&e))))?;
+        Ok(GetResult {
+            meta,
+            body: body.into_bytes(),
+        })
+    }
+
+    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
+        let out = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .set_version_id(version_id.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| self.error("head", key, version_id, None, e))?;
+        Ok(ObjectMeta {
+            key: key.to_string(),
+            size: size(out.content_length),
+            etag: out.e_tag.unwrap_or_default(),
+            version_id: out.version_id,
+            last_modified: to_chrono(out.last_modified.as_ref()),
+        })
+    }
+
+    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
+        let max_keys = i32::try_from(max.clamp(1, 1000)).unwrap_or(1000);
+        let out = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(self.full_key(prefix))
+            .set_continuation_token(token.map(str::to_string))
+            .max_keys(max_keys)
+            .send()
+            .await
+            .map_err(|e| self.error("list", prefix, None, None, e))?;
+        let objects = out
+            .contents
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| {
+                Some(ObjectMeta {
+                    key: self.relative_key(o.key.as_deref()?),
+                    size: size(o.size),
+                    etag: o.e_tag.unwrap_or_default(),
+                    version_id: None,
+                    last_modified: to_chrono(o.last_modified.as_ref()),
+                })
+            })
+            .collect();
+        let next = match out.is_truncated {
+            Some(true) => Some(
+                out.next_continuation_token
+                    .ok_or_else(|| self.backend("list", prefix, "truncated listing without a continuation token"))?,
+            ),
+            _ => None,
+        };
+        Ok(ListPage { objects, next })
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>> {
+        let full_prefix = self.full_key(prefix);
+        let mut entries = Vec::new();
+        let mut markers: (Option<String>, Option<String>) = (None, None);
+        loop {
+            let out = self
+                .client
+                .list_object_versions()
+                .bucket(&self.bucket)
+                .prefix(&full_prefix)
+                .set_key_marker(markers.0.clone())
+                .set_version_id_marker(markers.1.clone())
+                .send()
+                .await
+                .map_err(|e| self.error("list versions", prefix, None, None, e))?;
+            // The SDK hands versions and delete markers back as two lists, losing S3's
+            // interleaving; appending them and sorting below restores one newest-first order.
+            for v in out.versions.unwrap_or_default() {
+                let Some(key) = v.key else { continue };
+                entries.push(VersionEntry {
+                    key: self.relative_key(&key),
+                    version_id: v.version_id.unwrap_or_else(|| "null".into()),
+                    size: size(v.size),
+                    etag: v.e_tag,
+                    is_latest: v.is_latest.unwrap_or(false),
+                    is_delete_marker: false,
+                    last_modified: to_chrono(v.last_modified.as_ref()),
+                });
+            }
+            for m in out.delete_markers.unwrap_or_default() {
+                let Some(key) = m.key else { continue };
+                entries.push(VersionEntry {
+                    key: self.relative_key(&key),
+                    version_id: m.version_id.unwrap_or_else(|| "null".into()),
+                    size: 0,
+                    etag: None,
+                    is_latest: m.is_latest.unwrap_or(false),
+                    is_delete_marker: true,
+                    last_modified: to_chrono(m.last_modified.as_ref()),
+                });
+            }
+            if out.is_truncated != Some(true) {
+                break;
+            }
+            let next = (out.next_key_marker, out.next_version_id_marker);
+            // Guard against a server that reports truncation without moving forward.
+            if next.0.is_none() || next == markers {
+                return Err(self.backend(
+                    "list versions",
+                    prefix,
+                    "truncated version listing without new key/version markers",
+                ));
+            }
+            markers = next;
+        }
+        // Stable sort: by key, the current entry first, then newest first. Timestamps can tie
+        // (some servers report whole seconds); ties keep the order the server returned.
+        entries.sort_by(|a, b| {
+            a.key
+                .cmp(&b.key)
+                .then(b.is_latest.cmp(&a.is_latest))
+                .then(b.last_modified.cmp(&a.last_modified))
+        });
+        Ok(entries)
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await
+            .map_err(|e| self.error("delete", key, None, None, e))?;
+        Ok(())
+    }
+
+    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .version_id(version_id)
+            .send()
+            .await
+            .map_err(|e| self.error("delete version", key, Some(version_id), None, e))?;
+        Ok(())
+    }
+}
+
+/// Creates bucket `name` (turning versioning on when asked) at the endpoint of `opts`. Meant
+/// for tests and sandboxes (moto, a scratch account); production buckets are made by whoever
+/// owns the account. An existing bucket owned by the caller is not an error.
+pub async fn create_test_bucket(opts: &S3Options, name: &str, versioned: bool) -> Result<()> {
+    let client = opts.client().await;
+    let store = format!("s3://{name}");
+    let mut req = client.create_bucket().bucket(name);
+    // us-east-1 is the one region that refuses an explicit location constraint.
+    let region = client.config().region().map(|r| r.as_ref().to_string());
+    if let Some(region) = region.filter(|r| r != "us-east-1") {
+        req = req.create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(region.as_str().into())
+                .build(),
+        );
+    }
+    if let Err(e) = req.send().await
+        && e.code() != Some("BucketAlreadyOwnedByYou")
+    {
+        return Err(classify(&store, "create bucket", "", None, None, &e));
+    }
+    if versioned {
+        client
+            .put_bucket_versioning()
+            .bucket(name)
+            .versioning_configuration(
+                VersioningConfiguration::builder()
+                    .status(BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| classify(&store, "enable versioning", "", None, None, &e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! The S3 backend against a real S3-protocol endpoint (moto in the sandbox): the whole
+//! conformance suite, plus the error a missing bucket produces.
+//!
+//! Needs `AWS_ENDPOINT_URL` (and credentials) in the environment, as `sandbox/moto.sh start`
+//! prints them; `bash sandbox/test.sh` sets everything up. `TIDEMARK_SKIP_S3=1` skips these tests
+//! on a machine without an endpoint.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use tidemark_journal::store::s3::{S3Options, S3Store, create_test_bucket};
+use tidemark_journal::store::{ObjectStore, PutMode, StoreError, conformance};
+
+/// The options to use, or `None` when the tests are explicitly skipped. A missing endpoint is
+/// a failure rather than a silent skip: these tests are the only check of the S3 backend.
+fn s3_options() -> Option<S3Options> {
+    if std::env::var("TIDEMARK_SKIP_S3").as_deref() == Ok("1") {
+        eprintln!("S3 tests skipped (TIDEMARK_SKIP_S3=1)");
+        return None;
+    }
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        panic!(
+            "AWS_ENDPOINT_URL is not set: run the tests via `bash sandbox/test.sh` (it starts a \
+             local S3 endpoint), or set TIDEMARK_SKIP_S3=1 to skip the S3 tests"
+        );
+    }
+    Some(S3Options::from_env())
+}
+
+/// A bucket name no other test (in this process or a concurrent one) uses.
+fn unique_bucket(purpose: &str) -> String {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("tidemark-{purpose}-{}-{n}", std::process::id()).to_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3_store_passes_conformance() {
+    let Some(opts) = s3_options() else { return };
+    let bucket = unique_bucket("conf");
+    create_test_bucket(&opts, &bucket, true).await.expect("create bucket");
+    let store = S3Store::from_url(&format!("{bucket}/some/prefix"), opts)
+        .await
+        .expect("open store");
+    assert_eq!(store.url(), format!("s3://{bucket}/some/prefix"));
+    assert_eq!(store.bucket(), bucket);
+    let store = Arc::new(store);
+    conformance::run_all(store.clone()).await;
+
+    // Keys live under the prefix in the bucket, and come back relative to it.
+    let raw = store
+        .client()
+        .list_objects_v2()
+        .bucket(&bucket)
+        .prefix("some/prefix/rt/")
+        .send()
+        .await
+        .expect("raw listing");
+    let raw_keys: Vec<&str> = raw.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(raw_keys, ["some/prefix/rt/a.bin"]);
+
+    // Refused conditional writes say which condition failed.
+    let err = store
+        .put("rt/a.bin", Bytes::from_static(b"y"), PutMode::Create)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("If-None-Match"), "{err}");
+    let stale = PutMode::Update {
+        etag: "\"0123456789abcdef\"".into(),
+    };
+    let err = store
+        .put("rt/a.bin", Bytes::from_static(b"y"), stale)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+    assert!(err.to_string().contains("If-Match: \"0123456789abcdef\""), "{err}");
+}
+
+#[tokio::test]
+async fn missing_bucket_is_no_such_store() {
+    let Some(opts) = s3_options() else { return };
+    let bucket = unique_bucket("absent");
+    let store = S3Store::from_url(&format!("{bucket}/p"), opts)
+        .await
+        .expect("open store");
+    let err = store
+        .put("k", Bytes::from_static(b"x"), PutMode::Overwrite)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NoSuchStore { .. }), "put: {err:?}");
+    assert!(err.to_string().contains(&bucket), "message names the bucket: {err}");
+    let err = store.get("k", None).await.unwrap_err();
+    assert!(matches!(err, StoreError::NoSuchStore { .. }), "get: {err:?}");
+    let err = store.list_versions("").await.unwrap_err();
+    assert!(matches!(err, StoreError::NoSuchStore { .. }), "list_versions: {err:?}");
+}
+
+#[tokio::test]
+async fn empty_bucket_is_invalid_url() {
+    let err = S3Store::from_url("/prefix", S3Options::default()).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidUrl { .. }), "{err:?}");
+}

@@ -1,0 +1,58 @@
+//! The command line: one subcommand a file under `cli/`.
+
+mod generate;
+mod journal;
+mod store;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "tidemark", version, about = "Bring an Iceberg table back to a proven state after a bad write", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct Common {
+    /// Print the result as JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Object-store checks.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
+    /// The event journal: init, append, verify, status, checkpoints.
+    #[command(subcommand)]
+    Journal(journal::JournalCommand),
+    /// Generate deterministic test data.
+    #[command(subcommand)]
+    Gen(generate::GenCommand),
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Store(c) => store::run(c).await,
+        Command::Journal(c) => journal::run(c).await,
+        Command::Gen(c) => generate::run(c),
+    }
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// A default writer id: host and process, so that two writers never share one.
+pub fn default_writer_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into());
+    format!("{host}-{}", std::process::id())
+}

@@ -1,0 +1,73 @@
+//! Exit codes of the `tidemark` binary (documented in README.md, "Exit codes"). Errors map to a
+//! code by their kind, so automation can tell "fix the input" from "someone else won the race".
+
+use tidemark_journal::store::StoreError;
+use tidemark_journal::JournalError;
+
+pub const OK: u8 = 0;
+/// Unexpected failure: I/O, network, a bug.
+pub const FAILURE: u8 = 1;
+/// Command-line usage error (clap).
+pub const USAGE: u8 = 2;
+/// Bad input: malformed NDJSON, wrong field type, position that does not continue, bad spec.
+pub const BAD_INPUT: u8 = 3;
+/// Verification failed: a chain break, checksum mismatch, missing object, validation mismatch.
+pub const VERIFY_FAILED: u8 = 4;
+/// Lost a race: concurrent writer, stale route (412), fenced writer, conflicting checkpoint.
+pub const CONFLICT: u8 = 5;
+/// The store lacks a capability the journal requires (see `tidemark store check`).
+pub const CAPABILITY: u8 = 6;
+/// A journal, store, object or table that does not exist.
+pub const NOT_FOUND: u8 = 7;
+/// Credentials refused.
+pub const ACCESS_DENIED: u8 = 8;
+
+/// An error that has already decided its exit code (e.g. a failed verification report).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Exit {
+    pub code: u8,
+    pub message: String,
+}
+
+pub fn exit_error(code: u8, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Exit { code, message: message.into() })
+}
+
+fn store_code(e: &StoreError) -> u8 {
+    match e {
+        StoreError::NotFound { .. } | StoreError::NoSuchStore { .. } => NOT_FOUND,
+        StoreError::Conflict { .. } => CONFLICT,
+        StoreError::AccessDenied { .. } => ACCESS_DENIED,
+        StoreError::InvalidUrl { .. } => BAD_INPUT,
+        StoreError::Io { .. } | StoreError::Backend { .. } => FAILURE,
+    }
+}
+
+fn journal_code(e: &JournalError) -> u8 {
+    match e {
+        JournalError::Store(s) => store_code(s),
+        JournalError::NotInitialized { .. } => NOT_FOUND,
+        JournalError::AlreadyInitialized { .. } => CONFLICT,
+        JournalError::Input { .. } | JournalError::PositionMismatch { .. } | JournalError::Spec(_) => BAD_INPUT,
+        JournalError::Capability { .. } => CAPABILITY,
+        JournalError::ConcurrentWriter { .. } | JournalError::CheckpointConflict { .. } => CONFLICT,
+        JournalError::Corrupt { .. } | JournalError::ChainBroken { .. } | JournalError::Format { .. } => VERIFY_FAILED,
+    }
+}
+
+/// The exit code of an error: the first cause in its chain that has a known kind.
+pub fn code_of(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<Exit>() {
+            return e.code;
+        }
+        if let Some(e) = cause.downcast_ref::<JournalError>() {
+            return journal_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<StoreError>() {
+            return store_code(e);
+        }
+    }
+    FAILURE
+}

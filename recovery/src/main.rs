@@ -1,0 +1,34 @@
+//! The `tidemark` binary: parses the command line, runs the command, prints errors as one line
+//! with their whole cause chain, and returns a documented exit code (see `exit.rs`).
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tidemark_recovery::exit;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    match runtime.block_on(cli::run(args)) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit::code_of(&e))
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The versioned MERGE as a DataFusion plan (DataFusion 53 has no MERGE statement). Given the
+//! table rows that can hold the events' keys (each with the data file it lives in) and one unit of
+//! events, it computes, inside DataFusion:
+//!
+//! * conflicts: two events with one key and version and different payloads (a self-join), and an
+//!   event whose version equals the table row's but whose payload differs (a join with the table);
+//!   either stops the merge before anything is produced;
+//! * the winning event per key (`row_number()` over key, highest version, then lowest position,
+//!   so that identical retries collapse onto their first position);
+//! * what happens to each key: `insert` (new key), `update` (newer version: replaces the row, a
+//!   tombstone included) or `keep` (older or equal version: nothing changes);
+//! * the data files to rewrite (those that hold an updated key) and the rows of those files that
+//!   stay. Files without an updated key are not touched: copy-on-write rewrites only what changed,
+//!   and new keys go to new files.
+//!
+//! The same rules are implemented independently, without DataFusion, in [`crate::reference`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN};
+
+/// The column added to table rows that names their data file.
+pub const FILE_COLUMN: &str = "_tidemark_file";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error("conflicting events for key {key} version {version}: positions {first_position} and {second_position} carry different payloads; nothing was committed")]
+    ConflictInEvents { key: String, version: i64, first_position: u64, second_position: u64 },
+    #[error("event at position {event_position} for key {key} version {version} differs from the table's row of the same version (written by position {table_position}); nothing was committed")]
+    ConflictWithTable { key: String, version: i64, table_position: u64, event_position: u64 },
+    #[error("merge plan failed ({context}): {source}")]
+    DataFusion {
+        context: &'static str,
+        #[source]
+        source: datafusion::error::DataFusionError,
+    },
+    #[error("merge input: {0}")]
+    Input(String),
+}
+
+impl MergeError {
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, MergeError::ConflictInEvents { .. } | MergeError::ConflictWithTable { .. })
+    }
+}
+
+/// What a merge produced.
+#[derive(Debug, Default)]
+pub struct MergeOutput {
+    /// New rows (inserted and replaced keys), in the output schema.
+    pub upserts: Vec<RecordBatch>,
+    /// Data files that hold a replaced key: remove them…
+    pub files_to_rewrite: Vec<String>,
+    /// …and write these rows of theirs again, with the upserts.
+    pub kept_rows: Vec<RecordBatch>,
+    pub stats: MergeStats,
+}
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MergeStats {
+    pub events: u64,
+    pub inserted: u64,
+    pub updated: u64,
+    pub unchanged: u64,
+    pub tombstones_written: u64,
+    pub files_rewritten: u64,
+    pub rows_kept: u64,
+}
+
+fn q(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+fn df(context: &'static str) -> impl FnOnce(datafusion::error::DataFusionError) -> MergeError {
+    move |source| MergeError::DataFusion { context, source }
+}
+
+/// `a.c IS DISTINCT FROM b.c OR …` over the payload (every column but key and version).
+fn payload_differs(spec: &CompiledSpec, a: &str, b: &str) -> String {
+    let parts: Vec<String> = spec
+        .spec
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != spec.key_index && *i != spec.version_index)
+        .map(|(_, c)| format!("{a}.{n} IS DISTINCT FROM {b}.{n}", n = q(&c.name)))
+        .collect();
+    if parts.is_empty() { "false".into() } else { parts.join(" OR ") }
+}
+
+fn key_string(batch: &RecordBatch, col: usize, row: usize) -> String {
+    let a = cast(batch.column(col), &DataType::Utf8).expect("key casts to string");
+    a.as_any().downcast_ref::<StringArray>().expect("utf8").value(row).to_string()
+}
+
+fn int_at(batch: &RecordBatch, col: usize, row: usize) -> i64 {
+    let a = cast(batch.column(col), &DataType::Int64).expect("casts to int64");
+    a.as_primitive::<arrow::datatypes::Int64Type>().value(row)
+}
+
+async fn collect(ctx: &SessionContext, sql: &str, context: &'static str) -> Result<Vec<RecordBatch>, MergeError> {
+    ctx.sql(sql).await.map_err(df(context))?.collect().await.map_err(df(context))
+}
+
+fn mem_table(batches: Vec<RecordBatch>, schema: SchemaRef) -> Result<Arc<MemTable>, MergeError> {
+    let batches: Vec<RecordBatch> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
+    MemTable::try_new(schema, vec![batches]).map(Arc::new).map_err(df("registering input"))
+}
+
+/// The schema of table rows with their file column.
+pub fn current_schema(table_schema: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = table_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(FILE_COLUMN, DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// Runs the merge of `events` (event schema) into `current` (table rows plus [`FILE_COLUMN`]).
+/// `output` is the schema of produced rows (the table's columns, by name).
+pub async fn merge(
+    spec: &CompiledSpec,
+    current: Vec<RecordBatch>,
+    current_schema: SchemaRef,
+    events: Vec<RecordBatch>,
+    output: SchemaRef,
+) -> Result<MergeOutput, MergeError> {
+    let config = SessionConfig::new().with_target_partitions(2).with_batch_size(16 * 1024);
+    let ctx = SessionContext::new_with_config(config);
+    ctx.register_table("ev", mem_table(events, spec.event_schema.clone())?).map_err(df("register events"))?;
+    ctx.register_table("cur", mem_table(current, current_schema)?).map_err(df("register table rows"))?;
+    let key = q(&spec.spec.key_column);
+    let version = q(&spec.spec.version_column);
+    let pos = q(POSITION_COLUMN);
+
+    // Conflicts among the events: same key and version, different payload.
+    let sql = format!(
+        "SELECT a.{key} AS k, a.{version} AS v, a.{pos} AS p1, b.{pos} AS p2 FROM ev a JOIN ev b \
+         ON a.{key} = b.{key} AND a.{version} = b.{version} AND a.{pos} < b.{pos} \
+         WHERE {} ORDER BY p2, p1 LIMIT 1",
+        payload_differs(spec, "a", "b")
+    );
+    for b in collect(&ctx, &sql, "conflicts among events").await? {
+        if b.num_rows() > 0 {
+            return Err(MergeError::ConflictInEvents {
+                key: key_string(&b, 0, 0),
+                version: int_at(&b, 1, 0),
+                first_position: int_at(&b, 2, 0) as u64,
+                second_position: int_at(&b, 3, 0) as u64,
+            });
+        }
+    }
+    // Conflicts with the table: same key and version as the stored row, different payload.
+    let sql = format!(
+        "SELECT e.{key} AS k, e.{version} AS v, c.{pos} AS tp, e.{pos} AS ep FROM ev e JOIN cur c \
+         ON e.{key} = c.{key} AND e.{version} = c.{version} WHERE {} ORDER BY ep LIMIT 1",
+        payload_differs(spec, "e", "c")
+    );
+    for b in collect(&ctx, &sql, "conflicts with the table").await? {
+        if b.num_rows() > 0 {
+            return Err(MergeError::ConflictWithTable {
+                key: key_string(&b, 0, 0),
+                version: int_at(&b, 1, 0),
+                table_position: int_at(&b, 2, 0) as u64,
+                event_position: int_at(&b, 3, 0) as u64,
+            });
+        }
+    }
+
+    // The winner per key and what it does to the table.
+    let out_cols: Vec<String> = output.fields().iter().map(|f| format!("w.{}", q(f.name()))).collect();
+    let sql = format!(
+        "WITH ranked AS (SELECT ev.*, row_number() OVER (PARTITION BY {key} ORDER BY {version} DESC, {pos} ASC) AS rn FROM ev), \
+         w AS (SELECT * FROM ranked WHERE rn = 1) \
+         SELECT {cols}, c.{file} AS _old_file, \
+           CASE WHEN c.{key} IS NULL THEN 'insert' WHEN w.{version} > c.{version} THEN 'update' ELSE 'keep' END AS _op \
+         FROM w LEFT JOIN cur c ON w.{key} = c.{key}",
+        cols = out_cols.join(", "),
+        file = q(FILE_COLUMN),
+    );
+    let decided = collect(&ctx, &sql, "choosing winners").await?;
+    let mut out = MergeOutput::default();
+    out.stats.events = ctx.table("ev").await.map_err(df("count"))?.count().await.map_err(df("count"))? as u64;
+    let n_out = output.fields().len();
+    let delete_idx = output.index_of(&spec.spec.delete_column).map_err(|e| MergeError::Input(e.to_string()))?;
+    let mut files = BTreeSet::new();
+    let mut updated_keys: Vec<ArrayRef> = Vec::new();
+    for b in &decided {
+        let op = cast(b.column(n_out + 1), &DataType::Utf8).map_err(|e| MergeError::Input(e.to_string()))?;
+        let op = op.as_any().downcast_ref::<StringArray>().expect("utf8");
+        let old_file = cast(b.column(n_out), &DataType::Utf8).map_err(|e| MergeError::Input(e.to_string()))?;
+        let old_file = old_file.as_any().downcast_ref::<StringArray>().expect("utf8");
+        let mut take = Vec::new();
+        let mut upd = Vec::new();
+        for r in 0..b.num_rows() {
+            match op.value(r) {
+                "insert" => {
+                    out.stats.inserted += 1;
+                    take.push(r as u32)
+                }
+                "update" => {
+                    out.stats.updated += 1;
+                    files.insert(old_file.value(r).to_string());
+                    take.push(r as u32);
+                    upd.push(r as u32);
+                }
+                _ => out.stats.unchanged += 1,
+            }
+        }
+        let idx = arrow::array::UInt32Array::from(take);
+        let cols: Vec<ArrayRef> = (0..n_out)
+            .map(|c| arrow::compute::take(b.column(c).as_ref(), &idx, None))
+            .collect::<Result<_, _>>()
+            .map_err(|e| MergeError::Input(e.to_string()))?;
+        let rows = conform(&output, cols)?;
+        let deleted = rows.column(delete_idx).as_boolean();
+        out.stats.tombstones_written += deleted.true_count() as u64;
+        if rows.num_rows() > 0 {
+            out.upserts.push(rows);
+        }
+        let key_idx = output.index_of(&spec.spec.key_column).map_err(|e| MergeError::Input(e.to_string()))?;
+        let upd = arrow::array::UInt32Array::from(upd);
+        updated_keys.push(arrow::compute::take(b.column(key_idx).as_ref(), &upd, None).map_err(|e| MergeError::Input(e.to_string()))?);
+    }
+    out.files_to_rewrite = files.into_iter().collect();
+    out.stats.files_rewritten = out.files_to_rewrite.len() as u64;
+
+    // Rows of the rewritten files that stay: every row whose key was not updated.
+    if !out.files_to_rewrite.is_empty() {
+        let key_field = output.field_with_name(&spec.spec.key_column).map_err(|e| MergeError::Input(e.to_string()))?;
+        let key_schema = Arc::new(Schema::new(vec![Field::new("k", key_field.data_type().clone(), false)]));
+        let key_batches: Vec<RecordBatch> = updated_keys
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .map(|a| RecordBatch::try_new(key_schema.clone(), vec![a]))
+            .collect::<Result<_, _>>()
+            .map_err(|e| MergeError::Input(e.to_string()))?;
+        ctx.register_table("upd", mem_table(key_batches, key_schema)?).map_err(df("register updated keys"))?;
+        let files: Vec<String> = out.files_to_rewrite.iter().map(|f| format!("'{}'", f.replace('\'', "''"))).collect();
+        let cols: Vec<String> = output.fields().iter().map(|f| format!("c.{}", q(f.name()))).collect();
+        let sql = format!(
+            "SELECT {} FROM cur c WHERE c.{} IN ({}) AND NOT EXISTS (SELECT 1 FROM upd u WHERE u.k = c.{key})",
+            cols.join(", "),
+            q(FILE_COLUMN),
+            files.join(", ")
+        );
+        for b in collect(&ctx, &sql, "rows kept in rewritten files").await? {
+            if b.num_rows() > 0 {
+                out.stats.rows_kept += b.num_rows() as u64;
+                out.kept_rows.push(conform(&output, b.columns().to_vec())?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Rebuilds columns in the output schema (casting e.g. string views to strings), so that the
+/// batch carries the table's field ids.
+pub fn conform(output: &SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch, MergeError> {
+    let cols: Vec<ArrayRef> = columns
+        .into_iter()
+        .zip(output.fields())
+        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { cast(&c, f.data_type()) })
+        .collect::<Result<_, _>>()
+        .map_err(|e| MergeError::Input(e.to_string()))?;
+    RecordBatch::try_new(output.clone(), cols).map_err(|e| MergeError::Input(format!("rows do not fit the table schema: {e}")))
+}

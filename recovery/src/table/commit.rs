@@ -1,0 +1,857 @@
+//! Copy-on-write commits: write Parquet data files, then publish a snapshot that adds them and
+//! removes the files they replace. iceberg-rust 0.10.1 can only `fast_append`, so the snapshot is
+//! built here from its public building blocks and published with the catalog's pointer swap.
+//!
+//! Contract of [`commit_overwrite`]:
+//! - The new snapshot is based on exactly the metadata `table` was loaded with. It has one data
+//!   manifest: the added files as ADDED, every other live file as EXISTING (original snapshot id
+//!   and sequence numbers kept), and the removed files as DELETED, so the snapshot says exactly
+//!   what it changed. Delete manifests of other writers are carried forward unchanged.
+//! - Publishing is the catalog compare-and-swap from the loaded metadata file to the new one. It
+//!   either wins (the commit is visible to every reader at once) or fails with
+//!   [`TableError::CommitConflict`] and changes nothing in the table: the caller reloads the table
+//!   and redoes its batch against the new state.
+//! - Files written before a lost swap (data files, manifest, manifest list, metadata file) stay
+//!   in storage unreferenced. Cleaning orphans is out of scope here; they never become visible.
+
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
+
+use arrow_array::RecordBatch;
+use chrono::{DateTime, Utc};
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestEntryRef,
+    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, Summary, TableMetadata,
+    TableMetadataBuilder,
+};
+use iceberg::table::Table;
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator, FileNameGenerator, LocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::{MetadataLocation, Runtime};
+use uuid::Uuid;
+
+use super::{TableError, arrow_schema, iceberg_err};
+use crate::catalog::CatalogHandle;
+
+/// The identity of one write or commit, minted by the caller (library code takes ids and time
+/// injected, so drills replay exactly). `id` names the files; `at` is the snapshot time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStamp {
+    pub id: Uuid,
+    pub at: DateTime<Utc>,
+}
+
+/// Writes `batches` as Parquet data files in the table's data folder, named `<file_id>-NNNNN.parquet`
+/// (the rolling writer starts a new file at the table's target file size). Batches must have
+/// the table's columns in table order; they are relabelled with the table's Arrow schema, which
+/// carries the field ids the writer needs. The files are not part of the table until committed.
+pub async fn write_data_file(
+    table: &Table,
+    batches: &[RecordBatch],
+    file_id: Uuid,
+) -> Result<Vec<DataFile>, TableError> {
+    let name = table.identifier().to_string();
+    let schema = arrow_schema(table)?;
+    let mut conformed = Vec::with_capacity(batches.len());
+    for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+        conformed.push(conform(&name, &schema, batch)?);
+    }
+    if conformed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let meta = table.metadata();
+    let props = meta
+        .table_properties()
+        .map_err(iceberg_err(format!("read the properties of {name}")))?;
+    let parquet = ParquetWriterBuilder::from_table_properties(&props, meta.current_schema().clone());
+    let locations = DefaultLocationGenerator::new(meta).map_err(iceberg_err(format!("data location of {name}")))?;
+    let names = DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet);
+    // The writer overwrites without asking: a reused file id would silently replace a live data
+    // file. Its first file is always `<file_id>-00000.parquet`, so one look refuses reuse.
+    // (A clone of `names` would share its counter; a fresh generator does not.)
+    let first_name =
+        DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet).generate_file_name();
+    let first = locations.generate_location(None, &first_name);
+    let exists = table
+        .file_io()
+        .exists(&first)
+        .await
+        .map_err(iceberg_err(format!("look for {first}")))?;
+    if exists {
+        return Err(TableError::DataFileExists {
+            table: name,
+            path: first,
+        });
+    }
+    let rolling = RollingFileWriterBuilder::new(
+        parquet,
+        props.write_target_file_size_bytes,
+        table.file_io().clone(),
+        locations,
+        names,
+    );
+    let context = format!("write data files of {name}");
+    let mut writer = DataFileWriterBuilder::new(rolling)
+        .build(None)
+        .await
+        .map_err(iceberg_err(&context))?;
+    for batch in conformed {
+        writer.write(batch).await.map_err(iceberg_err(&context))?;
+    }
+    writer.close().await.map_err(iceberg_err(&context))
+}
+
+/// Gives `batch` the table's Arrow schema (field ids in the metadata), checking names and types.
+fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, TableError> {
+    let fail = |detail: String| TableError::BatchSchema {
+        table: table.to_string(),
+        detail,
+    };
+    let found: Vec<&str> = batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
+    let wanted: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    if found != wanted {
+        return Err(fail(format!("columns {found:?}, the table has {wanted:?}")));
+    }
+    RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| fail(e.to_string()))
+}
+
+/// The live files of the current snapshot: data entries (with their inherited sequence numbers
+/// and snapshot ids) and the delete manifests, which a commit carries forward as they are.
+struct CurrentFiles {
+    data: Vec<ManifestEntryRef>,
+    delete_manifests: Vec<ManifestFile>,
+}
+
+async fn current_files(table: &Table) -> Result<CurrentFiles, TableError> {
+    let mut files = CurrentFiles {
+        data: Vec::new(),
+        delete_manifests: Vec::new(),
+    };
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok(files);
+    };
+    let name = table.identifier();
+    let list = table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await
+        .map_err(iceberg_err(format!("read the manifest list of {name}")))?;
+    let mut data_manifests = Vec::new();
+    for manifest in list.consume_entries() {
+        match manifest.content {
+            ManifestContentType::Data => data_manifests.push(manifest),
+            ManifestContentType::Deletes => files.delete_manifests.push(manifest),
+        }
+    }
+    let file_io = table.file_io();
+    // `load_manifest` fills in the values an entry inherits from its manifest-list row.
+    let loaded = futures::future::try_join_all(data_manifests.iter().map(|m| m.load_manifest(file_io)))
+        .await
+        .map_err(iceberg_err(format!("read the manifests of {name}")))?;
+    for manifest in loaded {
+        let (entries, _) = manifest.into_parts();
+        files.data.extend(entries.into_iter().filter(|e| e.is_alive()));
+    }
+    Ok(files)
+}
+
+/// All data files of the table's current snapshot (none for a table without a snapshot).
+pub async fn live_data_files(table: &Table) -> Result<Vec<DataFile>, TableError> {
+    Ok(current_files(table)
+        .await?
+        .data
+        .iter()
+        .map(|e| e.data_file().clone())
+        .collect())
+}
+
+/// Counts for the snapshot summary.
+#[derive(Default)]
+struct Counts {
+    added_files: u64,
+    added_records: u64,
+    added_size: u64,
+    deleted_files: u64,
+    deleted_records: u64,
+    removed_size: u64,
+    total_files: u64,
+    total_records: u64,
+    total_size: u64,
+}
+
+/// Commits a snapshot of `table` that removes the data files `removed` (paths of live files) and
+/// adds `added`: an OVERWRITE, or an APPEND when nothing is removed. `summary` goes into the
+/// snapshot summary next to the standard counts (which win on a name clash). Returns the table
+/// as committed. See the module documentation for the contract.
+pub async fn commit_overwrite(
+    handle: &CatalogHandle,
+    table: &Table,
+    removed: &[String],
+    added: Vec<DataFile>,
+    summary: HashMap<String, String>,
+    stamp: CommitStamp,
+) -> Result<Table, TableError> {
+    let ident = table.identifier();
+    let name = ident.to_string();
+    let meta = table.metadata();
+    check_supported(&name, meta)?;
+    if removed.is_empty() && added.is_empty() {
+        return Err(TableError::EmptyCommit { table: name });
+    }
+    let expected = table
+        .metadata_location_result()
+        .map_err(iceberg_err(format!("metadata location of {name}")))?
+        .to_string();
+
+    let current = current_files(table).await?;
+    let live: HashSet<&str> = current.data.iter().map(|e| e.file_path()).collect();
+    let removed: HashSet<&str> = removed.iter().map(String::as_str).collect();
+    if let Some(path) = removed.iter().find(|p| !live.contains(**p)) {
+        return Err(TableError::FileNotLive {
+            table: name,
+            path: path.to_string(),
+        });
+    }
+    let mut added_paths = HashSet::new();
+    for file in &added {
+        if file.content_type() != DataContentType::Data || !file.partition().fields().is_empty() {
+            return Err(TableError::Unsupported {
+                table: name,
+                reason: format!("{} is not an unpartitioned data file", file.file_path()),
+            });
+        }
+        if live.contains(file.file_path()) || !added_paths.insert(file.file_path()) {
+            return Err(TableError::FileAlreadyLive {
+                table: name,
+                path: file.file_path().to_string(),
+            });
+        }
+    }
+
+    let snapshot_id = new_snapshot_id(stamp.id, meta);
+    // Format version 2: the next sequence number is last_sequence_number + 1.
+    let sequence_number = meta.next_sequence_number();
+    let metadata_dir = format!("{}/metadata", meta.location());
+    let io_err = |what: &str| iceberg_err(format!("{what} for {name}"));
+
+    // The snapshot id is unique in this table, so a reused stamp can never overwrite a manifest
+    // that an earlier snapshot references.
+    let manifest_path = format!("{metadata_dir}/{}-{snapshot_id}-m0.avro", stamp.id);
+    let output = table
+        .file_io()
+        .new_output(&manifest_path)
+        .map_err(io_err("open the manifest"))?;
+    let mut writer = ManifestWriterBuilder::new(
+        output,
+        Some(snapshot_id),
+        meta.current_schema().clone(),
+        meta.default_partition_spec().as_ref().clone(),
+    )
+    .build_v2_data();
+    let mut counts = Counts::default();
+    for file in added {
+        counts.added_files += 1;
+        counts.added_records += file.record_count();
+        counts.added_size += file.file_size_in_bytes();
+        writer
+            .add_file(file, sequence_number)
+            .map_err(io_err("add a data file to the manifest"))?;
+    }
+    for entry in &current.data {
+        let file = entry.data_file();
+        // After `load_manifest`, live v2 entries always have their data sequence number and
+        // snapshot id. The file sequence number can be null in manifests upgraded from v1;
+        // Java then falls back to the data sequence number, and so do we.
+        let (Some(seq), Some(entry_snapshot)) = (entry.sequence_number(), entry.snapshot_id()) else {
+            return Err(TableError::Unsupported {
+                table: name,
+                reason: format!(
+                    "manifest entry of {} has no sequence number or snapshot id",
+                    file.file_path()
+                ),
+            });
+        };
+        let file_seq = entry.file_sequence_number.or(Some(seq));
+        if removed.contains(entry.file_path()) {
+            counts.deleted_files += 1;
+            counts.deleted_records += file.record_count();
+            counts.removed_size += file.file_size_in_bytes();
+            writer
+                .add_delete_file(file.clone(), seq, file_seq)
+                .map_err(io_err("mark a file deleted"))?;
+        } else {
+            counts.total_files += 1;
+            counts.total_records += file.record_count();
+            counts.total_size += file.file_size_in_bytes();
+            writer
+                .add_existing_file(file.clone(), entry_snapshot, seq, file_seq)
+                .map_err(io_err("keep a file in the manifest"))?;
+        }
+    }
+    counts.total_files += counts.added_files;
+    counts.total_records += counts.added_records;
+    counts.total_size += counts.added_size;
+    let data_manifest = writer
+        .write_manifest_file()
+        .await
+        .map_err(io_err("write the manifest"))?;
+
+    // Java's name for a manifest list: snap-<snapshot id>-<attempt>-<commit uuid>.avro.
+    let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", stamp.id);
+    let list_out = table
+        .file_io()
+        .new_output(&list_path)
+        .map_err(io_err("open the manifest list"))?
+        .writer()
+        .await
+        .map_err(io_err("open the manifest list"))?;
+    let mut list = ManifestListWriter::v2(list_out, snapshot_id, meta.current_snapshot_id(), sequence_number);
+    list.add_manifests(std::iter::once(data_manifest).chain(current.delete_manifests.iter().cloned()))
+        .map_err(io_err("list the manifests"))?;
+    list.close().await.map_err(io_err("write the manifest list"))?;
+
+    let operation = if removed.is_empty() {
+        Operation::Append
+    } else {
+        Operation::Overwrite
+    };
+    let mut properties = summary;
+    properties.extend(summary_counts(&counts, &current.delete_manifests, meta));
+    // The metadata builder refuses a snapshot more than a minute older than the table's last
+    // update, and time travel by timestamp needs snapshot times that increase: a clock behind
+    // the table's history is raised to just after it.
+    let timestamp_ms = stamp.at.timestamp_millis().max(meta.last_updated_ms() + 1);
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(meta.current_snapshot_id())
+        .with_sequence_number(sequence_number)
+        .with_timestamp_ms(timestamp_ms)
+        .with_manifest_list(list_path)
+        .with_summary(Summary {
+            operation,
+            additional_properties: properties,
+        })
+        .with_schema_id(meta.current_schema_id())
+        .build();
+    let new_metadata = TableMetadataBuilder::new_from_metadata(meta.clone(), Some(expected.clone()))
+        .set_branch_snapshot(snapshot, MAIN_BRANCH)
+        .and_then(|b| b.build())
+        .map_err(io_err("build the new table metadata"))?
+        .metadata;
+    // <version+1>-<uuid>.metadata.json next to the current file (compression suffix kept).
+    let location = MetadataLocation::from_str(&expected)
+        .map_err(io_err("parse the current metadata file name"))?
+        .with_next_version()
+        .with_new_metadata(&new_metadata);
+    new_metadata
+        .write_to(table.file_io(), &location)
+        .await
+        .map_err(io_err("write the metadata file"))?;
+    let location = location.to_string();
+
+    if !handle.swap_metadata_pointer(ident, &expected, &location).await? {
+        let actual = handle
+            .metadata_pointer(ident)
+            .await?
+            .unwrap_or_else(|| "nothing (the table was dropped)".into());
+        return Err(TableError::CommitConflict {
+            table: name,
+            expected_metadata: expected,
+            actual_metadata: actual,
+        });
+    }
+
+    let runtime = Runtime::try_current().map_err(io_err("find the tokio runtime"))?;
+    Table::builder()
+        .file_io(table.file_io().clone())
+        .identifier(ident.clone())
+        .metadata_location(location)
+        .metadata(new_metadata)
+        .runtime(runtime)
+        .build()
+        .map_err(io_err("open the committed table"))
+}
+
+/// The hand-made snapshot supports what tidemark creates: format v2, unpartitioned.
+fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+    let unsupported = |reason: String| {
+        Err(TableError::Unsupported {
+            table: name.to_string(),
+            reason,
+        })
+    };
+    if meta.format_version() != FormatVersion::V2 {
+        return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
+    }
+    if !meta.default_partition_spec().is_unpartitioned() {
+        return unsupported("the table is partitioned".into());
+    }
+    Ok(())
+}
+
+/// A snapshot id from the commit id, positive as the spec asks and unused in this table.
+fn new_snapshot_id(id: Uuid, meta: &TableMetadata) -> i64 {
+    let (hi, lo) = id.as_u64_pair();
+    let mut snapshot_id = ((hi ^ lo) & i64::MAX as u64) as i64;
+    while snapshot_id == 0 || meta.snapshot_by_id(snapshot_id).is_some() {
+        snapshot_id = snapshot_id.wrapping_add(1) & i64::MAX;
+    }
+    snapshot_id
+}
+
+/// The standard summary counts. Totals are counted from the files themselves rather than
+/// carried from the parent's summary, which another writer may have left out.
+fn summary_counts(counts: &Counts, delete_manifests: &[ManifestFile], meta: &TableMetadata) -> HashMap<String, String> {
+    let mut out: HashMap<String, String> = [
+        ("added-data-files", counts.added_files),
+        ("deleted-data-files", counts.deleted_files),
+        ("added-records", counts.added_records),
+        ("deleted-records", counts.deleted_records),
+        ("added-files-size", counts.added_size),
+        ("removed-files-size", counts.removed_size),
+        ("total-data-files", counts.total_files),
+        ("total-records", counts.total_records),
+        ("total-files-size", counts.total_size),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let delete_files: u64 = delete_manifests
+        .iter()
+        .map(|m| u64::from(m.added_files_count.unwrap_or(0)) + u64::from(m.existing_files_count.unwrap_or(0)))
+        .sum();
+    out.insert("total-delete-files".into(), delete_files.to_string());
+    // Delete files are carried unchanged, so their row totals are the parent's.
+    let parent = meta.current_snapshot().map(|s| &s.summary().additional_properties);
+    for key in ["total-position-deletes", "total-equality-deletes"] {
+        let value = match (delete_files, parent.and_then(|p| p.get(key))) {
+            (0, _) => "0".to_string(),
+            (_, Some(v)) => v.clone(),
+            (_, None) => continue,
+        };
+        out.insert(key.to_string(), value);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        Array, ArrayRef, BooleanArray, Decimal128Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    };
+    use arrow_schema::{DataType, Field, Schema};
+    use chrono::TimeZone;
+    use datafusion::prelude::SessionContext;
+    use futures::TryStreamExt;
+    use iceberg::spec::ManifestStatus;
+    use iceberg::transaction::{ApplyTransactionAction, Transaction};
+    use iceberg_datafusion::IcebergCatalogProvider;
+    use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN, UTC};
+
+    use super::*;
+    use crate::table::test_support::catalog_in;
+    use crate::table::{create_or_load_table, load_table};
+
+    const TABLE: &str = "shop.orders";
+
+    /// Stamps with fixed ids and a clock in 2023, behind the table's creation time on purpose:
+    /// the commit raises it to the table's last update.
+    fn stamp(n: u128) -> CommitStamp {
+        CommitStamp {
+            id: Uuid::from_u128(0x5eed_0000_0000_4000_8000_0000_0000_0000 + n),
+            at: Utc.timestamp_opt(1_700_000_000 + n as i64, 0).unwrap(),
+        }
+    }
+
+    /// Orders rows `(order_id, order_version)` as a batch without field ids (the writer adds them).
+    fn orders(rows: &[(&str, i64)]) -> RecordBatch {
+        let spec = CompiledSpec::orders();
+        let n = rows.len();
+        let versions: Vec<i64> = rows.iter().map(|r| r.1).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(versions.clone())),
+            Arc::new(StringArray::from(vec!["cust-1"; n])),
+            Arc::new(StringArray::from(vec!["open"; n])),
+            Arc::new(
+                Decimal128Array::from(vec![1999_i128; n])
+                    .with_precision_and_scale(18, 2)
+                    .unwrap(),
+            ),
+            Arc::new(StringArray::from(vec!["EUR"; n])),
+            Arc::new(BooleanArray::from(vec![false; n])),
+            Arc::new(TimestampMicrosecondArray::from(vec![1_700_000_000_000_000_i64; n]).with_timezone(UTC)),
+            Arc::new(Int64Array::from(versions.iter().map(|v| v * 100).collect::<Vec<_>>())),
+        ];
+        let mut fields: Vec<Field> = spec
+            .spec
+            .columns
+            .iter()
+            .zip(&spec.types)
+            .map(|(c, t)| Field::new(&c.name, t.arrow_type(), c.nullable))
+            .collect();
+        fields.push(Field::new(POSITION_COLUMN, DataType::Int64, false));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    fn want(rows: &[(&str, i64)]) -> Vec<(String, i64)> {
+        let mut v: Vec<_> = rows.iter().map(|(k, n)| (k.to_string(), *n)).collect();
+        v.sort();
+        v
+    }
+
+    /// `(order_id, order_version)` of every row a scan returns, sorted.
+    async fn rows(table: &Table, snapshot_id: Option<i64>) -> Vec<(String, i64)> {
+        let mut scan = table.scan();
+        if let Some(id) = snapshot_id {
+            scan = scan.snapshot_id(id);
+        }
+        let batches: Vec<RecordBatch> = scan
+            .build()
+            .unwrap()
+            .to_arrow()
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        for b in &batches {
+            let ids = b
+                .column_by_name("order_id")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let versions = b
+                .column_by_name("order_version")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            for i in 0..b.num_rows() {
+                out.push((ids.value(i).to_string(), versions.value(i)));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn paths(files: &[DataFile]) -> Vec<String> {
+        let mut v: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+        v.sort();
+        v
+    }
+
+    #[tokio::test]
+    async fn overwrite_replaces_a_file_and_keeps_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+            .await
+            .unwrap();
+        let f1 = write_data_file(&table, &[orders(&[("a", 1), ("b", 1)])], stamp(1).id)
+            .await
+            .unwrap();
+        let f2 = write_data_file(&table, &[orders(&[("c", 1), ("d", 1)])], stamp(2).id)
+            .await
+            .unwrap();
+        assert_eq!((f1.len(), f2.len()), (1, 1));
+        assert!(
+            f1[0]
+                .file_path()
+                .starts_with(&format!("{}/data/{}", table.metadata().location(), stamp(1).id))
+        );
+
+        // The first commit goes through iceberg-rust's fast_append, whose ADDED entries leave
+        // their sequence numbers to inheritance: the overwrite must carry them correctly.
+        let tx = Transaction::new(&table);
+        let tx = tx
+            .fast_append()
+            .add_data_files(f1.iter().chain(&f2).cloned())
+            .apply(tx)
+            .unwrap();
+        let t1 = tx.commit(handle.catalog().as_ref()).await.unwrap();
+        let first = t1.metadata().current_snapshot().unwrap().clone();
+        assert_eq!(rows(&t1, None).await, want(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)]));
+
+        let f3 = write_data_file(&t1, &[orders(&[("a", 2), ("b", 1)])], stamp(3).id)
+            .await
+            .unwrap();
+        let summary = HashMap::from([("tidemark.batch".to_string(), "7".to_string())]);
+        let removed = [f1[0].file_path().to_string()];
+        let t2 = commit_overwrite(&handle, &t1, &removed, f3.clone(), summary, stamp(3))
+            .await
+            .unwrap();
+
+        let snap = t2.metadata().current_snapshot().unwrap().clone();
+        assert_eq!(snap.summary().operation, Operation::Overwrite);
+        let props = &snap.summary().additional_properties;
+        for (k, v) in [
+            ("added-data-files", "1"),
+            ("deleted-data-files", "1"),
+            ("added-records", "2"),
+            ("deleted-records", "2"),
+            ("total-records", "4"),
+            ("total-data-files", "2"),
+            ("total-delete-files", "0"),
+            ("tidemark.batch", "7"),
+        ] {
+            assert_eq!(props.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        assert_eq!(snap.sequence_number(), first.sequence_number() + 1);
+        assert_eq!(snap.parent_snapshot_id(), Some(first.snapshot_id()));
+        assert!(snap.timestamp_ms() > first.timestamp_ms());
+        assert_eq!(rows(&t2, None).await, want(&[("a", 2), ("b", 1), ("c", 1), ("d", 1)]));
+        // Time travel: the previous snapshot still reads its rows.
+        assert_eq!(
+            rows(&t2, Some(first.snapshot_id())).await,
+            want(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)])
+        );
+
+        // The catalog points at the new metadata file (version 2: create, fast_append, ours).
+        let reloaded = load_table(&handle, TABLE).await.unwrap();
+        assert_eq!(reloaded.metadata_location(), t2.metadata_location());
+        assert!(
+            reloaded.metadata_location().unwrap().contains("/metadata/00002-"),
+            "{:?}",
+            reloaded.metadata_location()
+        );
+        assert_eq!(reloaded.metadata().metadata_log().len(), 2);
+        assert_eq!(
+            paths(&live_data_files(&reloaded).await.unwrap()),
+            paths(&[f2[0].clone(), f3[0].clone()])
+        );
+
+        // One manifest says exactly what changed; the kept file keeps its snapshot and sequence.
+        let list = reloaded.manifest_list_reader(&snap).load().await.unwrap();
+        assert_eq!(list.entries().len(), 1);
+        let manifest = list.entries()[0].load_manifest(reloaded.file_io()).await.unwrap();
+        let entry = |path: &str| {
+            manifest
+                .entries()
+                .iter()
+                .find(|e| e.file_path() == path)
+                .unwrap()
+                .clone()
+        };
+        let gone = entry(f1[0].file_path());
+        assert_eq!(gone.status(), ManifestStatus::Deleted);
+        assert_eq!(gone.snapshot_id(), Some(snap.snapshot_id()));
+        assert_eq!(gone.sequence_number(), Some(first.sequence_number()));
+        let kept = entry(f2[0].file_path());
+        assert_eq!(kept.status(), ManifestStatus::Existing);
+        assert_eq!(kept.snapshot_id(), Some(first.snapshot_id()));
+        assert_eq!(kept.sequence_number(), Some(first.sequence_number()));
+        assert_eq!(kept.file_sequence_number, Some(first.sequence_number()));
+        let new = entry(f3[0].file_path());
+        assert_eq!(new.status(), ManifestStatus::Added);
+        assert_eq!(new.sequence_number(), Some(snap.sequence_number()));
+
+        // DataFusion, reading through the catalog, sees the new state.
+        let ctx = SessionContext::new();
+        let provider = IcebergCatalogProvider::try_new(handle.catalog().clone()).await.unwrap();
+        ctx.register_catalog("tm", Arc::new(provider));
+        let out = ctx
+            .sql("SELECT count(*) AS n, sum(order_version) AS v FROM tm.shop.orders")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let n = out[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+        let v = out[0].column(1).as_any().downcast_ref::<Int64Array>().unwrap().value(0);
+        assert_eq!((n, v), (4, 5));
+    }
+
+    #[tokio::test]
+    async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+            .await
+            .unwrap();
+
+        // A first commit on a table without a snapshot is an append.
+        let f1 = write_data_file(&table, &[orders(&[("a", 1), ("b", 1)])], stamp(1).id)
+            .await
+            .unwrap();
+        let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
+            .await
+            .unwrap();
+        let s1 = t1.metadata().current_snapshot().unwrap();
+        assert_eq!(s1.summary().operation, Operation::Append);
+        assert_eq!(s1.parent_snapshot_id(), None);
+        assert_eq!(s1.sequence_number(), 1);
+        assert_eq!(s1.summary().additional_properties["total-records"], "2");
+        assert_eq!(
+            load_table(&handle, TABLE).await.unwrap().metadata_location(),
+            t1.metadata_location()
+        );
+
+        let removed = [f1[0].file_path().to_string()];
+        let fa = write_data_file(&t1, &[orders(&[("a", 2), ("b", 1)])], stamp(2).id)
+            .await
+            .unwrap();
+        let fb = write_data_file(&t1, &[orders(&[("a", 3), ("b", 1)])], stamp(3).id)
+            .await
+            .unwrap();
+        let ta = commit_overwrite(&handle, &t1, &removed, fa, HashMap::new(), stamp(2))
+            .await
+            .unwrap();
+        let err = commit_overwrite(&handle, &t1, &removed, fb, HashMap::new(), stamp(3))
+            .await
+            .unwrap_err();
+        match &err {
+            TableError::CommitConflict {
+                table,
+                expected_metadata,
+                actual_metadata,
+            } => {
+                assert_eq!(table, TABLE);
+                assert_eq!(Some(expected_metadata.as_str()), t1.metadata_location());
+                assert_eq!(Some(actual_metadata.as_str()), ta.metadata_location());
+            }
+            other => panic!("unexpected {other}"),
+        }
+        assert!(err.to_string().contains("reload the table"), "{err}");
+
+        let now = load_table(&handle, TABLE).await.unwrap();
+        assert_eq!(now.metadata_location(), ta.metadata_location());
+        assert_eq!(rows(&now, None).await, want(&[("a", 2), ("b", 1)]));
+
+        // The loser reloads and redoes its batch on the new state.
+        let live = paths(&live_data_files(&now).await.unwrap());
+        let fb2 = write_data_file(&now, &[orders(&[("a", 3), ("b", 1)])], stamp(4).id)
+            .await
+            .unwrap();
+        let tb = commit_overwrite(&handle, &now, &live, fb2, HashMap::new(), stamp(4))
+            .await
+            .unwrap();
+        assert_eq!(rows(&tb, None).await, want(&[("a", 3), ("b", 1)]));
+        assert_eq!(tb.metadata().current_snapshot().unwrap().sequence_number(), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn of_concurrent_commits_exactly_one_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+            .await
+            .unwrap();
+        let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
+            .await
+            .unwrap();
+        let base = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
+            .await
+            .unwrap();
+        let removed = [f1[0].file_path().to_string()];
+
+        let mut prepared = Vec::new();
+        for n in 2..6 {
+            prepared.push((
+                n,
+                write_data_file(&base, &[orders(&[("a", n as i64)])], stamp(n).id)
+                    .await
+                    .unwrap(),
+            ));
+        }
+        let tasks = prepared.into_iter().map(|(n, files)| {
+            let (handle, base, removed) = (handle.clone(), base.clone(), removed.clone());
+            tokio::spawn(
+                async move { commit_overwrite(&handle, &base, &removed, files, HashMap::new(), stamp(n)).await },
+            )
+        });
+        let results: Vec<_> = futures::future::join_all(tasks)
+            .await
+            .into_iter()
+            .map(|r| r.unwrap())
+            .collect();
+        let winners: Vec<&Table> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(winners.len(), 1, "{results:?}");
+        for r in &results {
+            if let Err(e) = r {
+                assert!(matches!(e, TableError::CommitConflict { .. }), "{e}");
+            }
+        }
+        let now = load_table(&handle, TABLE).await.unwrap();
+        assert_eq!(now.metadata_location(), winners[0].metadata_location());
+        assert_eq!(rows(&now, None).await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn bad_commits_are_refused_and_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+            .await
+            .unwrap();
+        let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
+            .await
+            .unwrap();
+        let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
+            .await
+            .unwrap();
+
+        let err = commit_overwrite(&handle, &t1, &[], Vec::new(), HashMap::new(), stamp(2))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TableError::EmptyCommit { .. }), "{err}");
+        let err = commit_overwrite(
+            &handle,
+            &t1,
+            &["file:///nope.parquet".into()],
+            Vec::new(),
+            HashMap::new(),
+            stamp(2),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, TableError::FileNotLive { path, .. } if path == "file:///nope.parquet"),
+            "{err}"
+        );
+        let err = commit_overwrite(&handle, &t1, &[], f1.clone(), HashMap::new(), stamp(2))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, TableError::FileAlreadyLive { .. }), "{err}");
+        assert_eq!(
+            load_table(&handle, TABLE).await.unwrap().metadata_location(),
+            t1.metadata_location()
+        );
+
+        // A batch whose columns are not the table's is refused before anything is written.
+        let batch = orders(&[("a", 1)]);
+        let renamed = Schema::new(
+            batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_name(f.name().to_uppercase()))
+                .collect::<Vec<_>>(),
+        );
+        let bad = RecordBatch::try_new(Arc::new(renamed), batch.columns().to_vec()).unwrap();
+        let err = write_data_file(&t1, &[bad], stamp(3).id).await.unwrap_err();
+        assert!(matches!(err, TableError::BatchSchema { .. }), "{err}");
+        assert!(
+            write_data_file(&t1, &[batch.slice(0, 0)], stamp(3).id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Reusing a file id would overwrite a live data file.
+        let err = write_data_file(&t1, &[batch], stamp(1).id).await.unwrap_err();
+        assert!(
+            matches!(&err, TableError::DataFileExists { path, .. } if path == f1[0].file_path()),
+            "{err}"
+        );
+        assert_eq!(rows(&t1, None).await, want(&[("a", 1)]));
+    }
+}

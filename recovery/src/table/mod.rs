@@ -1,0 +1,345 @@
+//! tidemark's Iceberg tables: creating or loading a spec's table ([`create_or_load_table`]), its
+//! schema ([`schema`]), and the copy-on-write commits that iceberg-rust 0.10.1 lacks
+//! ([`commit`]).
+//!
+//! Tables are format version 2, unpartitioned, sorted by the key column, Parquet. A table name is
+//! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
+
+pub mod commit;
+pub mod schema;
+
+use std::collections::HashMap;
+
+use arrow_schema::SchemaRef;
+use iceberg::spec::{FormatVersion, NullOrder, SortDirection, SortField, SortOrder, Transform};
+use iceberg::table::Table;
+use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
+use tidemark_journal::spec::CompiledSpec;
+
+use crate::catalog::CatalogHandle;
+
+pub use commit::{CommitStamp, commit_overwrite, live_data_files, write_data_file};
+pub use schema::{check_schema, iceberg_schema};
+
+/// Errors of catalog and table work. Each carries the facts an operator needs to act.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error(
+        "table {table}: another writer committed first (expected metadata {expected_metadata}, the catalog now \
+         points at {actual_metadata}); reload the table and redo the batch"
+    )]
+    CommitConflict {
+        table: String,
+        expected_metadata: String,
+        actual_metadata: String,
+    },
+
+    #[error("table {table}: column {column:?} does not match the spec: expected {expected}, found {found}")]
+    SchemaMismatch {
+        table: String,
+        column: String,
+        expected: String,
+        found: String,
+    },
+
+    #[error("catalog {uri} cannot be reached: {detail}")]
+    CatalogUnreachable { uri: String, detail: String },
+
+    #[error("catalog {uri}: {reason}")]
+    InvalidCatalog { uri: String, reason: String },
+
+    #[error("warehouse {warehouse:?}: {reason}")]
+    InvalidWarehouse { warehouse: String, reason: String },
+
+    #[error("table name {ident:?} is not of the form namespace.name")]
+    InvalidIdent { ident: String },
+
+    #[error("table {table} does not exist in the catalog")]
+    TableNotFound { table: String },
+
+    #[error("table {table} is not supported: {reason}")]
+    Unsupported { table: String, reason: String },
+
+    #[error("table {table}: data file {path} is not live in the snapshot the commit is based on")]
+    FileNotLive { table: String, path: String },
+
+    #[error("table {table}: data file {path} is already in the table")]
+    FileAlreadyLive { table: String, path: String },
+
+    #[error("table {table}: data file {path} exists already; write with a fresh file id")]
+    DataFileExists { table: String, path: String },
+
+    #[error("table {table}: record batch does not fit the table schema: {detail}")]
+    BatchSchema { table: String, detail: String },
+
+    #[error("table {table}: a commit needs added or removed files")]
+    EmptyCommit { table: String },
+
+    /// Boxed because iceberg's error is large and every `Result` here would carry its size.
+    #[error("{context}: {source}")]
+    Iceberg {
+        context: String,
+        #[source]
+        source: Box<iceberg::Error>,
+    },
+
+    #[error("{context}: {source}")]
+    Sql {
+        context: String,
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+/// A closure for `map_err` that wraps an iceberg error with what was being done.
+pub(crate) fn iceberg_err(context: impl Into<String>) -> impl FnOnce(iceberg::Error) -> TableError {
+    let context = context.into();
+    move |source| TableError::Iceberg {
+        context,
+        source: Box::new(source),
+    }
+}
+
+/// Parses `namespace.name`; the last dot separates the name.
+pub fn parse_ident(ident: &str) -> Result<TableIdent, TableError> {
+    let invalid = || TableError::InvalidIdent {
+        ident: ident.to_string(),
+    };
+    let (ns, name) = ident.rsplit_once('.').ok_or_else(invalid)?;
+    if name.is_empty() || ns.split('.').any(str::is_empty) {
+        return Err(invalid());
+    }
+    let ns = NamespaceIdent::from_strs(ns.split('.')).map_err(|_| invalid())?;
+    Ok(TableIdent::new(ns, name.to_string()))
+}
+
+/// Loads the table `ident` and checks its schema against `spec`, or creates it (and its
+/// namespace) when it does not exist.
+pub async fn create_or_load_table(
+    handle: &CatalogHandle,
+    ident: &str,
+    spec: &CompiledSpec,
+) -> Result<Table, TableError> {
+    let id = parse_ident(ident)?;
+    let catalog = handle.catalog();
+    let exists = catalog
+        .table_exists(&id)
+        .await
+        .map_err(iceberg_err(format!("look up table {ident}")))?;
+    if !exists {
+        match create_table(handle, &id, spec).await {
+            Ok(table) => return Ok(table),
+            // Another process created it between our check and our insert: use theirs.
+            Err(TableError::Iceberg { source, .. }) if source.kind() == ErrorKind::TableAlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let table = load_table(handle, ident).await?;
+    check_schema(spec, table.metadata().current_schema()).map_err(|e| match e {
+        TableError::SchemaMismatch {
+            column,
+            expected,
+            found,
+            ..
+        } => TableError::SchemaMismatch {
+            table: ident.to_string(),
+            column,
+            expected,
+            found,
+        },
+        other => other,
+    })?;
+    Ok(table)
+}
+
+/// Loads a table through the catalog.
+pub async fn load_table(handle: &CatalogHandle, ident: &str) -> Result<Table, TableError> {
+    let id = parse_ident(ident)?;
+    handle
+        .catalog()
+        .load_table(&id)
+        .await
+        .map_err(|source| match source.kind() {
+            ErrorKind::TableNotFound | ErrorKind::NamespaceNotFound => TableError::TableNotFound {
+                table: ident.to_string(),
+            },
+            _ => TableError::Iceberg {
+                context: format!("load table {ident}"),
+                source: Box::new(source),
+            },
+        })
+}
+
+async fn create_table(handle: &CatalogHandle, id: &TableIdent, spec: &CompiledSpec) -> Result<Table, TableError> {
+    let catalog = handle.catalog();
+    let ns = id.namespace();
+    let ns_exists = catalog
+        .namespace_exists(ns)
+        .await
+        .map_err(iceberg_err(format!("look up namespace {ns:?}")))?;
+    if !ns_exists {
+        match catalog.create_namespace(ns, HashMap::new()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+            Err(e) => return Err(iceberg_err(format!("create namespace {}", ns.join(".")))(e)),
+        }
+    }
+    let schema = iceberg_schema(spec);
+    // Rewrites are copy-on-write per data file holding a touched key. Sorting by key keeps each
+    // key's rows in a narrow range of files, so a batch of touched keys rewrites few files.
+    let key_field = SortField::builder()
+        .source_id(spec.key_index as i32 + 1)
+        .transform(Transform::Identity)
+        .direction(SortDirection::Ascending)
+        .null_order(NullOrder::First)
+        .build();
+    let sort_order = SortOrder::builder()
+        .with_order_id(1)
+        .with_sort_field(key_field)
+        .build(&schema)
+        .map_err(iceberg_err("build the key sort order"))?;
+    let creation = TableCreation::builder()
+        .name(id.name().to_string())
+        .schema(schema)
+        .sort_order(sort_order)
+        .properties([("write.format.default".to_string(), "parquet".to_string())])
+        // "format-version" as a property is refused by iceberg-rust; the builder field is the way.
+        .format_version(FormatVersion::V2)
+        .build();
+    catalog
+        .create_table(ns, creation)
+        .await
+        .map_err(iceberg_err(format!("create table {id}")))
+}
+
+/// The table's Arrow schema with the Iceberg field ids in each field's metadata, which the
+/// Parquet writer needs to map columns.
+pub fn arrow_schema(table: &Table) -> Result<SchemaRef, TableError> {
+    let schema = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).map_err(iceberg_err(
+        format!("convert the schema of {} to Arrow", table.identifier()),
+    ))?;
+    Ok(std::sync::Arc::new(schema))
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::collections::HashMap;
+
+    use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog_with_props};
+
+    /// A SQLite catalog and a local warehouse in `dir`.
+    pub async fn catalog_in(dir: &std::path::Path) -> CatalogHandle {
+        let cfg = CatalogConfig {
+            uri: dir.join("catalog.db").display().to_string(),
+            warehouse: dir.join("warehouse").display().to_string(),
+            name: "tidemark".into(),
+        };
+        open_catalog_with_props(&cfg, HashMap::new())
+            .await
+            .expect("open the test catalog")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+    use tidemark_journal::spec::POSITION_COLUMN;
+
+    use super::test_support::catalog_in;
+    use super::*;
+
+    #[test]
+    fn idents_parse() {
+        let id = parse_ident("shop.orders").unwrap();
+        assert_eq!(id.namespace().join("."), "shop");
+        assert_eq!(id.name(), "orders");
+        assert_eq!(parse_ident("a.b.t").unwrap().namespace().join("."), "a.b");
+        for bad in ["orders", ".orders", "shop.", "a..t"] {
+            assert!(
+                matches!(parse_ident(bad), Err(TableError::InvalidIdent { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn create_then_reload_checks_the_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let spec = CompiledSpec::orders();
+        let created = create_or_load_table(&handle, "shop.orders", &spec).await.unwrap();
+        let meta = created.metadata();
+        assert_eq!(meta.format_version(), FormatVersion::V2);
+        assert!(meta.default_partition_spec().is_unpartitioned());
+        assert_eq!(
+            meta.properties().get("write.format.default").map(String::as_str),
+            Some("parquet")
+        );
+        let order = meta.default_sort_order();
+        assert_eq!(order.fields.len(), 1);
+        assert_eq!(order.fields[0].source_id, 1);
+        assert!(meta.current_snapshot().is_none());
+
+        let loaded = create_or_load_table(&handle, "shop.orders", &spec).await.unwrap();
+        assert_eq!(loaded.metadata_location(), created.metadata_location());
+        assert_eq!(loaded.metadata().uuid(), created.metadata().uuid());
+        assert!(
+            loaded
+                .metadata()
+                .current_schema()
+                .field_by_name(POSITION_COLUMN)
+                .is_some()
+        );
+
+        let arrow = arrow_schema(&loaded).unwrap();
+        assert_eq!(arrow.fields().len(), 9);
+        assert_eq!(
+            arrow.field(0).metadata().get("PARQUET:field_id").map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(arrow.field(7).data_type(), &spec.types[7].arrow_type());
+    }
+
+    #[tokio::test]
+    async fn a_table_with_another_schema_is_refused_naming_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let ns = NamespaceIdent::new("shop".into());
+        handle.catalog().create_namespace(&ns, HashMap::new()).await.unwrap();
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "order_id", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::required(2, "order_version", Type::Primitive(PrimitiveType::Int)).into(),
+            ])
+            .build()
+            .unwrap();
+        let creation = TableCreation::builder().name("orders".into()).schema(schema).build();
+        handle.catalog().create_table(&ns, creation).await.unwrap();
+
+        let err = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
+            .await
+            .unwrap_err();
+        match &err {
+            TableError::SchemaMismatch {
+                table,
+                column,
+                expected,
+                found,
+            } => {
+                assert_eq!(table, "shop.orders");
+                assert_eq!(column, "order_version");
+                assert_eq!((expected.as_str(), found.as_str()), ("long", "int"));
+            }
+            other => panic!("unexpected {other}"),
+        }
+        assert!(err.to_string().contains("order_version"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_table_is_reported_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let err = load_table(&handle, "shop.nothing").await.unwrap_err();
+        assert!(matches!(err, TableError::TableNotFound { .. }), "{err}");
+    }
+}

@@ -1,0 +1,99 @@
+//! Helpers for the end-to-end scenarios: a scratch folder per test and a way to run `tidemark`
+//! in it and look at its exit code, stdout and stderr (after ripgrep's `tests/util.rs`).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+/// What a command did.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+    /// Asserts success and returns self.
+    pub fn ok(self) -> Self {
+        assert_eq!(self.code, 0, "expected success\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        self
+    }
+    /// Asserts the exit code and that stderr mentions every fragment.
+    pub fn fails(self, code: i32, fragments: &[&str]) -> Self {
+        assert_eq!(self.code, code, "exit code\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        for f in fragments {
+            assert!(self.stderr.contains(f), "stderr should mention {f:?}: {}", self.stderr);
+        }
+        self
+    }
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Scratch { dir: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn path_str(&self, rel: &str) -> String {
+        self.path(rel).display().to_string()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.path(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        run_in(self.dir.path(), args)
+    }
+}
+
+pub fn tidemark() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tidemark"))
+}
+
+pub fn run_in(dir: &Path, args: &[&str]) -> Run {
+    let Output { status, stdout, stderr } = tidemark().current_dir(dir).args(args).output().expect("run tidemark");
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
+/// An NDJSON order event line.
+pub fn event(position: u64, order: &str, version: i64, deleted: bool) -> String {
+    format!(
+        r#"{{"position":{position},"order_id":"{order}","order_version":{version},"customer_id":"c-1","status":"paid","amount":"10.00","currency":"EUR","is_deleted":{deleted},"event_time":"2026-11-29T08:00:00Z"}}"#
+    )
+}
+
+pub fn events(first: u64, last: u64) -> String {
+    (first..=last).map(|p| event(p, &format!("o-{}", p % 7), p as i64, false) + "\n").collect()
+}
+
+/// Is the S3 server of sandbox/test.sh there? Panics when it should be and is not.
+pub fn s3_available() -> bool {
+    if std::env::var("TIDEMARK_SKIP_S3").is_ok_and(|v| v == "1") {
+        eprintln!("S3 scenario skipped (TIDEMARK_SKIP_S3=1)");
+        return false;
+    }
+    assert!(std::env::var("AWS_ENDPOINT_URL").is_ok(), "run the tests with `bash sandbox/test.sh` (or set TIDEMARK_SKIP_S3=1)");
+    true
+}
