@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 port="${TIDEMARK_MOTO_PORT:-5999}"
 eval "$(bash sandbox/moto.sh start "$port")"
 trap 'bash sandbox/moto.sh stop >/dev/null 2>&1 || true' EXIT
+python3 sandbox/s3_buckets.py
 cargo test --workspace "$@"

@@ -11,20 +11,50 @@ const CAPABILITY: i32 = 6;
 const NOT_FOUND: i32 = 7;
 
 fn journal_round_trip(s: &Scratch, journal: &str) {
-    s.run(&["journal", "init", "--journal", journal, "--journal-id", "j-e2e"]).ok();
+    s.run(&["journal", "init", "--journal", journal, "--journal-id", "j-e2e"])
+        .ok();
     let input = s.write("in.ndjson", &events(1, 25));
-    let append = s.run(&["journal", "append", "--journal", journal, "--input", input.to_str().unwrap(), "--batch-size", "10", "--json"]).ok();
+    let append = s
+        .run(&[
+            "journal",
+            "append",
+            "--journal",
+            journal,
+            "--input",
+            input.to_str().unwrap(),
+            "--batch-size",
+            "10",
+            "--json",
+        ])
+        .ok();
     let r = append.json();
-    assert_eq!((r["events"].as_u64(), r["batches"].as_u64(), r["last_position"].as_u64()), (Some(25), Some(3), Some(25)));
-    assert!(append.stderr.contains("append: 3/3 batches"), "progress on stderr: {}", append.stderr);
-    let verify = s.run(&["journal", "verify", "--journal", journal, "--json"]).ok().json();
+    assert_eq!(
+        (r["events"].as_u64(), r["batches"].as_u64(), r["last_position"].as_u64()),
+        (Some(25), Some(3), Some(25))
+    );
+    assert!(
+        append.stderr.contains("append: 3/3 batches"),
+        "progress on stderr: {}",
+        append.stderr
+    );
+    let verify = s
+        .run(&["journal", "verify", "--journal", journal, "--json"])
+        .ok()
+        .json();
     assert_eq!(verify["ok"], true);
     assert_eq!(verify["verified_last_position"], 25);
-    let status = s.run(&["journal", "status", "--journal", journal, "--json"]).ok().json();
-    assert_eq!((status["head_sequence"].as_u64(), status["events"].as_u64()), (Some(3), Some(25)));
+    let status = s
+        .run(&["journal", "status", "--journal", journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (status["head_sequence"].as_u64(), status["events"].as_u64()),
+        (Some(3), Some(25))
+    );
     let human = s.run(&["journal", "verify", "--journal", journal, "--to", "12"]).ok();
     assert!(human.stdout.contains("verified positions 1..=20"), "{}", human.stdout);
-    s.run(&["journal", "verify", "--journal", journal, "--to", "26"]).fails(VERIFY_FAILED, &["boundary", "26", "1..=25"]);
+    s.run(&["journal", "verify", "--journal", journal, "--to", "26"])
+        .fails(VERIFY_FAILED, &["boundary", "26", "1..=25"]);
 }
 
 #[test]
@@ -48,13 +78,33 @@ fn bad_input_is_refused_with_line_and_exit_code() {
     let s = Scratch::new();
     let journal = s.path_str("j");
     s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write("bad.ndjson", &format!("{}\n{{\"position\": 2,\n", event(1, "o-1", 1, false)));
-    s.run(&["journal", "append", "--journal", &journal, "--input", input.to_str().unwrap()])
-        .fails(BAD_INPUT, &["bad.ndjson:2: malformed JSON"]);
+    let input = s.write(
+        "bad.ndjson",
+        &format!("{}\n{{\"position\": 2,\n", event(1, "o-1", 1, false)),
+    );
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input.to_str().unwrap(),
+    ])
+    .fails(BAD_INPUT, &["bad.ndjson:2: malformed JSON"]);
     let gap = s.write("gap.ndjson", &format!("{}\n", event(3, "o-1", 1, false)));
-    s.run(&["journal", "append", "--journal", &journal, "--input", gap.to_str().unwrap()])
-        .fails(BAD_INPUT, &["gap.ndjson:1: position 3", "expected position 1"]);
-    let status = s.run(&["journal", "status", "--journal", &journal, "--json"]).ok().json();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        gap.to_str().unwrap(),
+    ])
+    .fails(BAD_INPUT, &["gap.ndjson:1: position 3", "expected position 1"]);
+    let status = s
+        .run(&["journal", "status", "--journal", &journal, "--json"])
+        .ok()
+        .json();
     assert_eq!(status["events"], 0, "nothing of the refused input was written");
 }
 
@@ -62,9 +112,11 @@ fn bad_input_is_refused_with_line_and_exit_code() {
 fn missing_journal_is_a_clear_not_found() {
     let s = Scratch::new();
     let journal = s.path_str("nowhere");
-    s.run(&["journal", "verify", "--journal", &journal]).fails(NOT_FOUND, &["nowhere"]);
+    s.run(&["journal", "verify", "--journal", &journal])
+        .fails(NOT_FOUND, &["nowhere"]);
     std::fs::create_dir_all(s.path("empty")).unwrap();
-    s.run(&["journal", "status", "--journal", &s.path_str("empty")]).fails(NOT_FOUND, &["journal.json", "tidemark journal init"]);
+    s.run(&["journal", "status", "--journal", &s.path_str("empty")])
+        .fails(NOT_FOUND, &["journal.json", "tidemark journal init"]);
 }
 
 #[test]
@@ -73,19 +125,40 @@ fn tampered_object_fails_verification() {
     let journal = s.path_str("j");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 30));
-    s.run(&["journal", "append", "--journal", &journal, "--input", input.to_str().unwrap(), "--batch-size", "10"]).ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input.to_str().unwrap(),
+        "--batch-size",
+        "10",
+    ])
+    .ok();
     // Flip one byte of the second batch's stored version.
     let versions = s.path("j/.tidemark/versions");
     let dir = std::fs::read_dir(&versions)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("events%2F00000000000000000002"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("events%2F00000000000000000002")
+        })
         .expect("second event object");
-    let file = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.')).unwrap();
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap();
     let mut bytes = std::fs::read(&file).unwrap();
     bytes[50] ^= 0xff;
     std::fs::write(&file, bytes).unwrap();
-    let run = s.run(&["journal", "verify", "--journal", &journal, "--json"]).fails(VERIFY_FAILED, &["checksum_mismatch", "events/00000000000000000002-"]);
+    let run = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .fails(VERIFY_FAILED, &["checksum_mismatch", "events/00000000000000000002-"]);
     let r = run.json();
     assert_eq!(r["verified_last_position"], 10);
     assert_eq!(r["first_break"]["sequence"], 2);
@@ -99,7 +172,11 @@ fn store_check_on_a_folder_passes_every_capability() {
     assert_eq!(r["ok"], true);
     assert_eq!(r["capabilities"].as_array().unwrap().len(), 6);
     let human = s.run(&["store", "check", &s.path_str("store")]).ok();
-    assert!(human.stdout.contains("create-only in a versioned bucket"), "{}", human.stdout);
+    assert!(
+        human.stdout.contains("create-only in a versioned bucket"),
+        "{}",
+        human.stdout
+    );
 }
 
 #[test]
@@ -111,11 +188,22 @@ fn store_check_on_s3_and_an_unversioned_bucket() {
     let r = s.run(&["store", "check", "s3://tidemark/check", "--json"]).ok().json();
     assert_eq!(r["ok"], true, "{r}");
     // A bucket without versioning fails the check and journal writes refuse it, naming the capability.
-    let run = s.run(&["store", "check", "s3://tidemark-unversioned/check", "--json"]).fails(CAPABILITY, &["versioning"]);
+    let run = s
+        .run(&["store", "check", "s3://tidemark-unversioned/check", "--json"])
+        .fails(CAPABILITY, &["versioning"]);
     assert_eq!(run.json()["ok"], false);
-    s.run(&["journal", "init", "--journal", "s3://tidemark-unversioned/j"]).ok();
+    s.run(&["journal", "init", "--journal", "s3://tidemark-unversioned/j"])
+        .ok();
     let input = s.write("in.ndjson", &events(1, 3));
-    s.run(&["journal", "append", "--journal", "s3://tidemark-unversioned/j", "--input", input.to_str().unwrap()])
-        .fails(CAPABILITY, &["versioning", "tidemark store check"]);
-    s.run(&["journal", "status", "--journal", "s3://no-such-bucket-tm/j"]).fails(NOT_FOUND, &["no-such-bucket-tm"]);
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        "s3://tidemark-unversioned/j",
+        "--input",
+        input.to_str().unwrap(),
+    ])
+    .fails(CAPABILITY, &["versioning", "tidemark store check"]);
+    s.run(&["journal", "status", "--journal", "s3://no-such-bucket-tm/j"])
+        .fails(NOT_FOUND, &["no-such-bucket-tm"]);
 }

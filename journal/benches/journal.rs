@@ -6,19 +6,22 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate;
 use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::verify::{verify, VerifyOptions};
-use tidemark_journal::writer::{append, AppendOptions};
-use tidemark_journal::Journal;
+use tidemark_journal::verify::{VerifyOptions, verify};
+use tidemark_journal::writer::{AppendOptions, append};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let events: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
     let batch: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
 
     let t = Instant::now();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use tidemark_schemas::{Capability, StoreCheckReport, FORMAT_VERSION};
+use tidemark_schemas::{Capability, FORMAT_VERSION, StoreCheckReport};
 
 use crate::clock::Clock;
 use crate::error::{JournalError, Result};
@@ -29,17 +29,31 @@ fn cap(name: &str, required: bool, outcome: std::result::Result<String, String>)
         Ok(d) => (true, d),
         Err(d) => (false, d),
     };
-    Capability { name: name.into(), required, ok, detail }
+    Capability {
+        name: name.into(),
+        required,
+        ok,
+        detail,
+    }
 }
 
-async fn probe_versioning(store: &dyn ObjectStore, key: &str) -> Result<std::result::Result<String, String>, StoreError> {
-    let a = store.put(key, Bytes::from_static(b"probe-1"), PutMode::Overwrite).await?;
-    let b = store.put(key, Bytes::from_static(b"probe-2"), PutMode::Overwrite).await?;
+async fn probe_versioning(
+    store: &dyn ObjectStore,
+    key: &str,
+) -> Result<std::result::Result<String, String>, StoreError> {
+    let a = store
+        .put(key, Bytes::from_static(b"probe-1"), PutMode::Overwrite)
+        .await?;
+    let b = store
+        .put(key, Bytes::from_static(b"probe-2"), PutMode::Overwrite)
+        .await?;
     let (Some(va), Some(vb)) = (a.version_id, b.version_id) else {
         return Ok(Err("writes return no version id: enable bucket versioning".into()));
     };
     if va == vb || va == "null" || vb == "null" {
-        return Ok(Err(format!("two writes returned version ids {va} and {vb}: enable bucket versioning")));
+        return Ok(Err(format!(
+            "two writes returned version ids {va} and {vb}: enable bucket versioning"
+        )));
     }
     let old = store.get(key, Some(&va)).await?;
     if &old.body[..] != b"probe-1" {
@@ -48,14 +62,23 @@ async fn probe_versioning(store: &dyn ObjectStore, key: &str) -> Result<std::res
     Ok(Ok(format!("distinct version ids, old version readable ({va}, {vb})")))
 }
 
-async fn probe_create_only(store: &dyn ObjectStore, prefix: &str, rounds: usize) -> Result<std::result::Result<String, String>, StoreError> {
+async fn probe_create_only(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    rounds: usize,
+) -> Result<std::result::Result<String, String>, StoreError> {
     for round in 0..rounds {
         let key = format!("{prefix}/create-{round}");
         store.put(&key, Bytes::from_static(b"first"), PutMode::Create).await?;
         match store.put(&key, Bytes::from_static(b"second"), PutMode::Create).await {
             Err(e) if e.is_conflict() => {}
             Err(e) => return Err(e),
-            Ok(_) => return Ok(Err(format!("a second If-None-Match: * write of {key} succeeded (round {}): the server ignores create-only", round + 1))),
+            Ok(_) => {
+                return Ok(Err(format!(
+                    "a second If-None-Match: * write of {key} succeeded (round {}): the server ignores create-only",
+                    round + 1
+                )));
+            }
         }
         let now = store.get(&key, None).await?;
         if &now.body[..] != b"first" {
@@ -67,19 +90,47 @@ async fn probe_create_only(store: &dyn ObjectStore, prefix: &str, rounds: usize)
 
 async fn probe_cas(store: &dyn ObjectStore, key: &str) -> Result<std::result::Result<String, String>, StoreError> {
     let first = store.put(key, Bytes::from_static(b"1"), PutMode::Overwrite).await?;
-    match store.put(key, Bytes::from_static(b"2"), PutMode::Update { etag: first.etag.clone() }).await {
+    match store
+        .put(
+            key,
+            Bytes::from_static(b"2"),
+            PutMode::Update {
+                etag: first.etag.clone(),
+            },
+        )
+        .await
+    {
         Ok(_) => {}
-        Err(e) if e.is_conflict() => return Ok(Err(format!("If-Match with the current ETag {} was refused", first.etag))),
+        Err(e) if e.is_conflict() => {
+            return Ok(Err(format!(
+                "If-Match with the current ETag {} was refused",
+                first.etag
+            )));
+        }
         Err(e) => return Err(e),
     }
-    match store.put(key, Bytes::from_static(b"3"), PutMode::Update { etag: first.etag.clone() }).await {
+    match store
+        .put(
+            key,
+            Bytes::from_static(b"3"),
+            PutMode::Update {
+                etag: first.etag.clone(),
+            },
+        )
+        .await
+    {
         Err(e) if e.is_conflict() => Ok(Ok("current ETag accepted, stale ETag refused".into())),
         Err(e) => Err(e),
         Ok(_) => Ok(Err(format!("If-Match with the stale ETag {} succeeded", first.etag))),
     }
 }
 
-async fn probe_race(store: Arc<dyn ObjectStore>, key: String, writers: usize, cas: bool) -> Result<std::result::Result<String, String>, StoreError> {
+async fn probe_race(
+    store: Arc<dyn ObjectStore>,
+    key: String,
+    writers: usize,
+    cas: bool,
+) -> Result<std::result::Result<String, String>, StoreError> {
     let mode = if cas {
         let base = store.put(&key, Bytes::from_static(b"base"), PutMode::Overwrite).await?;
         PutMode::Update { etag: base.etag }
@@ -100,10 +151,17 @@ async fn probe_race(store: Arc<dyn ObjectStore>, key: String, writers: usize, ca
             Err(e) => return Err(e),
         }
     }
-    Ok(if wins == 1 { Ok(format!("1 of {writers} concurrent writers won")) } else { Err(format!("{wins} of {writers} concurrent writers won")) })
+    Ok(if wins == 1 {
+        Ok(format!("1 of {writers} concurrent writers won"))
+    } else {
+        Err(format!("{wins} of {writers} concurrent writers won"))
+    })
 }
 
-async fn probe_version_listing(store: &dyn ObjectStore, prefix: &str) -> Result<std::result::Result<String, String>, StoreError> {
+async fn probe_version_listing(
+    store: &dyn ObjectStore,
+    prefix: &str,
+) -> Result<std::result::Result<String, String>, StoreError> {
     let versions = store.list_versions(&format!("{prefix}/")).await?;
     if versions.is_empty() {
         return Ok(Err("listing versions returned nothing for the probe's objects".into()));
@@ -123,7 +181,11 @@ async fn probe_version_listing(store: &dyn ObjectStore, prefix: &str) -> Result<
 fn nonce(clock: &dyn Clock) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{}-{}-{n}", clock.now().timestamp_nanos_opt().unwrap_or_default(), std::process::id())
+    format!(
+        "{}-{}-{n}",
+        clock.now().timestamp_nanos_opt().unwrap_or_default(),
+        std::process::id()
+    )
 }
 
 /// Every probe. Probe objects are written under `_probe/` and removed at the end.
@@ -131,22 +193,42 @@ pub async fn check(store: Arc<dyn ObjectStore>, writer_id: &str, clock: &dyn Clo
     let prefix = paths::probe_key(writer_id, &nonce(clock));
     let s = store.as_ref();
     let caps = vec![
-        cap(VERSIONING, true, probe_versioning(s, &format!("{prefix}/versioning")).await?),
+        cap(
+            VERSIONING,
+            true,
+            probe_versioning(s, &format!("{prefix}/versioning")).await?,
+        ),
         cap(CREATE_ONLY, true, probe_create_only(s, &prefix, 3).await?),
         cap(CAS, true, probe_cas(s, &format!("{prefix}/cas")).await?),
-        cap(CREATE_RACE, true, probe_race(store.clone(), format!("{prefix}/race-create"), 8, false).await?),
-        cap(CAS_RACE, true, probe_race(store.clone(), format!("{prefix}/race-cas"), 8, true).await?),
+        cap(
+            CREATE_RACE,
+            true,
+            probe_race(store.clone(), format!("{prefix}/race-create"), 8, false).await?,
+        ),
+        cap(
+            CAS_RACE,
+            true,
+            probe_race(store.clone(), format!("{prefix}/race-cas"), 8, true).await?,
+        ),
         cap(VERSION_LISTING, true, probe_version_listing(s, &prefix).await?),
     ];
     let ok = caps.iter().all(|c| c.ok || !c.required);
-    Ok(StoreCheckReport { format_version: FORMAT_VERSION, store: store.url(), ok, capabilities: caps })
+    Ok(StoreCheckReport {
+        format_version: FORMAT_VERSION,
+        store: store.url(),
+        ok,
+        capabilities: caps,
+    })
 }
 
 /// The quick probe before a journal write: versioning and create-only. Cleans up after itself.
 pub async fn require_journal_capabilities(store: &dyn ObjectStore, writer_id: &str, clock: &dyn Clock) -> Result<()> {
     let prefix = paths::probe_key(writer_id, &nonce(clock));
     let results = [
-        (VERSIONING, probe_versioning(store, &format!("{prefix}/versioning")).await?),
+        (
+            VERSIONING,
+            probe_versioning(store, &format!("{prefix}/versioning")).await?,
+        ),
         (CREATE_ONLY, probe_create_only(store, &prefix, 2).await?),
     ];
     for v in store.list_versions(&format!("{prefix}/")).await? {
@@ -154,7 +236,11 @@ pub async fn require_journal_capabilities(store: &dyn ObjectStore, writer_id: &s
     }
     for (name, outcome) in results {
         if let Err(detail) = outcome {
-            return Err(JournalError::Capability { store: store.url(), capability: name.into(), detail });
+            return Err(JournalError::Capability {
+                store: store.url(),
+                capability: name.into(),
+                detail,
+            });
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use tidemark_schemas::Checkpoint;
 
 use crate::error::{JournalError, Result};
 use crate::paths;
-use crate::store::{list_all, ObjectStore, PutMode};
+use crate::store::{ObjectStore, PutMode, list_all};
 
 /// Writes a checkpoint create-only. Writing the same checkpoint again (same table, position and
 /// snapshot) is a no-op that returns the stored one; a different one at the same key is refused.
@@ -29,7 +29,11 @@ pub async fn write(store: &dyn ObjectStore, checkpoint: &Checkpoint) -> Result<C
             if same {
                 Ok(existing)
             } else {
-                Err(JournalError::CheckpointConflict { key, existing_snapshot: existing.snapshot_id, new_snapshot: checkpoint.snapshot_id })
+                Err(JournalError::CheckpointConflict {
+                    key,
+                    existing_snapshot: existing.snapshot_id,
+                    new_snapshot: checkpoint.snapshot_id,
+                })
             }
         }
         Err(e) => Err(e.into()),
@@ -38,7 +42,10 @@ pub async fn write(store: &dyn ObjectStore, checkpoint: &Checkpoint) -> Result<C
 
 async fn read(store: &dyn ObjectStore, key: &str) -> Result<Checkpoint> {
     let got = store.get(key, None).await?;
-    serde_json::from_slice(&got.body).map_err(|e| JournalError::Format { context: format!("checkpoint {key}"), message: e.to_string() })
+    serde_json::from_slice(&got.body).map_err(|e| JournalError::Format {
+        context: format!("checkpoint {key}"),
+        message: e.to_string(),
+    })
 }
 
 /// Which checkpoints to consider.
@@ -56,12 +63,17 @@ pub async fn list(store: &dyn ObjectStore, filter: &CheckpointFilter) -> Result<
     };
     let mut out = Vec::new();
     for obj in list_all(store, &prefix).await? {
-        let Some((uuid, position)) = paths::parse_checkpoint_key(&obj.key) else { continue };
+        let Some((uuid, position)) = paths::parse_checkpoint_key(&obj.key) else {
+            continue;
+        };
         let cp = read(store, &obj.key).await?;
         if cp.table_uuid != uuid || cp.position != position {
             return Err(JournalError::Format {
                 context: format!("checkpoint {}", obj.key),
-                message: format!("its content (table {}, position {}) does not match its key", cp.table_uuid, cp.position),
+                message: format!(
+                    "its content (table {}, position {}) does not match its key",
+                    cp.table_uuid, cp.position
+                ),
             });
         }
         if filter.table_name.as_ref().is_some_and(|n| n != &cp.table_name) {
@@ -74,6 +86,14 @@ pub async fn list(store: &dyn ObjectStore, filter: &CheckpointFilter) -> Result<
 }
 
 /// The newest checkpoint at or before `position` (any position when `None`).
-pub async fn newest_at_or_before(store: &dyn ObjectStore, filter: &CheckpointFilter, position: Option<u64>) -> Result<Option<Checkpoint>> {
-    Ok(list(store, filter).await?.into_iter().rev().find(|c| position.is_none_or(|p| c.position <= p)))
+pub async fn newest_at_or_before(
+    store: &dyn ObjectStore,
+    filter: &CheckpointFilter,
+    position: Option<u64>,
+) -> Result<Option<Checkpoint>> {
+    Ok(list(store, filter)
+        .await?
+        .into_iter()
+        .rev()
+        .find(|c| position.is_none_or(|p| c.position <= p)))
 }

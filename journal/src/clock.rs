@@ -34,7 +34,10 @@ pub struct StepClock {
 
 impl StepClock {
     pub fn new(start: DateTime<Utc>, step: Duration) -> Self {
-        StepClock { next: Mutex::new(start), step }
+        StepClock {
+            next: Mutex::new(start),
+            step,
+        }
     }
 }
 

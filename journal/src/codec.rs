@@ -186,7 +186,11 @@ pub fn format_decimal(unscaled: i128, scale: i8) -> String {
     let body = if scale == 0 {
         digits
     } else if digits.len() > scale {
-        format!("{}.{}", &digits[..digits.len() - scale], &digits[digits.len() - scale..])
+        format!(
+            "{}.{}",
+            &digits[..digits.len() - scale],
+            &digits[digits.len() - scale..]
+        )
     } else {
         format!("0.{}{}", "0".repeat(scale - digits.len()), digits)
     };
@@ -213,11 +217,22 @@ pub struct NdjsonReader<'a, R> {
 
 impl<'a, R: BufRead> NdjsonReader<'a, R> {
     pub fn new(spec: &'a CompiledSpec, input: R, source_name: impl Into<String>, expected_first: u64) -> Self {
-        NdjsonReader { spec, input, source_name: source_name.into(), line_no: 0, next_position: expected_first, buf: String::new() }
+        NdjsonReader {
+            spec,
+            input,
+            source_name: source_name.into(),
+            line_no: 0,
+            next_position: expected_first,
+            buf: String::new(),
+        }
     }
 
     fn input_error(&self, message: impl Into<String>) -> JournalError {
-        JournalError::Input { source_name: self.source_name.clone(), line: self.line_no, message: message.into() }
+        JournalError::Input {
+            source_name: self.source_name.clone(),
+            line: self.line_no,
+            message: message.into(),
+        }
     }
 
     /// The next batch, or `None` at the end of the input.
@@ -240,7 +255,8 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
             if line.is_empty() {
                 continue;
             }
-            let value: Value = serde_json::from_str(line).map_err(|e| self.input_error(format!("malformed JSON: {e}")))?;
+            let value: Value =
+                serde_json::from_str(line).map_err(|e| self.input_error(format!("malformed JSON: {e}")))?;
             let Value::Object(mut obj) = value else {
                 return Err(self.input_error("an event is a JSON object"));
             };
@@ -273,8 +289,15 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
                     .map_err(|m| self.input_error(format!("field `{}` (position {position}): {m}", c.name)))?;
             }
             if let Some(extra) = obj.keys().next() {
-                return Err(self.input_error(format!("unknown field `{extra}` (position {position}); the spec's columns are {}",
-                    spec.spec.columns.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "))));
+                return Err(self.input_error(format!(
+                    "unknown field `{extra}` (position {position}); the spec's columns are {}",
+                    spec.spec
+                        .columns
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
             }
             positions.append_value(position as i64);
             self.next_position += 1;
@@ -310,8 +333,12 @@ fn writer_properties(spec: &CompiledSpec) -> WriterProperties {
 /// Encodes a batch as a Parquet event object. Deterministic: the same batch gives the same bytes.
 pub fn encode_parquet(spec: &CompiledSpec, batch: &RecordBatch) -> Result<Bytes> {
     let mut out = Vec::with_capacity(batch.get_array_memory_size() / 2);
-    let fail = |e: parquet::errors::ParquetError| JournalError::Format { context: "encoding an event object".into(), message: e.to_string() };
-    let mut writer = ArrowWriter::try_new(&mut out, spec.event_schema.clone(), Some(writer_properties(spec))).map_err(fail)?;
+    let fail = |e: parquet::errors::ParquetError| JournalError::Format {
+        context: "encoding an event object".into(),
+        message: e.to_string(),
+    };
+    let mut writer =
+        ArrowWriter::try_new(&mut out, spec.event_schema.clone(), Some(writer_properties(spec))).map_err(fail)?;
     writer.write(batch).map_err(fail)?;
     writer.close().map_err(fail)?;
     Ok(Bytes::from(out))
@@ -330,23 +357,55 @@ pub fn decode_positions(spec: &CompiledSpec, key: &str, body: Bytes) -> Result<V
     let batches = read_all(key, builder.with_projection(mask))?;
     Ok(batches
         .iter()
-        .map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().expect("position column is int64").clone())
+        .map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("position column is int64")
+                .clone()
+        })
         .collect())
 }
 
 fn corrupt(key: &str, message: impl Into<String>) -> JournalError {
-    JournalError::Format { context: format!("event object {key}"), message: message.into() }
+    JournalError::Format {
+        context: format!("event object {key}"),
+        message: message.into(),
+    }
 }
 
 fn open_reader(spec: &CompiledSpec, key: &str, body: Bytes) -> Result<ParquetRecordBatchReaderBuilder<Bytes>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(body).map_err(|e| corrupt(key, format!("not a readable Parquet file: {e}")))?;
-    let kv = builder.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(body)
+        .map_err(|e| corrupt(key, format!("not a readable Parquet file: {e}")))?;
+    let kv = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
     let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
     if get(META_SPEC_DIGEST).as_deref() != Some(spec.digest.as_str()) {
-        return Err(corrupt(key, format!("spec digest {:?} differs from the journal's {}", get(META_SPEC_DIGEST), spec.digest)));
+        return Err(corrupt(
+            key,
+            format!(
+                "spec digest {:?} differs from the journal's {}",
+                get(META_SPEC_DIGEST),
+                spec.digest
+            ),
+        ));
     }
-    let fields: Vec<_> = builder.schema().fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
-    let want: Vec<_> = spec.event_schema.fields().iter().map(|f| (f.name().clone(), f.data_type().clone())).collect();
+    let fields: Vec<_> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
+    let want: Vec<_> = spec
+        .event_schema
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
     if fields != want {
         return Err(corrupt(key, "its columns differ from the journal's spec"));
     }
@@ -354,15 +413,25 @@ fn open_reader(spec: &CompiledSpec, key: &str, body: Bytes) -> Result<ParquetRec
 }
 
 fn read_all(key: &str, builder: ParquetRecordBatchReaderBuilder<Bytes>) -> Result<Vec<RecordBatch>> {
-    let reader = builder.with_batch_size(64 * 1024).build().map_err(|e| corrupt(key, e.to_string()))?;
-    reader.collect::<std::result::Result<Vec<_>, _>>().map_err(|e| corrupt(key, e.to_string()))
+    let reader = builder
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(|e| corrupt(key, e.to_string()))?;
+    reader
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| corrupt(key, e.to_string()))
 }
 
 /// Min and max of the event-time column, as RFC 3339.
 pub fn event_time_range(spec: &CompiledSpec, batch: &RecordBatch) -> (Option<String>, Option<String>) {
-    let Some(i) = spec.event_time_index else { return (None, None) };
+    let Some(i) = spec.event_time_index else {
+        return (None, None);
+    };
     let col = batch.column(spec.event_column(i));
-    let ts = col.as_any().downcast_ref::<TimestampMicrosecondArray>().expect("event time is a timestamp");
+    let ts = col
+        .as_any()
+        .downcast_ref::<TimestampMicrosecondArray>()
+        .expect("event time is a timestamp");
     let min = arrow::compute::min(ts).map(format_timestamp_micros);
     let max = arrow::compute::max(ts).map(format_timestamp_micros);
     (min, max)
@@ -397,7 +466,11 @@ mod tests {
         assert_eq!(parse_decimal("1.230", 18, 2), Ok(123));
         assert!(parse_decimal("1.234", 18, 2).unwrap_err().contains("more than 2"));
         assert!(parse_decimal("1e3", 18, 2).is_err());
-        assert!(parse_decimal("12345678901234567", 18, 2).unwrap_err().contains("does not fit"));
+        assert!(
+            parse_decimal("12345678901234567", 18, 2)
+                .unwrap_err()
+                .contains("does not fit")
+        );
         assert_eq!(format_decimal(1250, 2), "12.50");
         assert_eq!(format_decimal(-7, 2), "-0.07");
         assert_eq!(format_decimal(5, 0), "5");
@@ -432,12 +505,27 @@ mod tests {
         let spec = CompiledSpec::orders();
         let cases = [
             (format!("{}\n{{not json\n", line(1, "")), "in:2: malformed JSON"),
-            (line(1, "").replace(r#""amount":"1.50""#, r#""amount":true"#), "field `amount` (position 1)"),
-            (line(1, "").replace(r#""status":"placed","#, ""), "missing field `status`"),
+            (
+                line(1, "").replace(r#""amount":"1.50""#, r#""amount":true"#),
+                "field `amount` (position 1)",
+            ),
+            (
+                line(1, "").replace(r#""status":"placed","#, ""),
+                "missing field `status`",
+            ),
             (line(1, r#","colour":"red""#), "unknown field `colour`"),
-            (line(1, "").replace(r#""order_version":1"#, r#""order_version":"1""#), "expected an integer"),
-            (format!("{}\n{}\n", line(1, ""), line(3, "")), "in:2: position 3 does not continue the journal: expected position 2"),
-            (format!("{}\n{}\n", line(1, ""), line(1, "")), "position 1 does not continue"),
+            (
+                line(1, "").replace(r#""order_version":1"#, r#""order_version":"1""#),
+                "expected an integer",
+            ),
+            (
+                format!("{}\n{}\n", line(1, ""), line(3, "")),
+                "in:2: position 3 does not continue the journal: expected position 2",
+            ),
+            (
+                format!("{}\n{}\n", line(1, ""), line(1, "")),
+                "position 1 does not continue",
+            ),
         ];
         for (input, want) in cases {
             let mut r = NdjsonReader::new(&spec, input.as_bytes(), "in", 1);

@@ -12,21 +12,53 @@ pub enum JournalError {
     #[error("a journal already exists at {journal} (journal id {journal_id})")]
     AlreadyInitialized { journal: String, journal_id: String },
     #[error("{source_name}:{line}: {message}")]
-    Input { source_name: String, line: u64, message: String },
+    Input {
+        source_name: String,
+        line: u64,
+        message: String,
+    },
     #[error("{source_name}:{line}: position {received} does not continue the journal: expected position {expected}")]
-    PositionMismatch { source_name: String, line: u64, expected: u64, received: u64 },
+    PositionMismatch {
+        source_name: String,
+        line: u64,
+        expected: u64,
+        received: u64,
+    },
     #[error("invalid table spec: {0}")]
     Spec(String),
-    #[error("store {store} lacks a capability the journal requires: {capability} ({detail}); see `tidemark store check {store}`")]
-    Capability { store: String, capability: String, detail: String },
-    #[error("another writer appended sequence {sequence} ({key}) first; this batch (positions {first}..={last}) was not accepted: re-run append with input after the journal's new head")]
-    ConcurrentWriter { key: String, sequence: u64, first: u64, last: u64 },
+    #[error(
+        "store {store} lacks a capability the journal requires: {capability} ({detail}); see `tidemark store check {store}`"
+    )]
+    Capability {
+        store: String,
+        capability: String,
+        detail: String,
+    },
+    #[error(
+        "another writer appended sequence {sequence} ({key}) first; this batch (positions {first}..={last}) was not accepted: re-run append with input after the journal's new head"
+    )]
+    ConcurrentWriter {
+        key: String,
+        sequence: u64,
+        first: u64,
+        last: u64,
+    },
     #[error("object {key} (version {version_id}) is corrupt: {message}")]
-    Corrupt { key: String, version_id: String, message: String },
+    Corrupt {
+        key: String,
+        version_id: String,
+        message: String,
+    },
     #[error("journal chain broken at {key}: {message}")]
     ChainBroken { key: String, message: String },
-    #[error("checkpoint {key} already exists with different content (existing snapshot {existing_snapshot}, new snapshot {new_snapshot})")]
-    CheckpointConflict { key: String, existing_snapshot: i64, new_snapshot: i64 },
+    #[error(
+        "checkpoint {key} already exists with different content (existing snapshot {existing_snapshot}, new snapshot {new_snapshot})"
+    )]
+    CheckpointConflict {
+        key: String,
+        existing_snapshot: i64,
+        new_snapshot: i64,
+    },
     #[error("{context}: {message}")]
     Format { context: String, message: String },
 }

@@ -45,7 +45,13 @@ pub struct OrderGen {
 
 impl OrderGen {
     pub fn new(seed: u64, orders: u64, first_position: u64) -> Self {
-        OrderGen { rng: Rng::new(seed), versions: vec![0; orders as usize], next_position: first_position, base_time: 1_790_000_000, delete_percent: 5 }
+        OrderGen {
+            rng: Rng::new(seed),
+            versions: vec![0; orders as usize],
+            next_position: first_position,
+            base_time: 1_790_000_000,
+            delete_percent: 5,
+        }
     }
 
     pub fn order_id(i: u64) -> String {

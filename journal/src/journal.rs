@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tidemark_schemas::{JournalHeader, Manifest, TableSpec, FORMAT_VERSION};
+use tidemark_schemas::{FORMAT_VERSION, JournalHeader, Manifest, TableSpec};
 
 use crate::clock::Clock;
 use crate::error::{JournalError, Result};
 use crate::paths;
 use crate::spec::CompiledSpec;
-use crate::store::{list_all, ObjectStore, PutMode, StoreError};
+use crate::store::{ObjectStore, PutMode, StoreError, list_all};
 
 #[derive(Debug, Clone)]
 pub struct Journal {
@@ -30,7 +30,12 @@ pub struct StoredManifest {
 
 impl Journal {
     /// Writes the header (create-only). Refuses a location that already holds a journal.
-    pub async fn init(store: Arc<dyn ObjectStore>, spec: TableSpec, journal_id: String, clock: &dyn Clock) -> Result<Journal> {
+    pub async fn init(
+        store: Arc<dyn ObjectStore>,
+        spec: TableSpec,
+        journal_id: String,
+        clock: &dyn Clock,
+    ) -> Result<Journal> {
         let spec = CompiledSpec::new(spec)?;
         let header = JournalHeader {
             format_version: FORMAT_VERSION,
@@ -44,7 +49,10 @@ impl Journal {
             Ok(_) => Ok(Journal { store, header, spec }),
             Err(e) if e.is_conflict() => {
                 let existing = Self::open(store.clone()).await?;
-                Err(JournalError::AlreadyInitialized { journal: store.url(), journal_id: existing.header.journal_id })
+                Err(JournalError::AlreadyInitialized {
+                    journal: store.url(),
+                    journal_id: existing.header.journal_id,
+                })
             }
             Err(e) => Err(e.into()),
         }
@@ -55,7 +63,10 @@ impl Journal {
         let got = match store.get(paths::HEADER, None).await {
             Ok(g) => g,
             Err(StoreError::NotFound { .. }) => {
-                return Err(JournalError::NotInitialized { journal: store.url(), key: paths::HEADER.into() });
+                return Err(JournalError::NotInitialized {
+                    journal: store.url(),
+                    key: paths::HEADER.into(),
+                });
             }
             Err(e) => return Err(e.into()),
         };
@@ -73,7 +84,10 @@ impl Journal {
         if spec.digest != header.spec_digest {
             return Err(JournalError::Format {
                 context: paths::HEADER.into(),
-                message: format!("spec digest {} does not match its spec ({})", header.spec_digest, spec.digest),
+                message: format!(
+                    "spec digest {} does not match its spec ({})",
+                    header.spec_digest, spec.digest
+                ),
             });
         }
         Ok(Journal { store, header, spec })
@@ -99,9 +113,16 @@ impl Journal {
         let key = paths::manifest_key(sequence);
         let got = self.store.get(&key, version_id).await?;
         let digest = crate::sha256_digest(&got.body);
-        let manifest: Manifest = serde_json::from_slice(&got.body)
-            .map_err(|e| JournalError::Format { context: format!("manifest {key}"), message: e.to_string() })?;
-        Ok(StoredManifest { manifest, digest, key, version_id: got.meta.version_id })
+        let manifest: Manifest = serde_json::from_slice(&got.body).map_err(|e| JournalError::Format {
+            context: format!("manifest {key}"),
+            message: e.to_string(),
+        })?;
+        Ok(StoredManifest {
+            manifest,
+            digest,
+            key,
+            version_id: got.meta.version_id,
+        })
     }
 
     /// The newest manifest, if any.
@@ -115,7 +136,11 @@ impl Journal {
     /// Event objects that no manifest accepts: keys of a sequence past the head, or of the head's
     /// sequence or earlier with another content suffix (a crash between the two writes, or a lost
     /// race). Cheap: one listing of `events/`; earlier sequences are matched against `accepted`.
-    pub async fn unaccepted_objects(&self, head_sequence: u64, accepted: &dyn Fn(u64) -> Option<String>) -> Result<Vec<String>> {
+    pub async fn unaccepted_objects(
+        &self,
+        head_sequence: u64,
+        accepted: &dyn Fn(u64) -> Option<String>,
+    ) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for obj in list_all(self.store.as_ref(), paths::EVENTS_PREFIX).await? {
             match paths::parse_event_key(&obj.key) {

@@ -76,7 +76,10 @@ mod tests {
         assert_eq!(parse_manifest_key(&manifest_key(42)), Some(42));
         assert!(manifest_key(9) < manifest_key(10));
         let hex = "0123456789abcdef0123";
-        assert_eq!(event_key(7, hex), "events/00000000000000000007-0123456789abcdef.parquet");
+        assert_eq!(
+            event_key(7, hex),
+            "events/00000000000000000007-0123456789abcdef.parquet"
+        );
         assert_eq!(parse_event_key(&event_key(7, hex)), Some(7));
         let key = checkpoint_key("u-1", 1000);
         assert_eq!(parse_checkpoint_key(&key), Some(("u-1".to_string(), 1000)));

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use tidemark_schemas::{ColumnSpec, TableSpec, FORMAT_VERSION};
+use tidemark_schemas::{ColumnSpec, FORMAT_VERSION, TableSpec};
 
 use crate::error::{JournalError, Result};
 
@@ -45,10 +45,18 @@ impl ColumnType {
                 let (p, sc) = inner
                     .split_once(',')
                     .ok_or_else(|| JournalError::Spec(format!("decimal needs (precision,scale): {s:?}")))?;
-                let precision: u8 = p.trim().parse().map_err(|_| JournalError::Spec(format!("bad precision in {s:?}")))?;
-                let scale: i8 = sc.trim().parse().map_err(|_| JournalError::Spec(format!("bad scale in {s:?}")))?;
+                let precision: u8 = p
+                    .trim()
+                    .parse()
+                    .map_err(|_| JournalError::Spec(format!("bad precision in {s:?}")))?;
+                let scale: i8 = sc
+                    .trim()
+                    .parse()
+                    .map_err(|_| JournalError::Spec(format!("bad scale in {s:?}")))?;
                 if precision == 0 || precision > 38 || scale < 0 || scale as u8 > precision {
-                    return Err(JournalError::Spec(format!("decimal precision 1..=38 and 0 <= scale <= precision: {s:?}")));
+                    return Err(JournalError::Spec(format!(
+                        "decimal precision 1..=38 and 0 <= scale <= precision: {s:?}"
+                    )));
                 }
                 ColumnType::Decimal { precision, scale }
             }
@@ -86,7 +94,10 @@ pub struct CompiledSpec {
 impl CompiledSpec {
     pub fn new(spec: TableSpec) -> Result<Self> {
         if spec.format_version != FORMAT_VERSION {
-            return Err(JournalError::Spec(format!("format_version {} is not supported (expected {FORMAT_VERSION})", spec.format_version)));
+            return Err(JournalError::Spec(format!(
+                "format_version {} is not supported (expected {FORMAT_VERSION})",
+                spec.format_version
+            )));
         }
         if spec.columns.is_empty() {
             return Err(JournalError::Spec("a spec needs columns".into()));
@@ -94,7 +105,10 @@ impl CompiledSpec {
         let mut types = Vec::with_capacity(spec.columns.len());
         for (i, c) in spec.columns.iter().enumerate() {
             if c.name.is_empty() || c.name == POSITION_COLUMN || c.name == "position" || c.name == "format_version" {
-                return Err(JournalError::Spec(format!("column name {:?} is reserved or empty", c.name)));
+                return Err(JournalError::Spec(format!(
+                    "column name {:?} is reserved or empty",
+                    c.name
+                )));
             }
             if spec.columns[..i].iter().any(|o| o.name == c.name) {
                 return Err(JournalError::Spec(format!("column {:?} appears twice", c.name)));
@@ -114,23 +128,41 @@ impl CompiledSpec {
             Some(c) => Some(find(c, "event-time")?),
             None => None,
         };
-        if !matches!(types[key_index], ColumnType::String | ColumnType::Long | ColumnType::Int) {
-            return Err(JournalError::Spec(format!("key column {:?} must be string, long or int", spec.key_column)));
+        if !matches!(
+            types[key_index],
+            ColumnType::String | ColumnType::Long | ColumnType::Int
+        ) {
+            return Err(JournalError::Spec(format!(
+                "key column {:?} must be string, long or int",
+                spec.key_column
+            )));
         }
         if !matches!(types[version_index], ColumnType::Long | ColumnType::Int) {
-            return Err(JournalError::Spec(format!("version column {:?} must be long or int", spec.version_column)));
+            return Err(JournalError::Spec(format!(
+                "version column {:?} must be long or int",
+                spec.version_column
+            )));
         }
         if types[delete_index] != ColumnType::Boolean {
-            return Err(JournalError::Spec(format!("delete-flag column {:?} must be boolean", spec.delete_column)));
+            return Err(JournalError::Spec(format!(
+                "delete-flag column {:?} must be boolean",
+                spec.delete_column
+            )));
         }
         if let Some(i) = event_time_index
             && types[i] != ColumnType::TimestampTz
         {
-            return Err(JournalError::Spec(format!("event-time column {:?} must be timestamptz", spec.columns[i].name)));
+            return Err(JournalError::Spec(format!(
+                "event-time column {:?} must be timestamptz",
+                spec.columns[i].name
+            )));
         }
         for &i in &[key_index, version_index, delete_index] {
             if spec.columns[i].nullable {
-                return Err(JournalError::Spec(format!("column {:?} may not be nullable", spec.columns[i].name)));
+                return Err(JournalError::Spec(format!(
+                    "column {:?} may not be nullable",
+                    spec.columns[i].name
+                )));
             }
         }
         let mut fields = vec![Field::new(POSITION_COLUMN, DataType::Int64, false)];
@@ -166,7 +198,11 @@ pub fn spec_digest(spec: &TableSpec) -> String {
 }
 
 fn col(name: &str, data_type: &str, nullable: bool) -> ColumnSpec {
-    ColumnSpec { name: name.into(), data_type: data_type.into(), nullable }
+    ColumnSpec {
+        name: name.into(),
+        data_type: data_type.into(),
+        nullable,
+    }
 }
 
 /// The default spec: the orders table.
@@ -200,7 +236,13 @@ mod tests {
         let s = CompiledSpec::orders();
         assert_eq!(s.event_schema.fields().len(), 9);
         assert_eq!(s.event_schema.field(0).name(), POSITION_COLUMN);
-        assert_eq!(s.types[4], ColumnType::Decimal { precision: 18, scale: 2 });
+        assert_eq!(
+            s.types[4],
+            ColumnType::Decimal {
+                precision: 18,
+                scale: 2
+            }
+        );
         assert!(s.digest.starts_with("sha256:"));
     }
 
@@ -212,11 +254,27 @@ mod tests {
         assert!(e.contains("key column \"nope\""), "{e}");
         let mut s = orders_spec();
         s.columns[6].data_type = "string".into();
-        assert!(CompiledSpec::new(s).unwrap_err().to_string().contains("must be boolean"));
+        assert!(
+            CompiledSpec::new(s)
+                .unwrap_err()
+                .to_string()
+                .contains("must be boolean")
+        );
         let mut s = orders_spec();
         s.columns[2].data_type = "varchar".into();
-        assert!(CompiledSpec::new(s).unwrap_err().to_string().contains("unknown column type"));
+        assert!(
+            CompiledSpec::new(s)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown column type")
+        );
         assert!(ColumnType::parse("decimal(40,2)").is_err());
-        assert_eq!(ColumnType::parse("DECIMAL(10, 3)").unwrap(), ColumnType::Decimal { precision: 10, scale: 3 });
+        assert_eq!(
+            ColumnType::parse("DECIMAL(10, 3)").unwrap(),
+            ColumnType::Decimal {
+                precision: 10,
+                scale: 3
+            }
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use tidemark_schemas::{ChainBreak, VerifyReport, FORMAT_VERSION};
+use tidemark_schemas::{ChainBreak, FORMAT_VERSION, VerifyReport};
 
 use crate::codec;
 use crate::error::Result;
@@ -38,7 +38,9 @@ pub struct VerifiedChain {
 impl VerifiedChain {
     /// The manifests whose positions intersect `(after, to]`.
     pub fn range(&self, after: u64, to: u64) -> impl Iterator<Item = &StoredManifest> {
-        self.manifests.iter().filter(move |m| m.manifest.last_position > after && m.manifest.first_position <= to)
+        self.manifests
+            .iter()
+            .filter(move |m| m.manifest.last_position > after && m.manifest.first_position <= to)
     }
 }
 
@@ -50,60 +52,118 @@ pub struct VerifyProgress {
 }
 
 fn brk(kind: &str, sequence: Option<u64>, key: &str, version_id: Option<&str>, message: String) -> ChainBreak {
-    ChainBreak { kind: kind.into(), sequence, key: key.to_string(), version_id: version_id.map(str::to_string), message }
+    ChainBreak {
+        kind: kind.into(),
+        sequence,
+        key: key.to_string(),
+        version_id: version_id.map(str::to_string),
+        message,
+    }
 }
 
 /// Checks one manifest and its event object on their own (no links). `Ok(Err(break))` is a
 /// finding; `Err` is a failure to look (network, permissions).
-async fn check_one(journal: &Journal, sequence: u64, versions: &[VersionEntry]) -> Result<std::result::Result<(StoredManifest, u64), ChainBreak>> {
+async fn check_one(
+    journal: &Journal,
+    sequence: u64,
+    versions: &[VersionEntry],
+) -> Result<std::result::Result<(StoredManifest, u64), ChainBreak>> {
     let key = paths::manifest_key(sequence);
     let live: Vec<&VersionEntry> = versions.iter().filter(|v| !v.is_delete_marker).collect();
     if versions.iter().any(|v| v.is_delete_marker) {
-        return Ok(Err(brk("rewritten", Some(sequence), &key, None, format!("manifest {key} was deleted (a delete marker exists)"))));
+        return Ok(Err(brk(
+            "rewritten",
+            Some(sequence),
+            &key,
+            None,
+            format!("manifest {key} was deleted (a delete marker exists)"),
+        )));
     }
     if live.len() != 1 {
         let ids: Vec<&str> = live.iter().map(|v| v.version_id.as_str()).collect();
-        return Ok(Err(brk("fork", Some(sequence), &key, ids.first().copied(),
-            format!("manifest {key} has {} versions ({}): it was rewritten in place or a second writer forked the chain", ids.len(), ids.join(", ")))));
+        return Ok(Err(brk(
+            "fork",
+            Some(sequence),
+            &key,
+            ids.first().copied(),
+            format!(
+                "manifest {key} has {} versions ({}): it was rewritten in place or a second writer forked the chain",
+                ids.len(),
+                ids.join(", ")
+            ),
+        )));
     }
     let version = live[0].version_id.as_str();
     let stored = match journal.read_manifest(sequence, Some(version)).await {
         Ok(s) => s,
         Err(crate::JournalError::Format { message, .. }) => {
-            return Ok(Err(brk("malformed", Some(sequence), &key, Some(version), format!("manifest {key} is not a valid manifest: {message}"))));
+            return Ok(Err(brk(
+                "malformed",
+                Some(sequence),
+                &key,
+                Some(version),
+                format!("manifest {key} is not a valid manifest: {message}"),
+            )));
         }
         Err(e) => return Err(e),
     };
     let m = &stored.manifest;
     let bad = |kind: &str, msg: String| Ok(Err(brk(kind, Some(sequence), &key, Some(version), msg)));
     if m.format_version != FORMAT_VERSION {
-        return bad("malformed", format!("manifest {key} has format_version {}", m.format_version));
+        return bad(
+            "malformed",
+            format!("manifest {key} has format_version {}", m.format_version),
+        );
     }
     if m.sequence != sequence {
         return bad("fork", format!("manifest {key} claims sequence {}", m.sequence));
     }
     if m.journal_id != journal.header.journal_id || m.spec_digest != journal.spec.digest {
-        return bad("malformed", format!("manifest {key} belongs to journal {} / spec {}, not this journal", m.journal_id, m.spec_digest));
+        return bad(
+            "malformed",
+            format!(
+                "manifest {key} belongs to journal {} / spec {}, not this journal",
+                m.journal_id, m.spec_digest
+            ),
+        );
     }
     if m.last_position < m.first_position || m.row_count != m.last_position - m.first_position + 1 {
-        return bad("count_mismatch", format!("manifest {key} records {} rows for positions {}..={}", m.row_count, m.first_position, m.last_position));
+        return bad(
+            "count_mismatch",
+            format!(
+                "manifest {key} records {} rows for positions {}..={}",
+                m.row_count, m.first_position, m.last_position
+            ),
+        );
     }
     let obj_key = m.object_key.as_str();
     let obj_version = m.object_version_id.as_str();
     let obj_brk = |kind: &str, msg: String| Ok(Err(brk(kind, Some(sequence), obj_key, Some(obj_version), msg)));
     if paths::parse_event_key(obj_key) != Some(sequence) {
-        return obj_brk("malformed", format!("manifest {key} names {obj_key}, which is not an event object of sequence {sequence}"));
+        return obj_brk(
+            "malformed",
+            format!("manifest {key} names {obj_key}, which is not an event object of sequence {sequence}"),
+        );
     }
     let got = match journal.store.get(obj_key, Some(obj_version)).await {
         Ok(g) => g,
         Err(StoreError::NotFound { .. }) => {
-            return obj_brk("missing_object", format!("event object {obj_key} version {obj_version} (sequence {sequence}) does not exist"));
+            return obj_brk(
+                "missing_object",
+                format!("event object {obj_key} version {obj_version} (sequence {sequence}) does not exist"),
+            );
         }
         Err(e) => return Err(e.into()),
     };
     let size = got.body.len() as u64;
     if size != m.object_size {
-        return obj_brk("size_mismatch", format!("event object {obj_key} version {obj_version} is {size} bytes, manifest {key} records {}", m.object_size));
+        return obj_brk(
+            "size_mismatch",
+            format!(
+                "event object {obj_key} version {obj_version} is {size} bytes, manifest {key} records {}",
+                m.object_size
+            ),
+        );
     }
     let body = got.body;
     let spec = journal.spec.clone();
@@ -112,14 +172,24 @@ async fn check_one(journal: &Journal, sequence: u64, versions: &[VersionEntry]) 
     let checked = tokio::task::spawn_blocking(move || -> std::result::Result<(), (String, String)> {
         let actual = crate::sha256_digest(&body);
         if actual != expected_sha {
-            return Err(("checksum_mismatch", format!("event object {key_owned} sha256 is {actual}, manifest records {expected_sha}")))
-                .map_err(|(k, m)| (k.to_string(), m));
+            return Err((
+                "checksum_mismatch",
+                format!("event object {key_owned} sha256 is {actual}, manifest records {expected_sha}"),
+            ))
+            .map_err(|(k, m)| (k.to_string(), m));
         }
-        let positions = codec::decode_positions(&spec, &key_owned, body).map_err(|e| ("malformed".to_string(), e.to_string()))?;
+        let positions =
+            codec::decode_positions(&spec, &key_owned, body).map_err(|e| ("malformed".to_string(), e.to_string()))?;
         match codec::check_contiguous(&positions, first) {
             Ok(n) if n == rows => Ok(()),
-            Ok(n) => Err(("count_mismatch".into(), format!("event object {key_owned} holds {n} events, manifest records {rows}"))),
-            Err((want, got)) => Err(("position_mismatch".into(), format!("event object {key_owned}: expected position {want}, found {got}"))),
+            Ok(n) => Err((
+                "count_mismatch".into(),
+                format!("event object {key_owned} holds {n} events, manifest records {rows}"),
+            )),
+            Err((want, got)) => Err((
+                "position_mismatch".into(),
+                format!("event object {key_owned}: expected position {want}, found {got}"),
+            )),
         }
     })
     .await
@@ -131,7 +201,11 @@ async fn check_one(journal: &Journal, sequence: u64, versions: &[VersionEntry]) 
 }
 
 /// Verifies the chain (up to `opts.to`) and reports the verified range or the first break.
-pub async fn verify(journal: &Journal, opts: &VerifyOptions, progress: &mut dyn FnMut(&VerifyProgress)) -> Result<VerifiedChain> {
+pub async fn verify(
+    journal: &Journal,
+    opts: &VerifyOptions,
+    progress: &mut dyn FnMut(&VerifyProgress),
+) -> Result<VerifiedChain> {
     let started = Instant::now();
     let mut by_seq: BTreeMap<u64, Vec<VersionEntry>> = BTreeMap::new();
     for v in journal.store.list_versions(paths::MANIFESTS_PREFIX).await? {
@@ -157,7 +231,11 @@ pub async fn verify(journal: &Journal, opts: &VerifyOptions, progress: &mut dyn 
     };
     // Sequences must be 1..=n; the first missing one is a gap if anything follows it.
     let present: Vec<u64> = by_seq.keys().copied().collect();
-    let contiguous_end = present.iter().enumerate().take_while(|(i, s)| **s == *i as u64 + 1).count() as u64;
+    let contiguous_end = present
+        .iter()
+        .enumerate()
+        .take_while(|(i, s)| **s == *i as u64 + 1)
+        .count() as u64;
     let total = present.len() as u64;
     let concurrency = opts.concurrency.unwrap_or(4).max(1);
     let seqs: Vec<u64> = (1..=contiguous_end).collect();
@@ -181,15 +259,32 @@ pub async fn verify(journal: &Journal, opts: &VerifyOptions, progress: &mut dyn 
         let m = &stored.manifest;
         let expected_prev = previous.as_ref().map(|p| p.0.clone());
         if m.previous_digest != expected_prev {
-            report.first_break = Some(brk("digest_mismatch", Some(seq), &stored.key, stored.version_id.as_deref(), format!(
-                "manifest {} records previous digest {}, but the previous manifest's digest is {}",
-                stored.key, m.previous_digest.as_deref().unwrap_or("null"), expected_prev.as_deref().unwrap_or("null (first manifest)"))));
+            report.first_break = Some(brk(
+                "digest_mismatch",
+                Some(seq),
+                &stored.key,
+                stored.version_id.as_deref(),
+                format!(
+                    "manifest {} records previous digest {}, but the previous manifest's digest is {}",
+                    stored.key,
+                    m.previous_digest.as_deref().unwrap_or("null"),
+                    expected_prev.as_deref().unwrap_or("null (first manifest)")
+                ),
+            ));
             break;
         }
         let expected_first = previous.as_ref().map_or(1, |p| p.1 + 1);
         if m.first_position != expected_first {
-            report.first_break = Some(brk("gap", Some(seq), &stored.key, stored.version_id.as_deref(), format!(
-                "manifest {} starts at position {}, expected {expected_first}", stored.key, m.first_position)));
+            report.first_break = Some(brk(
+                "gap",
+                Some(seq),
+                &stored.key,
+                stored.version_id.as_deref(),
+                format!(
+                    "manifest {} starts at position {}, expected {expected_first}",
+                    stored.key, m.first_position
+                ),
+            ));
             break;
         }
         previous = Some((stored.digest.clone(), m.last_position));
@@ -202,7 +297,11 @@ pub async fn verify(journal: &Journal, opts: &VerifyOptions, progress: &mut dyn 
         report.head_sequence = Some(seq);
         let last = m.last_position;
         manifests.push(stored);
-        progress(&VerifyProgress { manifests: report.verified_manifests, total, bytes: report.verified_bytes });
+        progress(&VerifyProgress {
+            manifests: report.verified_manifests,
+            total,
+            bytes: report.verified_bytes,
+        });
         if opts.to.is_some_and(|h| last >= h) {
             reached_boundary = true;
             break;
@@ -212,8 +311,16 @@ pub async fn verify(journal: &Journal, opts: &VerifyOptions, progress: &mut dyn 
     if report.first_break.is_none() && !reached_boundary && contiguous_end < total {
         let missing = contiguous_end + 1;
         let key = paths::manifest_key(missing);
-        report.first_break = Some(brk("gap", Some(missing), &key, None, format!(
-            "manifest {key} is missing but later manifests exist (up to sequence {})", present.last().copied().unwrap_or(missing))));
+        report.first_break = Some(brk(
+            "gap",
+            Some(missing),
+            &key,
+            None,
+            format!(
+                "manifest {key} is missing but later manifests exist (up to sequence {})",
+                present.last().copied().unwrap_or(missing)
+            ),
+        ));
     }
     if report.first_break.is_none()
         && let Some(h) = opts.to
@@ -223,13 +330,27 @@ pub async fn verify(journal: &Journal, opts: &VerifyOptions, progress: &mut dyn 
             (Some(a), Some(b)) => format!("{a}..={b}"),
             _ => "empty".into(),
         };
-        report.first_break = Some(brk("boundary", None, paths::MANIFESTS_PREFIX, None,
-            format!("position {h} is beyond the verified range ({range})")));
+        report.first_break = Some(brk(
+            "boundary",
+            None,
+            paths::MANIFESTS_PREFIX,
+            None,
+            format!("position {h} is beyond the verified range ({range})"),
+        ));
     }
     report.ok = report.first_break.is_none();
-    let accepted: BTreeMap<u64, String> = manifests.iter().map(|m| (m.manifest.sequence, m.manifest.object_key.clone())).collect();
-    let head_seq = if report.ok && !reached_boundary { report.head_sequence.unwrap_or(0) } else { total.max(report.head_sequence.unwrap_or(0)) };
-    report.unaccepted_objects = journal.unaccepted_objects(head_seq, &|seq| accepted.get(&seq).cloned()).await?;
+    let accepted: BTreeMap<u64, String> = manifests
+        .iter()
+        .map(|m| (m.manifest.sequence, m.manifest.object_key.clone()))
+        .collect();
+    let head_seq = if report.ok && !reached_boundary {
+        report.head_sequence.unwrap_or(0)
+    } else {
+        total.max(report.head_sequence.unwrap_or(0))
+    };
+    report.unaccepted_objects = journal
+        .unaccepted_objects(head_seq, &|seq| accepted.get(&seq).cloned())
+        .await?;
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(VerifiedChain { manifests, report })
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
-use tidemark_schemas::{AppendReport, Manifest, FORMAT_VERSION};
+use tidemark_schemas::{AppendReport, FORMAT_VERSION, Manifest};
 
 use crate::capability;
 use crate::clock::Clock;
@@ -50,19 +50,29 @@ pub async fn append<R: BufRead>(
 ) -> Result<AppendReport> {
     let started = Instant::now();
     if opts.batch_size == 0 {
-        return Err(JournalError::Input { source_name: opts.source_name.clone(), line: 0, message: "batch size must be at least 1".into() });
+        return Err(JournalError::Input {
+            source_name: opts.source_name.clone(),
+            line: 0,
+            message: "batch size must be at least 1".into(),
+        });
     }
     capability::require_journal_capabilities(journal.store.as_ref(), &opts.writer_id, clock).await?;
 
     let head = journal.head().await?;
     let (mut sequence, mut previous_digest, expected_first) = match &head {
-        Some(h) => (h.manifest.sequence + 1, Some(h.digest.clone()), h.manifest.last_position + 1),
+        Some(h) => (
+            h.manifest.sequence + 1,
+            Some(h.digest.clone()),
+            h.manifest.last_position + 1,
+        ),
         None => (1, None, 1),
     };
     let head_sequence = sequence - 1;
     let head_key = head.as_ref().map(|h| h.manifest.object_key.clone());
     let unaccepted = journal
-        .unaccepted_objects(head_sequence, &|seq| (seq == head_sequence).then(|| head_key.clone()).flatten())
+        .unaccepted_objects(head_sequence, &|seq| {
+            (seq == head_sequence).then(|| head_key.clone()).flatten()
+        })
         .await?;
 
     let mut reader = NdjsonReader::new(&journal.spec, input, opts.source_name.clone(), expected_first);
@@ -118,10 +128,19 @@ pub async fn append<R: BufRead>(
         };
         let manifest_body = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
         let manifest_key = paths::manifest_key(sequence);
-        match journal.store.put(&manifest_key, Bytes::from(manifest_body.clone()), PutMode::Create).await {
+        match journal
+            .store
+            .put(&manifest_key, Bytes::from(manifest_body.clone()), PutMode::Create)
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.is_conflict() => {
-                return Err(JournalError::ConcurrentWriter { key: manifest_key, sequence, first: first_position, last: last_position });
+                return Err(JournalError::ConcurrentWriter {
+                    key: manifest_key,
+                    sequence,
+                    first: first_position,
+                    last: last_position,
+                });
             }
             Err(e) => return Err(e.into()),
         }
@@ -132,7 +151,12 @@ pub async fn append<R: BufRead>(
         report.first_position.get_or_insert(first_position);
         report.last_position = Some(last_position);
         report.head_sequence = Some(sequence);
-        progress(&AppendProgress { batches: report.batches, total_batches, events: report.events, last_position });
+        progress(&AppendProgress {
+            batches: report.batches,
+            total_batches,
+            events: report.events,
+            last_position,
+        });
         sequence += 1;
         first_position = last_position + 1;
     }

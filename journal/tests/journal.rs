@@ -11,21 +11,30 @@ use tidemark_journal::clock::StepClock;
 use tidemark_journal::generate;
 use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::{ObjectStore, PutMode};
-use tidemark_journal::verify::{verify, VerifyOptions, VerifiedChain};
-use tidemark_journal::writer::{append, AppendOptions};
-use tidemark_journal::{paths, Journal, JournalError};
+use tidemark_journal::verify::{VerifiedChain, VerifyOptions, verify};
+use tidemark_journal::writer::{AppendOptions, append};
+use tidemark_journal::{Journal, JournalError, paths};
 use tidemark_schemas::{AppendReport, Checkpoint, FORMAT_VERSION};
 
 fn clock() -> StepClock {
-    StepClock::new(chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap(), chrono::Duration::milliseconds(1))
+    StepClock::new(
+        chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
+        chrono::Duration::milliseconds(1),
+    )
 }
 
 async fn init(store: Arc<dyn ObjectStore>) -> Journal {
-    Journal::init(store, orders_spec(), "journal-test".into(), &clock()).await.unwrap()
+    Journal::init(store, orders_spec(), "journal-test".into(), &clock())
+        .await
+        .unwrap()
 }
 
 fn opts(batch_size: usize) -> AppendOptions {
-    AppendOptions { batch_size, writer_id: "writer-a".into(), source_name: "input.ndjson".into() }
+    AppendOptions {
+        batch_size,
+        writer_id: "writer-a".into(),
+        source_name: "input.ndjson".into(),
+    }
 }
 
 async fn append_text(j: &Journal, text: &str, batch: usize) -> Result<AppendReport, JournalError> {
@@ -33,7 +42,16 @@ async fn append_text(j: &Journal, text: &str, batch: usize) -> Result<AppendRepo
 }
 
 async fn verify_to(j: &Journal, to: Option<u64>) -> VerifiedChain {
-    verify(j, &VerifyOptions { to, concurrency: Some(3) }, &mut |_| {}).await.unwrap()
+    verify(
+        j,
+        &VerifyOptions {
+            to,
+            concurrency: Some(3),
+        },
+        &mut |_| {},
+    )
+    .await
+    .unwrap()
 }
 
 /// Events 1..=n as NDJSON lines.
@@ -55,29 +73,49 @@ async fn append_then_verify(store: Arc<dyn ObjectStore>) {
     let j = init(store.clone()).await;
     let lines = events(25);
     let r1 = append_text(&j, &join(&lines[..10]), 4).await.unwrap();
-    assert_eq!((r1.batches, r1.events, r1.first_position, r1.last_position), (3, 10, Some(1), Some(10)));
+    assert_eq!(
+        (r1.batches, r1.events, r1.first_position, r1.last_position),
+        (3, 10, Some(1), Some(10))
+    );
     let r2 = append_text(&j, &join(&lines[10..]), 4).await.unwrap();
-    assert_eq!((r2.batches, r2.first_position, r2.last_position, r2.head_sequence), (4, Some(11), Some(25), Some(7)));
+    assert_eq!(
+        (r2.batches, r2.first_position, r2.last_position, r2.head_sequence),
+        (4, Some(11), Some(25), Some(7))
+    );
     let chain = verify_to(&j, None).await;
     let r = &chain.report;
     assert!(r.ok, "{:?}", r.first_break);
-    assert_eq!((r.verified_first_position, r.verified_last_position), (Some(1), Some(25)));
+    assert_eq!(
+        (r.verified_first_position, r.verified_last_position),
+        (Some(1), Some(25))
+    );
     assert_eq!((r.verified_manifests, r.verified_events), (7, 25));
     assert!(r.unaccepted_objects.is_empty());
     // The chain links: each manifest names the digest of the previous one.
     for pair in chain.manifests.windows(2) {
-        assert_eq!(pair[1].manifest.previous_digest.as_deref(), Some(pair[0].digest.as_str()));
+        assert_eq!(
+            pair[1].manifest.previous_digest.as_deref(),
+            Some(pair[0].digest.as_str())
+        );
     }
     // A boundary inside the chain verifies up to the batch that holds it.
     let partial = verify_to(&j, Some(9)).await.report;
     assert!(partial.ok);
-    assert_eq!(partial.verified_last_position, Some(10), "the batch 9..=10 holds position 9");
+    assert_eq!(
+        partial.verified_last_position,
+        Some(10),
+        "the batch 9..=10 holds position 9"
+    );
     // A boundary past the end is refused with the verified range.
     let past = verify_to(&j, Some(26)).await.report;
     assert!(!past.ok);
     let b = past.first_break.unwrap();
     assert_eq!(b.kind, "boundary");
-    assert!(b.message.contains("26") && b.message.contains("1..=25"), "{}", b.message);
+    assert!(
+        b.message.contains("26") && b.message.contains("1..=25"),
+        "{}",
+        b.message
+    );
     // Reopening reads the same header and head.
     let again = Journal::open(store).await.unwrap();
     assert_eq!(again.head().await.unwrap().unwrap().manifest.last_position, 25);
@@ -93,27 +131,59 @@ async fn bad_input_writes_nothing(store: Arc<dyn ObjectStore>) {
     assert!(err.to_string().contains("input.ndjson:3: malformed JSON"), "{err}");
     // A position that does not continue the journal.
     let err = append_text(&j, &format!("{}\n", lines[6]), 10).await.unwrap_err();
-    assert!(matches!(err, JournalError::PositionMismatch { expected: 6, received: 7, line: 1, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            JournalError::PositionMismatch {
+                expected: 6,
+                received: 7,
+                line: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("expected position 6"), "{err}");
     // A duplicate position.
     let err = append_text(&j, &format!("{}\n", lines[4]), 10).await.unwrap_err();
-    assert!(matches!(err, JournalError::PositionMismatch { expected: 6, received: 5, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            JournalError::PositionMismatch {
+                expected: 6,
+                received: 5,
+                ..
+            }
+        ),
+        "{err}"
+    );
     // A mistyped field.
-    let bad = lines[5].replace("\"is_deleted\":false", "\"is_deleted\":\"no\"").replace("\"is_deleted\":true", "\"is_deleted\":\"no\"");
+    let bad = lines[5]
+        .replace("\"is_deleted\":false", "\"is_deleted\":\"no\"")
+        .replace("\"is_deleted\":true", "\"is_deleted\":\"no\"");
     let err = append_text(&j, &format!("{bad}\n"), 10).await.unwrap_err();
     assert!(err.to_string().contains("field `is_deleted` (position 6)"), "{err}");
     let chain = verify_to(&j, None).await.report;
     assert!(chain.ok);
-    assert_eq!(chain.verified_last_position, Some(5), "nothing of the refused input was accepted");
+    assert_eq!(
+        chain.verified_last_position,
+        Some(5),
+        "nothing of the refused input was accepted"
+    );
     assert_eq!(j.manifest_sequences().await.unwrap(), vec![1]);
 }
 
 async fn missing_journal_is_named(store: Arc<dyn ObjectStore>) {
     let err = Journal::open(store.clone()).await.unwrap_err();
     assert!(matches!(err, JournalError::NotInitialized { .. }));
-    assert!(err.to_string().contains("journal.json") && err.to_string().contains(&store.url()), "{err}");
+    assert!(
+        err.to_string().contains("journal.json") && err.to_string().contains(&store.url()),
+        "{err}"
+    );
     let j = init(store.clone()).await;
-    let err = Journal::init(store, orders_spec(), "other".into(), &clock()).await.unwrap_err();
+    let err = Journal::init(store, orders_spec(), "other".into(), &clock())
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains(&j.header.journal_id), "{err}");
 }
 
@@ -126,7 +196,11 @@ async fn deleted_event_version_is_a_missing_object(store: Arc<dyn ObjectStore>) 
     assert_eq!((b.kind.as_str(), b.sequence), ("missing_object", Some(2)));
     assert_eq!(b.key, m.object_key);
     assert_eq!(b.version_id.as_deref(), Some(m.object_version_id.as_str()));
-    assert_eq!(r.verified_last_position, Some(4), "the range before the break is still proven");
+    assert_eq!(
+        r.verified_last_position,
+        Some(4),
+        "the range before the break is still proven"
+    );
 }
 
 async fn overwriting_an_event_object_does_not_change_the_batch(store: Arc<dyn ObjectStore>) {
@@ -134,7 +208,10 @@ async fn overwriting_an_event_object_does_not_change_the_batch(store: Arc<dyn Ob
     // so the batch is unchanged and verification still passes.
     let j = journal_with(store.clone(), 8, 4).await;
     let m = j.read_manifest(1, None).await.unwrap().manifest;
-    store.put(&m.object_key, Bytes::from_static(b"not parquet"), PutMode::Overwrite).await.unwrap();
+    store
+        .put(&m.object_key, Bytes::from_static(b"not parquet"), PutMode::Overwrite)
+        .await
+        .unwrap();
     assert!(verify_to(&j, None).await.report.ok);
 }
 
@@ -143,7 +220,10 @@ async fn rewritten_manifest_is_a_fork(store: Arc<dyn ObjectStore>) {
     let key = paths::manifest_key(2);
     let mut m = j.read_manifest(2, None).await.unwrap().manifest;
     m.writer_id = "intruder".into();
-    store.put(&key, Bytes::from(serde_json::to_vec(&m).unwrap()), PutMode::Overwrite).await.unwrap();
+    store
+        .put(&key, Bytes::from(serde_json::to_vec(&m).unwrap()), PutMode::Overwrite)
+        .await
+        .unwrap();
     let b = verify_to(&j, None).await.report.first_break.expect("a break");
     assert_eq!((b.kind.as_str(), b.sequence), ("fork", Some(2)));
     assert!(b.message.contains("2 versions"), "{}", b.message);
@@ -155,7 +235,14 @@ async fn manifest_claiming_another_sequence_is_a_fork(store: Arc<dyn ObjectStore
     // A second writer's manifest for sequence 2 placed at sequence 3's key.
     let mut m = j.read_manifest(2, None).await.unwrap().manifest;
     m.writer_id = "writer-b".into();
-    store.put(&paths::manifest_key(3), Bytes::from(serde_json::to_vec(&m).unwrap()), PutMode::Create).await.unwrap();
+    store
+        .put(
+            &paths::manifest_key(3),
+            Bytes::from(serde_json::to_vec(&m).unwrap()),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
     let b = verify_to(&j, None).await.report.first_break.expect("a break");
     assert_eq!((b.kind.as_str(), b.sequence), ("fork", Some(3)));
     assert!(b.message.contains("claims sequence 2"), "{}", b.message);
@@ -164,7 +251,10 @@ async fn manifest_claiming_another_sequence_is_a_fork(store: Arc<dyn ObjectStore
 async fn removed_manifest_is_a_gap(store: Arc<dyn ObjectStore>) {
     let j = journal_with(store.clone(), 16, 4).await;
     let stored = j.read_manifest(2, None).await.unwrap();
-    store.delete_version(&stored.key, stored.version_id.as_deref().unwrap()).await.unwrap();
+    store
+        .delete_version(&stored.key, stored.version_id.as_deref().unwrap())
+        .await
+        .unwrap();
     let r = verify_to(&j, None).await.report;
     let b = r.first_break.expect("a break");
     assert_eq!((b.kind.as_str(), b.sequence), ("gap", Some(2)));
@@ -178,8 +268,18 @@ async fn edited_previous_digest_breaks_the_link(store: Arc<dyn ObjectStore>) {
     let stored = j.read_manifest(2, None).await.unwrap();
     let mut m = stored.manifest.clone();
     m.previous_digest = Some(format!("sha256:{}", "0".repeat(64)));
-    store.delete_version(&stored.key, stored.version_id.as_deref().unwrap()).await.unwrap();
-    store.put(&stored.key, Bytes::from(serde_json::to_vec(&m).unwrap()), PutMode::Create).await.unwrap();
+    store
+        .delete_version(&stored.key, stored.version_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    store
+        .put(
+            &stored.key,
+            Bytes::from(serde_json::to_vec(&m).unwrap()),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
     let b = verify_to(&j, None).await.report.first_break.expect("a break");
     assert_eq!((b.kind.as_str(), b.sequence), ("digest_mismatch", Some(2)));
 }
@@ -188,7 +288,10 @@ async fn crash_between_writes_leaves_an_unaccepted_object(store: Arc<dyn ObjectS
     let j = journal_with(store.clone(), 8, 4).await;
     // A writer stored the event object of sequence 3 and stopped before its manifest.
     let orphan = paths::event_key(3, &"f".repeat(64));
-    store.put(&orphan, Bytes::from_static(b"half-done"), PutMode::Overwrite).await.unwrap();
+    store
+        .put(&orphan, Bytes::from_static(b"half-done"), PutMode::Overwrite)
+        .await
+        .unwrap();
     let r = verify_to(&j, None).await.report;
     assert!(r.ok);
     assert_eq!(r.verified_last_position, Some(8), "the orphan is not counted");
@@ -196,7 +299,11 @@ async fn crash_between_writes_leaves_an_unaccepted_object(store: Arc<dyn ObjectS
     let more = generate::ndjson(7, 20, 1, 10);
     let tail: String = more.lines().skip(8).map(|l| format!("{l}\n")).collect();
     let report = append_text(&j, &tail, 4).await.unwrap();
-    assert_eq!(report.unaccepted_objects, vec![orphan.clone()], "the next append reports it");
+    assert_eq!(
+        report.unaccepted_objects,
+        vec![orphan.clone()],
+        "the next append reports it"
+    );
     let r = verify_to(&j, None).await.report;
     assert!(r.ok);
     assert_eq!(r.verified_last_position, Some(10));
@@ -210,10 +317,21 @@ async fn racing_appenders_cannot_both_win(store: Arc<dyn ObjectStore>) {
     let (a, b) = tokio::join!(append_text(&j, &tail, 4), append_text(&j, &tail, 4));
     let wins = [&a, &b].iter().filter(|r| r.is_ok()).count();
     assert_eq!(wins, 1, "{a:?} / {b:?}");
-    let loser = if a.is_err() { a.unwrap_err() } else { b.unwrap_err() };
+    let loser = match (a, b) {
+        (Err(e), _) | (_, Err(e)) => e,
+        _ => unreachable!("one of the two lost"),
+    };
     // The loser either lost the create-only race for sequence 2 or saw the winner's head first.
     assert!(
-        matches!(loser, JournalError::ConcurrentWriter { sequence: 2, .. } | JournalError::PositionMismatch { expected: 9, received: 5, .. }),
+        matches!(
+            loser,
+            JournalError::ConcurrentWriter { sequence: 2, .. }
+                | JournalError::PositionMismatch {
+                    expected: 9,
+                    received: 5,
+                    ..
+                }
+        ),
         "{loser}"
     );
     assert!(verify_to(&j, None).await.report.ok);
@@ -235,17 +353,37 @@ async fn checkpoints_are_create_only(store: Arc<dyn ObjectStore>) {
     let s = store.as_ref();
     checkpoint::write(s, &cp(10, 100)).await.unwrap();
     checkpoint::write(s, &cp(20, 200)).await.unwrap();
-    checkpoint::write(s, &cp(20, 200)).await.expect("the same checkpoint again is a no-op");
+    checkpoint::write(s, &cp(20, 200))
+        .await
+        .expect("the same checkpoint again is a no-op");
     let err = checkpoint::write(s, &cp(20, 999)).await.unwrap_err();
-    assert!(matches!(err, JournalError::CheckpointConflict { existing_snapshot: 200, new_snapshot: 999, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            JournalError::CheckpointConflict {
+                existing_snapshot: 200,
+                new_snapshot: 999,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let all = CheckpointFilter::default();
     assert_eq!(checkpoint::list(s, &all).await.unwrap().len(), 2);
     let at = |p| checkpoint::newest_at_or_before(s, &all, Some(p));
     assert_eq!(at(15).await.unwrap().unwrap().snapshot_id, 100);
     assert_eq!(at(20).await.unwrap().unwrap().snapshot_id, 200);
     assert!(at(9).await.unwrap().is_none());
-    let other = CheckpointFilter { table_name: Some("other.table".into()), ..Default::default() };
-    assert!(checkpoint::newest_at_or_before(s, &other, None).await.unwrap().is_none());
+    let other = CheckpointFilter {
+        table_name: Some("other.table".into()),
+        ..Default::default()
+    };
+    assert!(
+        checkpoint::newest_at_or_before(s, &other, None)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 on_both!(
@@ -269,7 +407,10 @@ async fn flipped_byte_is_a_checksum_mismatch() {
     let (store, dir) = common::local();
     let j = journal_with(store.clone(), 12, 4).await;
     let m = j.read_manifest(2, None).await.unwrap().manifest;
-    let versions = dir.path().join(".tidemark/versions").join(m.object_key.replace('/', "%2F"));
+    let versions = dir
+        .path()
+        .join(".tidemark/versions")
+        .join(m.object_key.replace('/', "%2F"));
     let path = versions.join(&m.object_version_id);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[100] ^= 0x01;

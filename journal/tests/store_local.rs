@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::store::{conformance, ObjectStore, PutMode};
+use tidemark_journal::store::{ObjectStore, PutMode, conformance};
 
 #[tokio::test]
 async fn local_store_passes_the_conformance_suite() {
@@ -29,7 +29,10 @@ async fn plain_files_written_by_other_tools_are_unversioned_objects() {
     let got = store.get("warehouse/t/data.parquet", None).await.unwrap();
     assert_eq!(&got.body[..], b"abc");
     assert_eq!(got.meta.version_id.as_deref(), Some("null"));
-    let err = store.put("warehouse/t/data.parquet", Bytes::from_static(b"x"), PutMode::Create).await.unwrap_err();
+    let err = store
+        .put("warehouse/t/data.parquet", Bytes::from_static(b"x"), PutMode::Create)
+        .await
+        .unwrap_err();
     assert!(err.is_conflict());
     let versions = store.list_versions("warehouse/").await.unwrap();
     assert_eq!(versions.len(), 1);
@@ -64,9 +67,19 @@ fn create_only_is_atomic_between_processes() {
                 .unwrap()
         })
         .collect();
-    let codes: Vec<i32> = children.into_iter().map(|c| c.wait_with_output().unwrap().status.code().unwrap()).collect();
-    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "exactly one process wins: {codes:?}");
-    assert!(codes.iter().all(|c| *c == 0 || *c == 10), "losers report a conflict: {codes:?}");
+    let codes: Vec<i32> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap().status.code().unwrap())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == 0).count(),
+        1,
+        "exactly one process wins: {codes:?}"
+    );
+    assert!(
+        codes.iter().all(|c| *c == 0 || *c == 10),
+        "losers report a conflict: {codes:?}"
+    );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
     let versions = rt.block_on(store.list_versions("race/")).unwrap();

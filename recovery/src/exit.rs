@@ -1,8 +1,8 @@
 //! Exit codes of the `tidemark` binary (documented in README.md, "Exit codes"). Errors map to a
 //! code by their kind, so automation can tell "fix the input" from "someone else won the race".
 
-use tidemark_journal::store::StoreError;
 use tidemark_journal::JournalError;
+use tidemark_journal::store::StoreError;
 
 pub const OK: u8 = 0;
 /// Unexpected failure: I/O, network, a bug.
@@ -31,7 +31,10 @@ pub struct Exit {
 }
 
 pub fn exit_error(code: u8, message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Exit { code, message: message.into() })
+    anyhow::Error::new(Exit {
+        code,
+        message: message.into(),
+    })
 }
 
 fn store_code(e: &StoreError) -> u8 {

@@ -30,10 +30,24 @@ pub const FILE_COLUMN: &str = "_tidemark_file";
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    #[error("conflicting events for key {key} version {version}: positions {first_position} and {second_position} carry different payloads; nothing was committed")]
-    ConflictInEvents { key: String, version: i64, first_position: u64, second_position: u64 },
-    #[error("event at position {event_position} for key {key} version {version} differs from the table's row of the same version (written by position {table_position}); nothing was committed")]
-    ConflictWithTable { key: String, version: i64, table_position: u64, event_position: u64 },
+    #[error(
+        "conflicting events for key {key} version {version}: positions {first_position} and {second_position} carry different payloads; nothing was committed"
+    )]
+    ConflictInEvents {
+        key: String,
+        version: i64,
+        first_position: u64,
+        second_position: u64,
+    },
+    #[error(
+        "event at position {event_position} for key {key} version {version} differs from the table's row of the same version (written by position {table_position}); nothing was committed"
+    )]
+    ConflictWithTable {
+        key: String,
+        version: i64,
+        table_position: u64,
+        event_position: u64,
+    },
     #[error("merge plan failed ({context}): {source}")]
     DataFusion {
         context: &'static str,
@@ -46,7 +60,10 @@ pub enum MergeError {
 
 impl MergeError {
     pub fn is_conflict(&self) -> bool {
-        matches!(self, MergeError::ConflictInEvents { .. } | MergeError::ConflictWithTable { .. })
+        matches!(
+            self,
+            MergeError::ConflictInEvents { .. } | MergeError::ConflictWithTable { .. }
+        )
     }
 }
 
@@ -91,12 +108,20 @@ fn payload_differs(spec: &CompiledSpec, a: &str, b: &str) -> String {
         .filter(|(i, _)| *i != spec.key_index && *i != spec.version_index)
         .map(|(_, c)| format!("{a}.{n} IS DISTINCT FROM {b}.{n}", n = q(&c.name)))
         .collect();
-    if parts.is_empty() { "false".into() } else { parts.join(" OR ") }
+    if parts.is_empty() {
+        "false".into()
+    } else {
+        parts.join(" OR ")
+    }
 }
 
 fn key_string(batch: &RecordBatch, col: usize, row: usize) -> String {
     let a = cast(batch.column(col), &DataType::Utf8).expect("key casts to string");
-    a.as_any().downcast_ref::<StringArray>().expect("utf8").value(row).to_string()
+    a.as_any()
+        .downcast_ref::<StringArray>()
+        .expect("utf8")
+        .value(row)
+        .to_string()
 }
 
 fn int_at(batch: &RecordBatch, col: usize, row: usize) -> i64 {
@@ -105,12 +130,19 @@ fn int_at(batch: &RecordBatch, col: usize, row: usize) -> i64 {
 }
 
 async fn collect(ctx: &SessionContext, sql: &str, context: &'static str) -> Result<Vec<RecordBatch>, MergeError> {
-    ctx.sql(sql).await.map_err(df(context))?.collect().await.map_err(df(context))
+    ctx.sql(sql)
+        .await
+        .map_err(df(context))?
+        .collect()
+        .await
+        .map_err(df(context))
 }
 
 fn mem_table(batches: Vec<RecordBatch>, schema: SchemaRef) -> Result<Arc<MemTable>, MergeError> {
     let batches: Vec<RecordBatch> = batches.into_iter().filter(|b| b.num_rows() > 0).collect();
-    MemTable::try_new(schema, vec![batches]).map(Arc::new).map_err(df("registering input"))
+    MemTable::try_new(schema, vec![batches])
+        .map(Arc::new)
+        .map_err(df("registering input"))
 }
 
 /// The schema of table rows with their file column.
@@ -129,10 +161,14 @@ pub async fn merge(
     events: Vec<RecordBatch>,
     output: SchemaRef,
 ) -> Result<MergeOutput, MergeError> {
-    let config = SessionConfig::new().with_target_partitions(2).with_batch_size(16 * 1024);
+    let config = SessionConfig::new()
+        .with_target_partitions(2)
+        .with_batch_size(16 * 1024);
     let ctx = SessionContext::new_with_config(config);
-    ctx.register_table("ev", mem_table(events, spec.event_schema.clone())?).map_err(df("register events"))?;
-    ctx.register_table("cur", mem_table(current, current_schema)?).map_err(df("register table rows"))?;
+    ctx.register_table("ev", mem_table(events, spec.event_schema.clone())?)
+        .map_err(df("register events"))?;
+    ctx.register_table("cur", mem_table(current, current_schema)?)
+        .map_err(df("register table rows"))?;
     let key = q(&spec.spec.key_column);
     let version = q(&spec.spec.version_column);
     let pos = q(POSITION_COLUMN);
@@ -184,9 +220,17 @@ pub async fn merge(
     );
     let decided = collect(&ctx, &sql, "choosing winners").await?;
     let mut out = MergeOutput::default();
-    out.stats.events = ctx.table("ev").await.map_err(df("count"))?.count().await.map_err(df("count"))? as u64;
+    out.stats.events = ctx
+        .table("ev")
+        .await
+        .map_err(df("count"))?
+        .count()
+        .await
+        .map_err(df("count"))? as u64;
     let n_out = output.fields().len();
-    let delete_idx = output.index_of(&spec.spec.delete_column).map_err(|e| MergeError::Input(e.to_string()))?;
+    let delete_idx = output
+        .index_of(&spec.spec.delete_column)
+        .map_err(|e| MergeError::Input(e.to_string()))?;
     let mut files = BTreeSet::new();
     let mut updated_keys: Vec<ArrayRef> = Vec::new();
     for b in &decided {
@@ -222,16 +266,23 @@ pub async fn merge(
         if rows.num_rows() > 0 {
             out.upserts.push(rows);
         }
-        let key_idx = output.index_of(&spec.spec.key_column).map_err(|e| MergeError::Input(e.to_string()))?;
+        let key_idx = output
+            .index_of(&spec.spec.key_column)
+            .map_err(|e| MergeError::Input(e.to_string()))?;
         let upd = arrow::array::UInt32Array::from(upd);
-        updated_keys.push(arrow::compute::take(b.column(key_idx).as_ref(), &upd, None).map_err(|e| MergeError::Input(e.to_string()))?);
+        updated_keys.push(
+            arrow::compute::take(b.column(key_idx).as_ref(), &upd, None)
+                .map_err(|e| MergeError::Input(e.to_string()))?,
+        );
     }
     out.files_to_rewrite = files.into_iter().collect();
     out.stats.files_rewritten = out.files_to_rewrite.len() as u64;
 
     // Rows of the rewritten files that stay: every row whose key was not updated.
     if !out.files_to_rewrite.is_empty() {
-        let key_field = output.field_with_name(&spec.spec.key_column).map_err(|e| MergeError::Input(e.to_string()))?;
+        let key_field = output
+            .field_with_name(&spec.spec.key_column)
+            .map_err(|e| MergeError::Input(e.to_string()))?;
         let key_schema = Arc::new(Schema::new(vec![Field::new("k", key_field.data_type().clone(), false)]));
         let key_batches: Vec<RecordBatch> = updated_keys
             .into_iter()
@@ -239,8 +290,13 @@ pub async fn merge(
             .map(|a| RecordBatch::try_new(key_schema.clone(), vec![a]))
             .collect::<Result<_, _>>()
             .map_err(|e| MergeError::Input(e.to_string()))?;
-        ctx.register_table("upd", mem_table(key_batches, key_schema)?).map_err(df("register updated keys"))?;
-        let files: Vec<String> = out.files_to_rewrite.iter().map(|f| format!("'{}'", f.replace('\'', "''"))).collect();
+        ctx.register_table("upd", mem_table(key_batches, key_schema)?)
+            .map_err(df("register updated keys"))?;
+        let files: Vec<String> = out
+            .files_to_rewrite
+            .iter()
+            .map(|f| format!("'{}'", f.replace('\'', "''")))
+            .collect();
         let cols: Vec<String> = output.fields().iter().map(|f| format!("c.{}", q(f.name()))).collect();
         let sql = format!(
             "SELECT {} FROM cur c WHERE c.{} IN ({}) AND NOT EXISTS (SELECT 1 FROM upd u WHERE u.k = c.{key})",
@@ -264,8 +320,15 @@ pub fn conform(output: &SchemaRef, columns: Vec<ArrayRef>) -> Result<RecordBatch
     let cols: Vec<ArrayRef> = columns
         .into_iter()
         .zip(output.fields())
-        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { cast(&c, f.data_type()) })
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(c)
+            } else {
+                cast(&c, f.data_type())
+            }
+        })
         .collect::<Result<_, _>>()
         .map_err(|e| MergeError::Input(e.to_string()))?;
-    RecordBatch::try_new(output.clone(), cols).map_err(|e| MergeError::Input(format!("rows do not fit the table schema: {e}")))
+    RecordBatch::try_new(output.clone(), cols)
+        .map_err(|e| MergeError::Input(format!("rows do not fit the table schema: {e}")))
 }

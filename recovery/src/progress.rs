@@ -12,7 +12,12 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(label: impl Into<String>, quiet: bool) -> Self {
-        Progress { label: label.into(), quiet, last: None, every: Duration::from_secs(1) }
+        Progress {
+            label: label.into(),
+            quiet,
+            last: None,
+            every: Duration::from_secs(1),
+        }
     }
 
     /// Prints `line` if a second has passed since the last one (or `force`).

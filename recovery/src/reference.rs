@@ -16,8 +16,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use arrow::array::{
-    Array, AsArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array,
-    RecordBatch, StringArray, TimestampMicrosecondArray,
+    Array, AsArray, BooleanArray, Date32Array, Decimal128Array, Float64Array, Int32Array, Int64Array, RecordBatch,
+    StringArray, TimestampMicrosecondArray,
 };
 use arrow::datatypes::DataType;
 use tidemark_journal::spec::{ColumnType, CompiledSpec, POSITION_COLUMN};
@@ -62,10 +62,24 @@ pub struct RefRow {
 /// Why a unit could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RefConflict {
-    #[error("conflicting events for key {key} version {version}: positions {first} and {second} carry different payloads")]
-    InUnit { key: String, version: i64, first: u64, second: u64 },
-    #[error("event at position {event_position} for key {key} version {version} differs from the table's row of that version (position {table_position})")]
-    AgainstState { key: String, version: i64, table_position: u64, event_position: u64 },
+    #[error(
+        "conflicting events for key {key} version {version}: positions {first} and {second} carry different payloads"
+    )]
+    InUnit {
+        key: String,
+        version: i64,
+        first: u64,
+        second: u64,
+    },
+    #[error(
+        "event at position {event_position} for key {key} version {version} differs from the table's row of that version (position {table_position})"
+    )]
+    AgainstState {
+        key: String,
+        version: i64,
+        table_position: u64,
+        event_position: u64,
+    },
 }
 
 /// Reads cell `row` of `array` as the spec type `t`.
@@ -77,19 +91,47 @@ pub fn cell(array: &dyn Array, t: ColumnType, row: usize) -> Cell {
         ColumnType::String => Cell::Str(string_at(array, row)),
         ColumnType::Long => Cell::Long(array.as_any().downcast_ref::<Int64Array>().expect("long").value(row)),
         ColumnType::Int => Cell::Int(array.as_any().downcast_ref::<Int32Array>().expect("int").value(row)),
-        ColumnType::Double => Cell::Double(array.as_any().downcast_ref::<Float64Array>().expect("double").value(row).to_bits()),
-        ColumnType::Boolean => Cell::Bool(array.as_any().downcast_ref::<BooleanArray>().expect("boolean").value(row)),
+        ColumnType::Double => Cell::Double(
+            array
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .expect("double")
+                .value(row)
+                .to_bits(),
+        ),
+        ColumnType::Boolean => Cell::Bool(
+            array
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .expect("boolean")
+                .value(row),
+        ),
         ColumnType::Date => Cell::Date(array.as_any().downcast_ref::<Date32Array>().expect("date").value(row)),
-        ColumnType::TimestampTz => {
-            Cell::Ts(array.as_any().downcast_ref::<TimestampMicrosecondArray>().expect("timestamp").value(row))
-        }
-        ColumnType::Decimal { .. } => Cell::Dec(array.as_any().downcast_ref::<Decimal128Array>().expect("decimal").value(row)),
+        ColumnType::TimestampTz => Cell::Ts(
+            array
+                .as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .expect("timestamp")
+                .value(row),
+        ),
+        ColumnType::Decimal { .. } => Cell::Dec(
+            array
+                .as_any()
+                .downcast_ref::<Decimal128Array>()
+                .expect("decimal")
+                .value(row),
+        ),
     }
 }
 
 fn string_at(array: &dyn Array, row: usize) -> String {
     match array.data_type() {
-        DataType::Utf8 => array.as_any().downcast_ref::<StringArray>().expect("utf8").value(row).to_string(),
+        DataType::Utf8 => array
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("utf8")
+            .value(row)
+            .to_string(),
         DataType::LargeUtf8 => array.as_string::<i64>().value(row).to_string(),
         DataType::Utf8View => array.as_string_view().value(row).to_string(),
         other => panic!("string column has type {other}"),
@@ -105,13 +147,27 @@ pub fn rows_of(spec: &CompiledSpec, batches: &[RecordBatch]) -> Vec<RefRow> {
             .spec
             .columns
             .iter()
-            .map(|c| schema.index_of(&c.name).unwrap_or_else(|_| panic!("batch lacks column {}", c.name)))
+            .map(|c| {
+                schema
+                    .index_of(&c.name)
+                    .unwrap_or_else(|_| panic!("batch lacks column {}", c.name))
+            })
             .collect();
         let pos = b.column(schema.index_of(POSITION_COLUMN).expect("batch lacks journal_position"));
-        let pos = pos.as_any().downcast_ref::<Int64Array>().expect("journal_position is long");
+        let pos = pos
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("journal_position is long");
         for r in 0..b.num_rows() {
-            let cells = idx.iter().zip(&spec.types).map(|(&i, &t)| cell(b.column(i).as_ref(), t, r)).collect();
-            out.push(RefRow { cells, position: pos.value(r) as u64 });
+            let cells = idx
+                .iter()
+                .zip(&spec.types)
+                .map(|(&i, &t)| cell(b.column(i).as_ref(), t, r))
+                .collect();
+            out.push(RefRow {
+                cells,
+                position: pos.value(r) as u64,
+            });
         }
     }
     out
@@ -126,7 +182,10 @@ pub struct RefState {
 
 impl RefState {
     pub fn new(spec: CompiledSpec) -> Self {
-        RefState { spec, rows: BTreeMap::new() }
+        RefState {
+            spec,
+            rows: BTreeMap::new(),
+        }
     }
 
     /// Seeds the state from table rows. Duplicate keys in the seed are reported, not merged.
@@ -135,7 +194,10 @@ impl RefState {
         for row in rows {
             let key = row.cells[state.spec.key_index].clone();
             if let Some(prev) = state.rows.insert(key.clone(), row) {
-                return Err(format!("the seed holds key {key} twice (positions {} and more)", prev.position));
+                return Err(format!(
+                    "the seed holds key {key} twice (positions {} and more)",
+                    prev.position
+                ));
             }
         }
         Ok(state)
@@ -152,7 +214,11 @@ impl RefState {
     /// The payload: every column but key and version (the delete flag included).
     fn same_payload(&self, a: &RefRow, b: &RefRow) -> bool {
         let (k, v) = (self.spec.key_index, self.spec.version_index);
-        a.cells.iter().zip(&b.cells).enumerate().all(|(i, (x, y))| i == k || i == v || x == y)
+        a.cells
+            .iter()
+            .zip(&b.cells)
+            .enumerate()
+            .all(|(i, (x, y))| i == k || i == v || x == y)
     }
 
     /// Applies one unit of events (any order). All or nothing.
@@ -166,7 +232,12 @@ impl RefState {
             let id = (e.cells[k].clone(), self.version(e));
             match unique.get(&id) {
                 Some(first) if !self.same_payload(first, e) => {
-                    return Err(RefConflict::InUnit { key: id.0.to_string(), version: id.1, first: first.position, second: e.position });
+                    return Err(RefConflict::InUnit {
+                        key: id.0.to_string(),
+                        version: id.1,
+                        first: first.position,
+                        second: e.position,
+                    });
                 }
                 Some(_) => {}
                 None => {
@@ -181,7 +252,12 @@ impl RefState {
                 && self.version(cur) == *version
                 && !self.same_payload(cur, e)
             {
-                conflicts.push(RefConflict::AgainstState { key: key.to_string(), version: *version, table_position: cur.position, event_position: e.position });
+                conflicts.push(RefConflict::AgainstState {
+                    key: key.to_string(),
+                    version: *version,
+                    table_position: cur.position,
+                    event_position: e.position,
+                });
             }
         }
         if let Some(c) = conflicts.into_iter().min_by_key(|c| match c {
@@ -235,7 +311,11 @@ mod tests {
     #[test]
     fn newest_version_wins_in_any_order_and_retries_are_one_event() {
         let mut a = RefState::new(CompiledSpec::orders());
-        let events = vec![row("k", 2, "paid", false, 2), row("k", 1, "placed", false, 1), row("k", 2, "paid", false, 3)];
+        let events = vec![
+            row("k", 2, "paid", false, 2),
+            row("k", 1, "placed", false, 1),
+            row("k", 2, "paid", false, 3),
+        ];
         a.apply(&events).unwrap();
         let mut reversed = events.clone();
         reversed.reverse();
@@ -253,9 +333,16 @@ mod tests {
         s.apply(&[row("k", 2, "placed", true, 2)]).unwrap();
         s.apply(&[row("k", 1, "placed", false, 1)]).unwrap();
         let r = &s.rows[&Cell::Str("k".into())];
-        assert_eq!((r.cells[6].clone(), r.cells[1].clone()), (Cell::Bool(true), Cell::Long(2)));
+        assert_eq!(
+            (r.cells[6].clone(), r.cells[1].clone()),
+            (Cell::Bool(true), Cell::Long(2))
+        );
         s.apply(&[row("k", 3, "placed", false, 3)]).unwrap();
-        assert_eq!(s.rows[&Cell::Str("k".into())].cells[6], Cell::Bool(false), "a newer version re-inserts");
+        assert_eq!(
+            s.rows[&Cell::Str("k".into())].cells[6],
+            Cell::Bool(false),
+            "a newer version re-inserts"
+        );
     }
 
     #[test]
@@ -263,10 +350,32 @@ mod tests {
         let mut s = RefState::new(CompiledSpec::orders());
         s.apply(&[row("k", 1, "placed", false, 1)]).unwrap();
         let before = s.rows.clone();
-        let err = s.apply(&[row("j", 1, "placed", false, 2), row("j", 1, "paid", false, 3)]).unwrap_err();
-        assert_eq!(err, RefConflict::InUnit { key: "j".into(), version: 1, first: 2, second: 3 });
-        let err = s.apply(&[row("x", 5, "new", false, 4), row("k", 1, "paid", false, 5)]).unwrap_err();
-        assert!(matches!(err, RefConflict::AgainstState { table_position: 1, event_position: 5, .. }), "{err}");
+        let err = s
+            .apply(&[row("j", 1, "placed", false, 2), row("j", 1, "paid", false, 3)])
+            .unwrap_err();
+        assert_eq!(
+            err,
+            RefConflict::InUnit {
+                key: "j".into(),
+                version: 1,
+                first: 2,
+                second: 3
+            }
+        );
+        let err = s
+            .apply(&[row("x", 5, "new", false, 4), row("k", 1, "paid", false, 5)])
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RefConflict::AgainstState {
+                    table_position: 1,
+                    event_position: 5,
+                    ..
+                }
+            ),
+            "{err}"
+        );
         assert_eq!(s.rows, before);
     }
 }

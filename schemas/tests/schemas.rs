@@ -5,32 +5,53 @@
 use std::path::PathBuf;
 
 use schemars::schema_for;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tidemark_schemas::*;
 
 fn all_schemas() -> Vec<(&'static str, Value)> {
     vec![
         ("event", serde_json::to_value(schema_for!(OrderEvent)).unwrap()),
         ("table-spec", serde_json::to_value(schema_for!(TableSpec)).unwrap()),
-        ("journal-header", serde_json::to_value(schema_for!(JournalHeader)).unwrap()),
+        (
+            "journal-header",
+            serde_json::to_value(schema_for!(JournalHeader)).unwrap(),
+        ),
         ("manifest", serde_json::to_value(schema_for!(Manifest)).unwrap()),
         ("checkpoint", serde_json::to_value(schema_for!(Checkpoint)).unwrap()),
         ("route", serde_json::to_value(schema_for!(Route)).unwrap()),
-        ("verify-report", serde_json::to_value(schema_for!(VerifyReport)).unwrap()),
-        ("status-report", serde_json::to_value(schema_for!(StatusReport)).unwrap()),
-        ("append-report", serde_json::to_value(schema_for!(AppendReport)).unwrap()),
-        ("store-check-report", serde_json::to_value(schema_for!(StoreCheckReport)).unwrap()),
+        (
+            "verify-report",
+            serde_json::to_value(schema_for!(VerifyReport)).unwrap(),
+        ),
+        (
+            "status-report",
+            serde_json::to_value(schema_for!(StatusReport)).unwrap(),
+        ),
+        (
+            "append-report",
+            serde_json::to_value(schema_for!(AppendReport)).unwrap(),
+        ),
+        (
+            "store-check-report",
+            serde_json::to_value(schema_for!(StoreCheckReport)).unwrap(),
+        ),
     ]
 }
 
 fn schema_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("json").join(format!("{name}.schema.json"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("json")
+        .join(format!("{name}.schema.json"))
 }
 
 fn load(name: &str) -> Value {
     let path = schema_path(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run TIDEMARK_BLESS=1 cargo test -p tidemark-schemas)", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run TIDEMARK_BLESS=1 cargo test -p tidemark-schemas)",
+            path.display()
+        )
+    });
     serde_json::from_str(&text).unwrap()
 }
 
@@ -48,14 +69,21 @@ fn checked_in_schemas_match_the_rust_types() {
             drift.push(path.display().to_string());
         }
     }
-    assert!(drift.is_empty(), "schemas differ from the Rust types: {drift:?}; regenerate with TIDEMARK_BLESS=1 and review");
+    assert!(
+        drift.is_empty(),
+        "schemas differ from the Rust types: {drift:?}; regenerate with TIDEMARK_BLESS=1 and review"
+    );
 }
 
 fn validate(name: &str, instance: &Value) -> Result<(), String> {
     let schema = load(name);
     let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
     let errors: Vec<String> = validator.iter_errors(instance).map(|e| e.to_string()).collect();
-    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
 }
 
 fn sample_manifest() -> Manifest {

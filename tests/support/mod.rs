@@ -20,16 +20,25 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
     }
     /// Asserts success and returns self.
     pub fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "expected success\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "expected success\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
         self
     }
     /// Asserts the exit code and that stderr mentions every fragment.
     pub fn fails(self, code: i32, fragments: &[&str]) -> Self {
-        assert_eq!(self.code, code, "exit code\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, code,
+            "exit code\nstdout: {}\nstderr: {}",
+            self.stdout, self.stderr
+        );
         for f in fragments {
             assert!(self.stderr.contains(f), "stderr should mention {f:?}: {}", self.stderr);
         }
@@ -39,7 +48,9 @@ impl Run {
 
 impl Scratch {
     pub fn new() -> Self {
-        Scratch { dir: tempfile::tempdir().unwrap() }
+        Scratch {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -85,7 +96,9 @@ pub fn event(position: u64, order: &str, version: i64, deleted: bool) -> String 
 }
 
 pub fn events(first: u64, last: u64) -> String {
-    (first..=last).map(|p| event(p, &format!("o-{}", p % 7), p as i64, false) + "\n").collect()
+    (first..=last)
+        .map(|p| event(p, &format!("o-{}", p % 7), p as i64, false) + "\n")
+        .collect()
 }
 
 /// Is the S3 server of sandbox/test.sh there? Panics when it should be and is not.
@@ -94,6 +107,9 @@ pub fn s3_available() -> bool {
         eprintln!("S3 scenario skipped (TIDEMARK_SKIP_S3=1)");
         return false;
     }
-    assert!(std::env::var("AWS_ENDPOINT_URL").is_ok(), "run the tests with `bash sandbox/test.sh` (or set TIDEMARK_SKIP_S3=1)");
+    assert!(
+        std::env::var("AWS_ENDPOINT_URL").is_ok(),
+        "run the tests with `bash sandbox/test.sh` (or set TIDEMARK_SKIP_S3=1)"
+    );
     true
 }

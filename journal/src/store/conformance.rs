@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{list_all, ObjectStore, PutMode, StoreError};
+use super::{ObjectStore, PutMode, StoreError, list_all};
 
 /// Runs every check in order on an empty store.
 pub async fn run_all(store: Arc<dyn ObjectStore>) {
@@ -48,8 +48,14 @@ pub async fn get_missing_is_not_found(store: &dyn ObjectStore) {
 }
 
 pub async fn versions_are_kept_and_readable(store: &dyn ObjectStore) {
-    let v1 = store.put("ver/k", Bytes::from_static(b"one"), PutMode::Overwrite).await.unwrap();
-    let v2 = store.put("ver/k", Bytes::from_static(b"two"), PutMode::Overwrite).await.unwrap();
+    let v1 = store
+        .put("ver/k", Bytes::from_static(b"one"), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let v2 = store
+        .put("ver/k", Bytes::from_static(b"two"), PutMode::Overwrite)
+        .await
+        .unwrap();
     let (v1, v2) = (v1.version_id.unwrap(), v2.version_id.unwrap());
     assert_ne!(v1, v2);
     assert_eq!(&store.get("ver/k", None).await.unwrap().body[..], b"two");
@@ -63,35 +69,67 @@ pub async fn versions_are_kept_and_readable(store: &dyn ObjectStore) {
 }
 
 pub async fn create_only_refuses_existing(store: &dyn ObjectStore) {
-    store.put("co/k", Bytes::from_static(b"first"), PutMode::Create).await.expect("first create");
+    store
+        .put("co/k", Bytes::from_static(b"first"), PutMode::Create)
+        .await
+        .expect("first create");
     let err = store
         .put("co/k", Bytes::from_static(b"second"), PutMode::Create)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "expected Conflict, got {err:?}");
     assert_eq!(&store.get("co/k", None).await.unwrap().body[..], b"first");
-    assert_eq!(store.list_versions("co/k").await.unwrap().len(), 1, "the refused write left no version");
+    assert_eq!(
+        store.list_versions("co/k").await.unwrap().len(),
+        1,
+        "the refused write left no version"
+    );
 }
 
 pub async fn cas_refuses_stale_etag(store: &dyn ObjectStore) {
-    let first = store.put("cas/k", Bytes::from_static(b"1"), PutMode::Create).await.unwrap();
+    let first = store
+        .put("cas/k", Bytes::from_static(b"1"), PutMode::Create)
+        .await
+        .unwrap();
     let second = store
-        .put("cas/k", Bytes::from_static(b"2"), PutMode::Update { etag: first.etag.clone() })
+        .put(
+            "cas/k",
+            Bytes::from_static(b"2"),
+            PutMode::Update {
+                etag: first.etag.clone(),
+            },
+        )
         .await
         .expect("CAS with the current etag succeeds");
     let err = store
-        .put("cas/k", Bytes::from_static(b"3"), PutMode::Update { etag: first.etag.clone() })
+        .put(
+            "cas/k",
+            Bytes::from_static(b"3"),
+            PutMode::Update {
+                etag: first.etag.clone(),
+            },
+        )
         .await
         .unwrap_err();
-    assert!(matches!(err, StoreError::Conflict { .. }), "stale etag must conflict: {err:?}");
+    assert!(
+        matches!(err, StoreError::Conflict { .. }),
+        "stale etag must conflict: {err:?}"
+    );
     let now = store.get("cas/k", None).await.unwrap();
     assert_eq!(&now.body[..], b"2");
     assert_eq!(now.meta.etag, second.etag);
     let err = store
-        .put("cas/absent", Bytes::from_static(b"x"), PutMode::Update { etag: first.etag })
+        .put(
+            "cas/absent",
+            Bytes::from_static(b"x"),
+            PutMode::Update { etag: first.etag },
+        )
         .await
         .unwrap_err();
-    assert!(err.is_conflict() || err.is_not_found(), "CAS on a missing key fails: {err:?}");
+    assert!(
+        err.is_conflict() || err.is_not_found(),
+        "CAS on a missing key fails: {err:?}"
+    );
 }
 
 pub async fn create_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: usize) {
@@ -118,14 +156,21 @@ pub async fn create_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: us
 }
 
 pub async fn cas_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: usize) {
-    let base = store.put("race/cas", Bytes::from_static(b"base"), PutMode::Overwrite).await.unwrap();
+    let base = store
+        .put("race/cas", Bytes::from_static(b"base"), PutMode::Overwrite)
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for i in 0..writers {
         let store = store.clone();
         let etag = base.etag.clone();
         tasks.push(tokio::spawn(async move {
             store
-                .put("race/cas", Bytes::from(format!("controller {i}")), PutMode::Update { etag })
+                .put(
+                    "race/cas",
+                    Bytes::from(format!("controller {i}")),
+                    PutMode::Update { etag },
+                )
                 .await
                 .map(|_| i)
         }));
@@ -149,7 +194,10 @@ pub async fn list_is_sorted_and_paginated(store: &dyn ObjectStore) {
             .await
             .unwrap();
     }
-    store.put("listing-other", Bytes::from_static(b"no"), PutMode::Overwrite).await.unwrap();
+    store
+        .put("listing-other", Bytes::from_static(b"no"), PutMode::Overwrite)
+        .await
+        .unwrap();
     let mut keys = Vec::new();
     let mut token = None;
     let mut pages = 0;
@@ -172,7 +220,10 @@ pub async fn list_is_sorted_and_paginated(store: &dyn ObjectStore) {
 }
 
 pub async fn delete_adds_marker_and_keeps_versions(store: &dyn ObjectStore) {
-    let put = store.put("del/k", Bytes::from_static(b"kept"), PutMode::Overwrite).await.unwrap();
+    let put = store
+        .put("del/k", Bytes::from_static(b"kept"), PutMode::Overwrite)
+        .await
+        .unwrap();
     store.delete("del/k").await.unwrap();
     assert!(store.get("del/k", None).await.unwrap_err().is_not_found());
     assert!(list_all(store, "del/").await.unwrap().is_empty());
@@ -182,12 +233,21 @@ pub async fn delete_adds_marker_and_keeps_versions(store: &dyn ObjectStore) {
     assert_eq!(versions.len(), 2);
     assert!(versions[0].is_delete_marker && versions[0].is_latest);
     // A deleted key can be created again.
-    store.put("del/k", Bytes::from_static(b"again"), PutMode::Create).await.expect("create after delete");
+    store
+        .put("del/k", Bytes::from_static(b"again"), PutMode::Create)
+        .await
+        .expect("create after delete");
 }
 
 pub async fn delete_version_removes_it(store: &dyn ObjectStore) {
-    let v1 = store.put("dv/k", Bytes::from_static(b"a"), PutMode::Overwrite).await.unwrap();
-    let v2 = store.put("dv/k", Bytes::from_static(b"b"), PutMode::Overwrite).await.unwrap();
+    let v1 = store
+        .put("dv/k", Bytes::from_static(b"a"), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let v2 = store
+        .put("dv/k", Bytes::from_static(b"b"), PutMode::Overwrite)
+        .await
+        .unwrap();
     let (v1, v2) = (v1.version_id.unwrap(), v2.version_id.unwrap());
     store.delete_version("dv/k", &v1).await.unwrap();
     let err = store.get("dv/k", Some(&v1)).await.unwrap_err();

@@ -63,7 +63,11 @@ impl LocalStore {
 
     fn io(&self, key: &str) -> impl FnOnce(io::Error) -> StoreError + '_ {
         let key = key.to_string();
-        move |source| StoreError::Io { store: self.url(), key, source }
+        move |source| StoreError::Io {
+            store: self.url(),
+            key,
+            source,
+        }
     }
 
     fn not_found(&self, key: &str, version_id: Option<&str>) -> StoreError {
@@ -75,7 +79,10 @@ impl LocalStore {
     }
 
     fn object_path(&self, key: &str) -> Result<PathBuf> {
-        validate_key(key).map_err(|reason| StoreError::InvalidUrl { url: key.to_string(), reason })?;
+        validate_key(key).map_err(|reason| StoreError::InvalidUrl {
+            url: key.to_string(),
+            reason,
+        })?;
         Ok(self.root.join(key))
     }
 
@@ -217,7 +224,10 @@ impl LocalStore {
                     return Err(StoreError::Conflict {
                         store: self.url(),
                         key: key.to_string(),
-                        reason: format!("create-only (If-None-Match: *) but version {} exists", meta.version_id.as_deref().unwrap_or(NULL_VERSION)),
+                        reason: format!(
+                            "create-only (If-None-Match: *) but version {} exists",
+                            meta.version_id.as_deref().unwrap_or(NULL_VERSION)
+                        ),
                     });
                 }
                 (PutMode::Update { etag }, Some((meta, _))) if &meta.etag != etag => {
@@ -240,7 +250,10 @@ impl LocalStore {
             let version_path = self.versions_dir(key).join(&id);
             write_atomic(&version_path, body).map_err(self.io(key))?;
             self.sync_plain(key)?;
-            Ok(PutResult { etag: version_etag(&id), version_id: Some(id) })
+            Ok(PutResult {
+                etag: version_etag(&id),
+                version_id: Some(id),
+            })
         })
     }
 
@@ -321,7 +334,10 @@ impl ObjectStore for LocalStore {
                 self.io(key)(e)
             }
         })?;
-        Ok(GetResult { meta, body: Bytes::from(body) })
+        Ok(GetResult {
+            meta,
+            body: Bytes::from(body),
+        })
     }
 
     async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
@@ -454,7 +470,10 @@ fn validate_key(key: &str) -> std::result::Result<(), String> {
     if key.is_empty() || key.starts_with('/') || key.ends_with('/') {
         return Err("a key is a non-empty relative path".into());
     }
-    if key.split('/').any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg == META_DIR) {
+    if key
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == ".." || seg == META_DIR)
+    {
         return Err(format!("key segments may not be empty, '.', '..' or '{META_DIR}'"));
     }
     Ok(())
@@ -472,7 +491,12 @@ fn plain_meta(key: &str, m: &fs::Metadata) -> ObjectMeta {
     ObjectMeta {
         key: key.to_string(),
         size: m.len(),
-        etag: format!("\"p{}-{}-{}\"", m.ino(), m.mtime_nsec() + m.mtime() * 1_000_000_000, m.len()),
+        etag: format!(
+            "\"p{}-{}-{}\"",
+            m.ino(),
+            m.mtime_nsec() + m.mtime() * 1_000_000_000,
+            m.len()
+        ),
         version_id: Some(NULL_VERSION.into()),
         last_modified: mtime(m),
     }
@@ -492,7 +516,10 @@ fn decode_key(name: &str) -> String {
 }
 
 fn tmp_path(path: &Path, tag: &str) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     path.with_file_name(format!("{name}.tidemark-tmp-{tag}-{}", std::process::id()))
 }
 

@@ -105,11 +105,7 @@ pub enum StoreError {
         version_id: Option<String>,
     },
     #[error("conditional write of {key} in {store} refused: {reason}")]
-    Conflict {
-        store: String,
-        key: String,
-        reason: String,
-    },
+    Conflict { store: String, key: String, reason: String },
     #[error("access to {store} refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)")]
     AccessDenied { store: String, detail: String },
     #[error("store {store} does not exist: {detail}")]

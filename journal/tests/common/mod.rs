@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use tidemark_journal::store::s3::{create_test_bucket, S3Options, S3Store};
 use tidemark_journal::store::ObjectStore;
+use tidemark_journal::store::s3::{S3Options, S3Store, create_test_bucket};
 
 pub fn local() -> (Arc<dyn ObjectStore>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

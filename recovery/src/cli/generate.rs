@@ -33,7 +33,14 @@ pub enum GenCommand {
 
 pub fn run(cmd: GenCommand) -> anyhow::Result<()> {
     match cmd {
-        GenCommand::Events { orders, events, first_position, seed, delete_percent, out } => {
+        GenCommand::Events {
+            orders,
+            events,
+            first_position,
+            seed,
+            delete_percent,
+            out,
+        } => {
             anyhow::ensure!(orders > 0, "--orders must be at least 1");
             let mut g = OrderGen::new(seed, orders, first_position);
             g.delete_percent = delete_percent.min(100);

@@ -8,14 +8,14 @@ use clap::Subcommand;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::spec::orders_spec;
-use tidemark_journal::verify::{verify, VerifyOptions};
-use tidemark_journal::writer::{append, AppendOptions};
-use tidemark_journal::{store, Journal};
-use tidemark_recovery::exit::{exit_error, VERIFY_FAILED};
+use tidemark_journal::verify::{VerifyOptions, verify};
+use tidemark_journal::writer::{AppendOptions, append};
+use tidemark_journal::{Journal, store};
+use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 use tidemark_recovery::progress::Progress;
-use tidemark_schemas::{StatusReport, TableSpec, FORMAT_VERSION};
+use tidemark_schemas::{FORMAT_VERSION, StatusReport, TableSpec};
 
-use super::{default_writer_id, print_json, Common};
+use super::{Common, default_writer_id, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum JournalCommand {
@@ -87,11 +87,18 @@ async fn open(url: &str) -> anyhow::Result<Journal> {
 
 pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
     match cmd {
-        JournalCommand::Init { journal, spec, journal_id, common } => {
+        JournalCommand::Init {
+            journal,
+            spec,
+            journal_id,
+            common,
+        } => {
             let spec: TableSpec = match spec {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path).with_context(|| format!("reading spec {}", path.display()))?;
-                    serde_json::from_str(&text).map_err(|e| tidemark_journal::JournalError::Spec(format!("{}: {e}", path.display())))?
+                    let text =
+                        std::fs::read_to_string(&path).with_context(|| format!("reading spec {}", path.display()))?;
+                    serde_json::from_str(&text)
+                        .map_err(|e| tidemark_journal::JournalError::Spec(format!("{}: {e}", path.display())))?
                 }
                 None => orders_spec(),
             };
@@ -107,11 +114,23 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             if common.json {
                 print_json(&j.header)?;
             } else {
-                println!("journal {} created at {} (table {}, spec {})", j.header.journal_id, j.url(), j.header.spec.name, j.header.spec_digest);
+                println!(
+                    "journal {} created at {} (table {}, spec {})",
+                    j.header.journal_id,
+                    j.url(),
+                    j.header.spec.name,
+                    j.header.spec_digest
+                );
             }
             Ok(())
         }
-        JournalCommand::Append { journal, input, batch_size, writer_id, common } => {
+        JournalCommand::Append {
+            journal,
+            input,
+            batch_size,
+            writer_id,
+            common,
+        } => {
             let j = open(&journal).await?;
             let opts = AppendOptions {
                 batch_size,
@@ -120,22 +139,44 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             };
             let mut progress = Progress::new("append", common.quiet);
             let mut on_batch = |p: &tidemark_journal::writer::AppendProgress| {
-                progress.update(|| format!("{}/{} batches, {} events, last position {}", p.batches, p.total_batches, p.events, p.last_position), p.batches == p.total_batches)
+                progress.update(
+                    || {
+                        format!(
+                            "{}/{} batches, {} events, last position {}",
+                            p.batches, p.total_batches, p.events, p.last_position
+                        )
+                    },
+                    p.batches == p.total_batches,
+                )
             };
             let report = if input.as_os_str() == "-" {
                 append(&j, std::io::stdin().lock(), &opts, &SystemClock, &mut on_batch).await?
             } else {
                 let file = std::fs::File::open(&input).with_context(|| format!("opening input {}", input.display()))?;
-                append(&j, BufReader::with_capacity(1 << 20, file), &opts, &SystemClock, &mut on_batch).await?
+                append(
+                    &j,
+                    BufReader::with_capacity(1 << 20, file),
+                    &opts,
+                    &SystemClock,
+                    &mut on_batch,
+                )
+                .await?
             };
             for key in &report.unaccepted_objects {
-                eprintln!("warning: {key} is an event object no manifest accepts (a writer stopped between its two writes); it is not counted");
+                eprintln!(
+                    "warning: {key} is an event object no manifest accepts (a writer stopped between its two writes); it is not counted"
+                );
             }
             if common.json {
                 print_json(&report)?;
             } else {
                 match (report.first_position, report.last_position) {
-                    (Some(a), Some(b)) => println!("appended {} events (positions {a}..={b}) in {} batches; head sequence {}", report.events, report.batches, report.head_sequence.unwrap_or(0)),
+                    (Some(a), Some(b)) => println!(
+                        "appended {} events (positions {a}..={b}) in {} batches; head sequence {}",
+                        report.events,
+                        report.batches,
+                        report.head_sequence.unwrap_or(0)
+                    ),
                     _ => println!("nothing to append"),
                 }
             }
@@ -145,7 +186,10 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             let j = open(&journal).await?;
             let mut progress = Progress::new("verify", common.quiet);
             let chain = verify(&j, &VerifyOptions { to, concurrency: None }, &mut |p| {
-                progress.update(|| format!("{}/{} manifests, {} MB", p.manifests, p.total, p.bytes / 1_000_000), p.manifests == p.total)
+                progress.update(
+                    || format!("{}/{} manifests, {} MB", p.manifests, p.total, p.bytes / 1_000_000),
+                    p.manifests == p.total,
+                )
             })
             .await?;
             let r = &chain.report;
@@ -153,8 +197,14 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 print_json(r)?;
             } else {
                 match (r.verified_first_position, r.verified_last_position) {
-                    (Some(a), Some(b)) => println!("verified positions {a}..={b}: {} manifests, {} events, {} bytes (head sequence {}, digest {})",
-                        r.verified_manifests, r.verified_events, r.verified_bytes, r.head_sequence.unwrap_or(0), r.head_digest.as_deref().unwrap_or("-")),
+                    (Some(a), Some(b)) => println!(
+                        "verified positions {a}..={b}: {} manifests, {} events, {} bytes (head sequence {}, digest {})",
+                        r.verified_manifests,
+                        r.verified_events,
+                        r.verified_bytes,
+                        r.head_sequence.unwrap_or(0),
+                        r.head_digest.as_deref().unwrap_or("-")
+                    ),
                     _ => println!("verified nothing: the journal has no accepted batch before the first break"),
                 }
                 for key in &r.unaccepted_objects {
@@ -162,8 +212,19 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 }
             }
             if let Some(b) = &r.first_break {
-                return Err(exit_error(VERIFY_FAILED, format!("chain break ({}) at {}{}: {}", b.kind, b.key,
-                    b.version_id.as_ref().map(|v| format!(" version {v}")).unwrap_or_default(), b.message)));
+                return Err(exit_error(
+                    VERIFY_FAILED,
+                    format!(
+                        "chain break ({}) at {}{}: {}",
+                        b.kind,
+                        b.key,
+                        b.version_id
+                            .as_ref()
+                            .map(|v| format!(" version {v}"))
+                            .unwrap_or_default(),
+                        b.message
+                    ),
+                ));
             }
             Ok(())
         }
@@ -181,7 +242,9 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 accepted.insert(seq, m.manifest.object_key);
             }
             let head = seqs.last().copied();
-            let unaccepted = j.unaccepted_objects(head.unwrap_or(0), &|s| accepted.get(&s).cloned()).await?;
+            let unaccepted = j
+                .unaccepted_objects(head.unwrap_or(0), &|s| accepted.get(&s).cloned())
+                .await?;
             let report = StatusReport {
                 format_version: FORMAT_VERSION,
                 journal: j.url(),
@@ -197,8 +260,14 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 print_json(&report)?;
             } else {
                 println!("journal {} ({})", report.journal_id, report.journal);
-                println!("head sequence  {}", report.head_sequence.map_or("-".into(), |s| s.to_string()));
-                println!("last position  {}", report.last_position.map_or("-".into(), |s| s.to_string()));
+                println!(
+                    "head sequence  {}",
+                    report.head_sequence.map_or("-".into(), |s| s.to_string())
+                );
+                println!(
+                    "last position  {}",
+                    report.last_position.map_or("-".into(), |s| s.to_string())
+                );
                 println!("batches        {}", report.batches);
                 println!("events         {}", report.events);
                 println!("bytes          {}", report.bytes);
@@ -208,11 +277,23 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        JournalCommand::Checkpoints { journal, table_uuid, table, at_or_before, common } => {
+        JournalCommand::Checkpoints {
+            journal,
+            table_uuid,
+            table,
+            at_or_before,
+            common,
+        } => {
             let j = open(&journal).await?;
-            let filter = CheckpointFilter { table_uuid, table_name: table };
+            let filter = CheckpointFilter {
+                table_uuid,
+                table_name: table,
+            };
             let list = if at_or_before.is_some() {
-                checkpoint::newest_at_or_before(j.store.as_ref(), &filter, at_or_before).await?.into_iter().collect()
+                checkpoint::newest_at_or_before(j.store.as_ref(), &filter, at_or_before)
+                    .await?
+                    .into_iter()
+                    .collect()
             } else {
                 checkpoint::list(j.store.as_ref(), &filter).await?
             };
@@ -222,7 +303,10 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 println!("no checkpoints");
             } else {
                 for c in &list {
-                    println!("position {:>12}  table {} ({})  snapshot {}  manifest {} {}", c.position, c.table_name, c.table_uuid, c.snapshot_id, c.manifest_sequence, c.manifest_digest);
+                    println!(
+                        "position {:>12}  table {} ({})  snapshot {}  manifest {} {}",
+                        c.position, c.table_name, c.table_uuid, c.snapshot_id, c.manifest_sequence, c.manifest_digest
+                    );
                 }
             }
             Ok(())

@@ -53,6 +53,8 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 
 /// A default writer id: host and process, so that two writers never share one.
 pub fn default_writer_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into());
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "host".into());
     format!("{host}-{}", std::process::id())
 }

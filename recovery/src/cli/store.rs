@@ -4,9 +4,9 @@ use anyhow::Context;
 use clap::Subcommand;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{capability, store};
-use tidemark_recovery::exit::{exit_error, CAPABILITY};
+use tidemark_recovery::exit::{CAPABILITY, exit_error};
 
-use super::{default_writer_id, print_json, Common};
+use super::{Common, default_writer_id, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum StoreCommand {
@@ -32,12 +32,26 @@ pub async fn run(cmd: StoreCommand) -> anyhow::Result<()> {
                 println!("store {}", report.store);
                 println!("{:<40} {:<9} {:<6} detail", "capability", "required", "result");
                 for c in &report.capabilities {
-                    println!("{:<40} {:<9} {:<6} {}", c.name, if c.required { "yes" } else { "no" }, if c.ok { "ok" } else { "FAIL" }, c.detail);
+                    println!(
+                        "{:<40} {:<9} {:<6} {}",
+                        c.name,
+                        if c.required { "yes" } else { "no" },
+                        if c.ok { "ok" } else { "FAIL" },
+                        c.detail
+                    );
                 }
             }
             if !report.ok {
-                let failed: Vec<&str> = report.capabilities.iter().filter(|c| c.required && !c.ok).map(|c| c.name.as_str()).collect();
-                return Err(exit_error(CAPABILITY, format!("{url} lacks required capabilities: {}", failed.join(", "))));
+                let failed: Vec<&str> = report
+                    .capabilities
+                    .iter()
+                    .filter(|c| c.required && !c.ok)
+                    .map(|c| c.name.as_str())
+                    .collect();
+                return Err(exit_error(
+                    CAPABILITY,
+                    format!("{url} lacks required capabilities: {}", failed.join(", ")),
+                ));
             }
             Ok(())
         }

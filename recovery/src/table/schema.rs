@@ -175,9 +175,7 @@ mod tests {
             ("note".into(), "absent".into(), "string optional".into())
         );
 
-        let wrong_type = schema_with(&spec, |f| {
-            f[1].field_type = Box::new(Type::Primitive(PrimitiveType::Int))
-        });
+        let wrong_type = schema_with(&spec, |f| *f[1].field_type = Type::Primitive(PrimitiveType::Int));
         assert_eq!(
             mismatch_of(&spec, &wrong_type),
             ("order_version".into(), "long".into(), "int".into())
@@ -190,10 +188,10 @@ mod tests {
         );
 
         let decimal = schema_with(&spec, |f| {
-            f[4].field_type = Box::new(Type::Primitive(PrimitiveType::Decimal {
+            *f[4].field_type = Type::Primitive(PrimitiveType::Decimal {
                 precision: 18,
                 scale: 3,
-            }))
+            })
         });
         assert_eq!(mismatch_of(&spec, &decimal).0, "amount");
     }
