@@ -2,21 +2,52 @@
 # A local S3 endpoint for tests and demos: moto's server mode (in-memory, versioning and
 # conditional writes; it does not check signatures, so any credentials work).
 #
-#   sandbox/moto.sh start [PORT]   start it (default port 5999) and print the export lines
-#   sandbox/moto.sh stop           stop the one started from this sandbox folder
+#   sandbox/moto.sh start [PORT]        start it (default port 5999) and print the export lines
+#   sandbox/moto.sh stop                stop the one started from this sandbox folder
+#   sandbox/moto.sh start-auth [PORT]   start a second, authenticating instance (default port
+#                                       5998) and print `export TIDEMARK_S3_AUTH_ENDPOINT=...`
+#   sandbox/moto.sh stop-auth           stop the authenticating instance
+#
+# The authenticating instance runs with INITIAL_NO_AUTH_ACTION_COUNT=0: moto then checks every
+# request's signature against its (empty) IAM backend, so any access key, including the
+# sandbox's `test`, is refused with 403 InvalidAccessKeyId. It is there for the tests of
+# refused credentials; it has no buckets and nothing can create any.
 #
 # Typical use:  eval "$(sandbox/moto.sh start)"
-# State lives in ${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox} (pid file and server log).
+# State lives in ${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox} (pid, port and log files:
+# moto.* for the plain instance, moto-auth.* for the authenticating one).
 set -euo pipefail
 
 MOTO_SPEC='moto[s3]==5.2.5'
 SANDBOX_DIR="${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}"
-PID_FILE="$SANDBOX_DIR/moto.pid"
-PORT_FILE="$SANDBOX_DIR/moto.port"
-LOG_FILE="$SANDBOX_DIR/moto.log"
 
 # Everything but the export lines goes to stderr, so that `eval "$(moto.sh start)"` works.
 say() { echo "moto.sh: $*" >&2; }
+
+# use_instance plain|auth: points the globals below at that instance's files and settings.
+use_instance() {
+    KIND="$1"
+    case "$KIND" in
+        plain)
+            NAME=moto
+            DEFAULT_PORT=5999
+            START_CMD=start
+            # What answers once the server is up (any HTTP answer will do).
+            PROBE_PATH=/
+            ;;
+        auth)
+            NAME=moto-auth
+            DEFAULT_PORT=5998
+            START_CMD=start-auth
+            # `/` would be an S3 ListBuckets without a signature, which the authenticating
+            # server answers with a 500 and a traceback in its log; moto's own API is not checked.
+            PROBE_PATH=/moto-api/
+            ;;
+    esac
+    PID_FILE="$SANDBOX_DIR/$NAME.pid"
+    PORT_FILE="$SANDBOX_DIR/$NAME.port"
+    LOG_FILE="$SANDBOX_DIR/$NAME.log"
+}
 
 running_pid() {
     [[ -f "$PID_FILE" ]] || return 1
@@ -27,6 +58,10 @@ running_pid() {
 
 print_exports() {
     local port="$1"
+    if [[ "$KIND" == auth ]]; then
+        echo "export TIDEMARK_S3_AUTH_ENDPOINT=http://127.0.0.1:$port"
+        return 0
+    fi
     echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
     echo "export AWS_ACCESS_KEY_ID=test"
     echo "export AWS_SECRET_ACCESS_KEY=test"
@@ -34,7 +69,7 @@ print_exports() {
 }
 
 start() {
-    local port="${1:-5999}" pid
+    local port="${1:-$DEFAULT_PORT}" pid
     mkdir -p "$SANDBOX_DIR"
     if pid="$(running_pid)"; then
         # Reusing the server keeps `start` idempotent; its buckets are still there.
@@ -48,18 +83,23 @@ start() {
         python3 -m pip install -q "$MOTO_SPEC" flask flask-cors >&2
         hash -r
     fi
-    if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
-        say "port $port is already in use by another process; pass another: moto.sh start PORT"
+    if curl -s -o /dev/null "http://127.0.0.1:$port$PROBE_PATH"; then
+        say "port $port is already in use by another process; pass another: moto.sh $START_CMD PORT"
         return 1
     fi
     # setsid: the server must outlive this script and not get the caller's Ctrl-C.
-    setsid moto_server -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
+    # The plain instance must not check signatures even if the caller's environment asks for it.
+    if [[ "$KIND" == auth ]]; then
+        INITIAL_NO_AUTH_ACTION_COUNT=0 setsid moto_server -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
+    else
+        env -u INITIAL_NO_AUTH_ACTION_COUNT setsid moto_server -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
+    fi
     pid=$!
     echo "$pid" >"$PID_FILE"
     echo "$port" >"$PORT_FILE"
     local i
     for i in $(seq 1 60); do
-        if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
+        if curl -s -o /dev/null "http://127.0.0.1:$port$PROBE_PATH"; then
             say "started (pid $pid, port $port, log $LOG_FILE)"
             print_exports "$port"
             return 0
@@ -99,10 +139,12 @@ stop() {
 }
 
 case "${1:-}" in
-    start) shift; start "$@" ;;
-    stop) stop ;;
+    start) shift; use_instance plain; start "$@" ;;
+    stop) use_instance plain; stop ;;
+    start-auth) shift; use_instance auth; start "$@" ;;
+    stop-auth) use_instance auth; stop ;;
     *)
-        echo "usage: $0 start [PORT] | stop" >&2
+        echo "usage: $0 start [PORT] | stop | start-auth [PORT] | stop-auth" >&2
         exit 2
         ;;
 esac

@@ -207,3 +207,32 @@ fn store_check_on_s3_and_an_unversioned_bucket() {
     s.run(&["journal", "status", "--journal", "s3://no-such-bucket-tm/j"])
         .fails(NOT_FOUND, &["no-such-bucket-tm"]);
 }
+
+#[test]
+fn refused_s3_credentials_exit_with_access_denied() {
+    if !s3_available() {
+        return;
+    }
+    const ACCESS_DENIED: i32 = 8;
+    let endpoint = std::env::var("TIDEMARK_S3_AUTH_ENDPOINT").expect(
+        "TIDEMARK_S3_AUTH_ENDPOINT is not set: run the tests with `bash sandbox/test.sh` (or set TIDEMARK_SKIP_S3=1)",
+    );
+    let s = Scratch::new();
+    // The sandbox credentials (test/test) against a server that checks them and knows none.
+    let out = support::tidemark()
+        .current_dir(s.dir.path())
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .env_remove("AWS_ENDPOINT_URL_S3")
+        .args(["journal", "status", "--journal", "s3://tidemark/x"])
+        .output()
+        .expect("run tidemark");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    run.fails(
+        ACCESS_DENIED,
+        &["s3://tidemark/x", "check the credentials", "InvalidAccessKeyId"],
+    );
+}

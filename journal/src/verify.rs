@@ -26,6 +26,17 @@ pub struct VerifyOptions {
     pub to: Option<u64>,
     /// Objects fetched and hashed at once (default 4).
     pub concurrency: Option<usize>,
+    /// Start after this already-trusted link (a checkpoint's manifest) instead of sequence 1. Its
+    /// manifest is re-read and must still have the recorded digest.
+    pub after: Option<ChainPoint>,
+}
+
+/// A link of the chain: a manifest's sequence, digest and last position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainPoint {
+    pub sequence: u64,
+    pub digest: String,
+    pub last_position: u64,
 }
 
 /// The verified prefix of the chain and the report.
@@ -229,16 +240,18 @@ pub async fn verify(
         unaccepted_objects: Vec::new(),
         elapsed_ms: 0,
     };
-    // Sequences must be 1..=n; the first missing one is a gap if anything follows it.
-    let present: Vec<u64> = by_seq.keys().copied().collect();
-    let contiguous_end = present
-        .iter()
-        .enumerate()
-        .take_while(|(i, s)| **s == *i as u64 + 1)
-        .count() as u64;
-    let total = present.len() as u64;
+    // Sequences must be start..=n; the first missing one is a gap if anything follows it.
+    let start = opts.after.as_ref().map_or(1, |p| p.sequence + 1);
+    let present: Vec<u64> = by_seq.keys().copied().filter(|s| *s >= start).collect();
+    let contiguous_end = start - 1
+        + present
+            .iter()
+            .enumerate()
+            .take_while(|(i, s)| **s == start + *i as u64)
+            .count() as u64;
+    let total = present.last().copied().unwrap_or(start - 1);
     let concurrency = opts.concurrency.unwrap_or(4).max(1);
-    let seqs: Vec<u64> = (1..=contiguous_end).collect();
+    let seqs: Vec<u64> = (start..=contiguous_end).collect();
     let mut checks = futures::stream::iter(seqs.into_iter().map(|seq| {
         let versions = by_seq.get(&seq).cloned().unwrap_or_default();
         async move { check_one(journal, seq, &versions).await.map(|r| (seq, r)) }
@@ -248,7 +261,27 @@ pub async fn verify(
     let mut manifests: Vec<StoredManifest> = Vec::new();
     let mut previous: Option<(String, u64)> = None;
     let mut reached_boundary = false;
-    while let Some((seq, result)) = checks.try_next().await? {
+    if let Some(p) = &opts.after {
+        let key = paths::manifest_key(p.sequence);
+        let stored = journal.read_manifest(p.sequence, None).await?;
+        if stored.digest != p.digest || stored.manifest.last_position != p.last_position {
+            report.first_break = Some(brk(
+                "digest_mismatch",
+                Some(p.sequence),
+                &key,
+                stored.version_id.as_deref(),
+                format!(
+                    "manifest {key} has digest {} (last position {}), the trusted starting point records {} (last position {})",
+                    stored.digest, stored.manifest.last_position, p.digest, p.last_position
+                ),
+            ));
+            reached_boundary = true; // nothing after a bad starting point is checked
+        } else {
+            previous = Some((p.digest.clone(), p.last_position));
+            reached_boundary = opts.to.is_some_and(|h| p.last_position >= h);
+        }
+    }
+    while !reached_boundary && let Some((seq, result)) = checks.try_next().await? {
         let (stored, size) = match result {
             Ok(ok) => ok,
             Err(b) => {

@@ -47,6 +47,7 @@ async fn verify_to(j: &Journal, to: Option<u64>) -> VerifiedChain {
         &VerifyOptions {
             to,
             concurrency: Some(3),
+            ..Default::default()
         },
         &mut |_| {},
     )

@@ -1,9 +1,10 @@
 //! The S3 backend against a real S3-protocol endpoint (moto in the sandbox): the whole
-//! conformance suite, plus the error a missing bucket produces.
+//! conformance suite, plus the errors a missing bucket and refused credentials produce.
 //!
 //! Needs `AWS_ENDPOINT_URL` (and credentials) in the environment, as `sandbox/moto.sh start`
-//! prints them; `bash sandbox/test.sh` sets everything up. `TIDEMARK_SKIP_S3=1` skips these tests
-//! on a machine without an endpoint.
+//! prints them, and `TIDEMARK_S3_AUTH_ENDPOINT`, an endpoint that refuses those credentials, as
+//! `sandbox/moto.sh start-auth` prints it; `bash sandbox/test.sh` sets everything up.
+//! `TIDEMARK_SKIP_S3=1` skips these tests on a machine without an endpoint.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -100,4 +101,53 @@ async fn missing_bucket_is_no_such_store() {
 async fn empty_bucket_is_invalid_url() {
     let err = S3Store::from_url("/prefix", S3Options::default()).await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidUrl { .. }), "{err:?}");
+}
+
+/// The endpoint that refuses the sandbox credentials (`sandbox/moto.sh start-auth`), or `None`
+/// when the S3 tests are explicitly skipped. Required like `AWS_ENDPOINT_URL`.
+fn auth_endpoint() -> Option<String> {
+    s3_options()?;
+    match std::env::var("TIDEMARK_S3_AUTH_ENDPOINT") {
+        Ok(e) if !e.trim().is_empty() => Some(e),
+        _ => panic!(
+            "TIDEMARK_S3_AUTH_ENDPOINT is not set: run the tests via `bash sandbox/test.sh` (it \
+             starts an authenticating S3 endpoint), or set TIDEMARK_SKIP_S3=1 to skip the S3 tests"
+        ),
+    }
+}
+
+#[tokio::test]
+async fn refused_credentials_are_access_denied() {
+    let Some(endpoint) = auth_endpoint() else { return };
+    // The environment's credentials (test/test in the sandbox), which that server does not know.
+    let opts = S3Options {
+        endpoint: Some(endpoint),
+        ..S3Options::from_env()
+    };
+    let store = S3Store::from_url("tidemark/denied", opts).await.expect("open store");
+    let url = store.url();
+    assert_eq!(url, "s3://tidemark/denied");
+    let check = |op: &str, err: StoreError| {
+        assert!(matches!(err, StoreError::AccessDenied { .. }), "{op}: {err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&url), "{op}: message names the store: {msg}");
+        assert!(
+            msg.contains("check the credentials"),
+            "{op}: message says what to check: {msg}"
+        );
+    };
+    let err = store
+        .put("k", Bytes::from_static(b"x"), PutMode::Overwrite)
+        .await
+        .unwrap_err();
+    check("put", err);
+    let err = store
+        .put("k", Bytes::from_static(b"x"), PutMode::Create)
+        .await
+        .unwrap_err();
+    check("put (create-only)", err);
+    check("get", store.get("k", None).await.unwrap_err());
+    check("head", store.head("k", None).await.unwrap_err());
+    check("list_page", store.list_page("", None, 10).await.unwrap_err());
+    check("list_versions", store.list_versions("").await.unwrap_err());
 }

@@ -59,6 +59,34 @@ fn journal_code(e: &JournalError) -> u8 {
     }
 }
 
+fn table_code(e: &crate::table::TableError) -> u8 {
+    use crate::table::TableError as T;
+    match e {
+        T::CommitConflict { .. } => CONFLICT,
+        T::TableNotFound { .. } => NOT_FOUND,
+        T::SchemaMismatch { .. }
+        | T::InvalidIdent { .. }
+        | T::InvalidCatalog { .. }
+        | T::InvalidWarehouse { .. }
+        | T::BatchSchema { .. } => BAD_INPUT,
+        _ => FAILURE,
+    }
+}
+
+fn apply_code(e: &crate::apply::ApplyError) -> u8 {
+    use crate::apply::ApplyError as A;
+    match e {
+        A::Journal(j) => journal_code(j),
+        A::Table(t) => table_code(t),
+        A::Merge(m) if m.is_conflict() => VERIFY_FAILED,
+        A::Merge(_) => FAILURE,
+        A::ChainBroken { .. } => VERIFY_FAILED,
+        A::OtherJournal { .. } | A::CheckpointAhead { .. } => BAD_INPUT,
+        A::Contended { .. } => CONFLICT,
+        A::Failpoint(_) => FAILURE,
+    }
+}
+
 /// The exit code of an error: the first cause in its chain that has a known kind.
 pub fn code_of(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
@@ -70,6 +98,21 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return store_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<crate::apply::ApplyError>() {
+            return apply_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<crate::table::TableError>() {
+            return table_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<crate::merge::MergeError>() {
+            return if e.is_conflict() { VERIFY_FAILED } else { FAILURE };
+        }
+        if let Some(e) = cause.downcast_ref::<crate::fault::FaultError>() {
+            return match e {
+                crate::fault::FaultError::Table(t) => table_code(t),
+                crate::fault::FaultError::Predicate { .. } => BAD_INPUT,
+            };
         }
     }
     FAILURE

@@ -1,9 +1,16 @@
 //! tidemark's recovery side: Iceberg table work, DataFusion replay, reference validation, DR
 //! tools, and the `tidemark` command line (in `cli`).
 
+pub mod apply;
+#[cfg(test)]
+mod apply_tests;
 pub mod catalog;
 pub mod exit;
+pub mod fault;
+pub mod ids;
 pub mod merge;
+#[cfg(test)]
+mod merge_props;
 pub mod progress;
 pub mod reference;
 pub mod table;

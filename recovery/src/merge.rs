@@ -106,7 +106,7 @@ fn payload_differs(spec: &CompiledSpec, a: &str, b: &str) -> String {
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != spec.key_index && *i != spec.version_index)
-        .map(|(_, c)| format!("{a}.{n} IS DISTINCT FROM {b}.{n}", n = q(&c.name)))
+        .map(|(_, c)| format!("({a}.{n} IS DISTINCT FROM {b}.{n})", n = q(&c.name)))
         .collect();
     if parts.is_empty() {
         "false".into()

@@ -185,12 +185,19 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
         JournalCommand::Verify { journal, to, common } => {
             let j = open(&journal).await?;
             let mut progress = Progress::new("verify", common.quiet);
-            let chain = verify(&j, &VerifyOptions { to, concurrency: None }, &mut |p| {
-                progress.update(
-                    || format!("{}/{} manifests, {} MB", p.manifests, p.total, p.bytes / 1_000_000),
-                    p.manifests == p.total,
-                )
-            })
+            let chain = verify(
+                &j,
+                &VerifyOptions {
+                    to,
+                    ..Default::default()
+                },
+                &mut |p| {
+                    progress.update(
+                        || format!("{}/{} manifests, {} MB", p.manifests, p.total, p.bytes / 1_000_000),
+                        p.manifests == p.total,
+                    )
+                },
+            )
             .await?;
             let r = &chain.report;
             if common.json {

@@ -3,6 +3,7 @@
 mod generate;
 mod journal;
 mod store;
+mod table;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -32,9 +33,21 @@ pub enum Command {
     /// The event journal: init, append, verify, status, checkpoints.
     #[command(subcommand)]
     Journal(journal::JournalCommand),
+    /// Merge verified journal batches into the Iceberg state table, then checkpoint.
+    Apply(table::ApplyArgs),
+    /// Fault injection for drills: writes that bypass the journal.
+    #[command(subcommand)]
+    Fault(FaultCommand),
     /// Generate deterministic test data.
     #[command(subcommand)]
     Gen(generate::GenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FaultCommand {
+    /// Delete rows from a table directly, committed like any other write (the cleanup job that
+    /// went wrong).
+    Delete(table::FaultDeleteArgs),
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -42,6 +55,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(c) => store::run(c).await,
         Command::Journal(c) => journal::run(c).await,
         Command::Gen(c) => generate::run(c),
+        Command::Apply(a) => table::run_apply(a).await,
+        Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,
     }
 }
 

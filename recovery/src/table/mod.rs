@@ -6,6 +6,7 @@
 //! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
 
 pub mod commit;
+pub mod read;
 pub mod schema;
 
 use std::collections::HashMap;

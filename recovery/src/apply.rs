@@ -1,0 +1,475 @@
+//! The applier: merges verified journal batches into the Iceberg state table, commits the table,
+//! then writes the checkpoint — in that order (see `tidemark_journal::checkpoint`).
+//!
+//! Every commit's snapshot summary records what it applied (`tidemark.journal-id`,
+//! `tidemark.first-position`, `tidemark.last-position`, `tidemark.manifest-sequence`,
+//! `tidemark.manifest-digest`). On start the applier reads the table's applied position from the
+//! newest snapshot in its ancestry that carries them, so that:
+//! * a crash after the commit and before the checkpoint is detected (the table is ahead of its
+//!   newest checkpoint) and the missing checkpoint is written — nothing is applied twice;
+//! * a crash before the commit leaves only unreferenced data files — nothing is skipped.
+//!
+//! A concurrent commit to the table is detected by the catalog's compare-and-swap; the applier
+//! reloads the table and redoes the unit (or finds that another applier already applied it), so a
+//! commit is never lost. A conflicting payload stops the applier before its unit is committed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
+use iceberg::table::Table;
+use serde::Serialize;
+use tidemark_journal::Journal;
+use tidemark_journal::checkpoint::{self, CheckpointFilter};
+use tidemark_journal::clock::Clock;
+use tidemark_journal::codec;
+use tidemark_journal::journal::StoredManifest;
+use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
+use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
+
+use crate::catalog::CatalogHandle;
+use crate::ids::Ids;
+use crate::merge::{self, MergeError, MergeStats};
+use crate::reference::cell;
+use crate::table::read::{files_for_keys, prunable, read_files};
+use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, live_data_files, write_data_file};
+
+pub const PROP_JOURNAL_ID: &str = "tidemark.journal-id";
+pub const PROP_FIRST_POSITION: &str = "tidemark.first-position";
+pub const PROP_LAST_POSITION: &str = "tidemark.last-position";
+pub const PROP_MANIFEST_SEQUENCE: &str = "tidemark.manifest-sequence";
+pub const PROP_MANIFEST_DIGEST: &str = "tidemark.manifest-digest";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Journal(#[from] tidemark_journal::JournalError),
+    #[error(transparent)]
+    Table(#[from] TableError),
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    #[error("journal {journal} does not verify: {kind} at {key}: {message}")]
+    ChainBroken {
+        journal: String,
+        kind: String,
+        key: String,
+        message: String,
+    },
+    #[error("table {table} was written from journal {found}, not from journal {expected}")]
+    OtherJournal {
+        table: String,
+        expected: String,
+        found: String,
+    },
+    #[error(
+        "checkpoint at position {checkpoint} is ahead of table {table}, which holds positions up to {applied}: the table was rolled back or replaced; recover it instead of applying"
+    )]
+    CheckpointAhead {
+        table: String,
+        checkpoint: u64,
+        applied: u64,
+    },
+    #[error("table {table} keeps changing under the applier ({attempts} attempts): another writer is committing to it")]
+    Contended { table: String, attempts: usize },
+    #[error("failpoint {0} reached (a simulated crash for drills and tests)")]
+    Failpoint(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Apply up to this position (default: everything verified).
+    pub until: Option<u64>,
+    /// Manifests merged per table commit.
+    pub batches_per_commit: usize,
+    /// Attempts per unit when another writer commits concurrently.
+    pub max_attempts: usize,
+    /// `after-commit:N`: stop after the N-th commit, before its checkpoint (a simulated crash).
+    pub failpoint: Option<String>,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        ApplyOptions {
+            until: None,
+            batches_per_commit: 1,
+            max_attempts: 5,
+            failpoint: None,
+        }
+    }
+}
+
+/// `tidemark apply --json`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ApplyReport {
+    pub format_version: u32,
+    pub table: String,
+    pub table_uuid: String,
+    pub started_after_position: u64,
+    pub applied_to_position: u64,
+    pub commits: u64,
+    pub retries: u64,
+    pub checkpoints_written: u64,
+    pub recovered_checkpoint: bool,
+    pub snapshot_id: Option<i64>,
+    pub merge: MergeStats,
+    pub elapsed_ms: u64,
+}
+
+/// Progress after each unit.
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyProgress {
+    pub position: u64,
+    pub target: u64,
+    pub commits: u64,
+    pub events: u64,
+}
+
+/// What the table says it holds: the newest tidemark commit in the current snapshot's ancestry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppliedState {
+    pub position: u64,
+    pub manifest_sequence: u64,
+    pub manifest_digest: String,
+    pub journal_id: Option<String>,
+}
+
+pub fn applied_state(table: &Table) -> AppliedState {
+    let meta = table.metadata();
+    let mut snapshot = meta.current_snapshot().cloned();
+    while let Some(s) = snapshot {
+        let props = &s.summary().additional_properties;
+        if let Some(p) = props.get(PROP_LAST_POSITION).and_then(|v| v.parse().ok()) {
+            return AppliedState {
+                position: p,
+                manifest_sequence: props
+                    .get(PROP_MANIFEST_SEQUENCE)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+                manifest_digest: props.get(PROP_MANIFEST_DIGEST).cloned().unwrap_or_default(),
+                journal_id: props.get(PROP_JOURNAL_ID).cloned(),
+            };
+        }
+        snapshot = s.parent_snapshot_id().and_then(|id| meta.snapshot_by_id(id).cloned());
+    }
+    AppliedState::default()
+}
+
+fn table_uuid(table: &Table) -> String {
+    table.metadata().uuid().to_string()
+}
+
+/// Writes the checkpoint for the table's current snapshot at `state`.
+async fn write_checkpoint(
+    journal: &Journal,
+    table: &Table,
+    state: &AppliedState,
+    clock: &dyn Clock,
+) -> Result<Checkpoint, ApplyError> {
+    let snapshot_id = table.metadata().current_snapshot_id().unwrap_or(-1);
+    let cp = Checkpoint {
+        format_version: FORMAT_VERSION,
+        journal_id: journal.header.journal_id.clone(),
+        table_uuid: table_uuid(table),
+        table_name: table.identifier().to_string(),
+        snapshot_id,
+        metadata_location: table.metadata_location().map(str::to_string),
+        position: state.position,
+        manifest_sequence: state.manifest_sequence,
+        manifest_digest: state.manifest_digest.clone(),
+        written_at: clock.now_rfc3339(),
+    };
+    Ok(checkpoint::write(journal.store.as_ref(), &cp).await?)
+}
+
+/// Reads the events of `manifests` with positions in `(after, to]`.
+pub async fn read_events(
+    journal: &Journal,
+    manifests: &[&StoredManifest],
+    after: u64,
+    to: u64,
+) -> Result<Vec<RecordBatch>, ApplyError> {
+    let mut out = Vec::new();
+    for m in manifests {
+        let got = journal
+            .store
+            .get(&m.manifest.object_key, Some(&m.manifest.object_version_id))
+            .await
+            .map_err(tidemark_journal::JournalError::from)?;
+        for b in codec::decode_parquet(&journal.spec, &m.manifest.object_key, got.body)? {
+            let first = m.manifest.first_position;
+            let lo = after.saturating_sub(first - 1).min(b.num_rows() as u64) as usize;
+            let hi = (to + 1).saturating_sub(first).min(b.num_rows() as u64) as usize;
+            // Batches are position-contiguous from `first` (verified), so offsets are positions.
+            if hi > lo {
+                out.push(b.slice(lo, hi - lo));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Merges `events` into the table and commits, retrying on a concurrent commit. Returns the
+/// table after the commit (or unchanged when the events changed nothing).
+#[allow(clippy::too_many_arguments)]
+pub async fn merge_and_commit(
+    handle: &CatalogHandle,
+    mut table: Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: Vec<RecordBatch>,
+    summary: HashMap<String, String>,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    max_attempts: usize,
+    skip_if_applied: Option<u64>,
+) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
+    let name = table.identifier().to_string();
+    let schema = arrow_schema(&table)?;
+    let cur_schema = merge::current_schema(&schema);
+    let key_t = spec.types[spec.key_index];
+    let mut keys = BTreeSet::new();
+    for b in &events {
+        let col = b.column(spec.event_column(spec.key_index));
+        for r in 0..b.num_rows() {
+            keys.insert(cell(col.as_ref(), key_t, r));
+        }
+    }
+    let key_field_id = table
+        .metadata()
+        .current_schema()
+        .field_by_name(&spec.spec.key_column)
+        .map(|f| f.id)
+        .unwrap_or(-1);
+    let mut retries = 0;
+    for attempt in 1..=max_attempts.max(1) {
+        let files = live_data_files(&table).await?;
+        let candidates = if prunable(key_t) {
+            files_for_keys(&files, key_field_id, &keys)
+        } else {
+            files.iter().collect()
+        };
+        let current = read_files(&table, &candidates, &schema, Some(&cur_schema)).await?;
+        let out = merge::merge(spec, current, cur_schema.clone(), events.clone(), schema.clone()).await?;
+        let mut stats = out.stats.clone();
+        if out.upserts.is_empty() && out.files_to_rewrite.is_empty() {
+            return Ok((table, stats, retries, false));
+        }
+        let mut rows = out.kept_rows;
+        rows.extend(out.upserts);
+        let sorted = sort_by_key(&schema, &rows, &spec.spec.key_column)?;
+        let stamp = CommitStamp {
+            id: ids.uuid(),
+            at: clock.now(),
+        };
+        let added = write_data_file(&table, &sorted, stamp.id).await?;
+        match commit_overwrite(handle, &table, &out.files_to_rewrite, added, summary.clone(), stamp).await {
+            Ok(t) => {
+                stats.files_rewritten = out.files_to_rewrite.len() as u64;
+                return Ok((t, stats, retries, true));
+            }
+            Err(TableError::CommitConflict { .. }) if attempt < max_attempts => {
+                retries += 1;
+                table = table::load_table(handle, &name).await?;
+                if let Some(to) = skip_if_applied
+                    && applied_state(&table).position >= to
+                {
+                    return Ok((table, stats, retries, false));
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApplyError::Contended {
+        table: name,
+        attempts: max_attempts,
+    })
+}
+
+fn sort_by_key(
+    schema: &arrow_schema::SchemaRef,
+    rows: &[RecordBatch],
+    key: &str,
+) -> Result<Vec<RecordBatch>, ApplyError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let all = concat_batches(schema, rows).map_err(|e| MergeError::Input(e.to_string()))?;
+    let col = all
+        .column(schema.index_of(key).map_err(|e| MergeError::Input(e.to_string()))?)
+        .clone();
+    let idx = lexsort_to_indices(
+        &[SortColumn {
+            values: col,
+            options: None,
+        }],
+        None,
+    )
+    .map_err(|e| MergeError::Input(e.to_string()))?;
+    Ok(vec![
+        take_record_batch(&all, &idx).map_err(|e| MergeError::Input(e.to_string()))?,
+    ])
+}
+
+/// Applies the verified journal to `table_name` (created from the journal's spec if missing).
+pub async fn apply(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    table_name: &str,
+    opts: &ApplyOptions,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    progress: &mut dyn FnMut(&ApplyProgress),
+) -> Result<ApplyReport, ApplyError> {
+    let started = Instant::now();
+    let spec = &journal.spec;
+    let mut table = table::create_or_load_table(handle, table_name, spec).await?;
+    let mut state = applied_state(&table);
+    if let Some(found) = &state.journal_id
+        && found != &journal.header.journal_id
+    {
+        return Err(ApplyError::OtherJournal {
+            table: table_name.into(),
+            expected: journal.header.journal_id.clone(),
+            found: found.clone(),
+        });
+    }
+    let mut report = ApplyReport {
+        format_version: FORMAT_VERSION,
+        table: table_name.to_string(),
+        table_uuid: table_uuid(&table),
+        started_after_position: state.position,
+        applied_to_position: state.position,
+        ..Default::default()
+    };
+    // Reconcile with the newest checkpoint: the table is committed first, so it may be ahead.
+    let filter = CheckpointFilter {
+        table_uuid: Some(report.table_uuid.clone()),
+        table_name: None,
+    };
+    let newest = checkpoint::newest_at_or_before(journal.store.as_ref(), &filter, None).await?;
+    let newest_position = newest.as_ref().map_or(0, |c| c.position);
+    if newest_position > state.position {
+        let same_snapshot = newest
+            .as_ref()
+            .is_some_and(|c| Some(c.snapshot_id) == table.metadata().current_snapshot_id());
+        if !same_snapshot {
+            return Err(ApplyError::CheckpointAhead {
+                table: table_name.into(),
+                checkpoint: newest_position,
+                applied: state.position,
+            });
+        }
+        // A checkpoint of the current snapshot that saw no change: it is as good as a commit.
+        let c = newest.clone().expect("checked");
+        state = AppliedState {
+            position: c.position,
+            manifest_sequence: c.manifest_sequence,
+            manifest_digest: c.manifest_digest,
+            journal_id: Some(c.journal_id),
+        };
+    } else if state.position > newest_position {
+        write_checkpoint(journal, &table, &state, clock).await?;
+        report.recovered_checkpoint = true;
+        report.checkpoints_written += 1;
+    }
+    report.started_after_position = state.position;
+
+    // Verify the chain from the applied point (the checkpoint's manifest) to the target.
+    let after = match state.manifest_sequence {
+        0 => None,
+        sequence => Some(ChainPoint {
+            sequence,
+            digest: state.manifest_digest.clone(),
+            last_position: journal.read_manifest(sequence, None).await?.manifest.last_position,
+        }),
+    };
+    let chain = verify(
+        journal,
+        &VerifyOptions {
+            to: opts.until,
+            concurrency: None,
+            after,
+        },
+        &mut |_| {},
+    )
+    .await?;
+    if let Some(b) = &chain.report.first_break {
+        return Err(ApplyError::ChainBroken {
+            journal: journal.url(),
+            kind: b.kind.clone(),
+            key: b.key.clone(),
+            message: b.message.clone(),
+        });
+    }
+    let target = match (opts.until, chain.report.verified_last_position) {
+        (Some(h), _) => h,
+        (None, Some(last)) => last,
+        (None, None) => state.position,
+    };
+    let pending: Vec<&StoredManifest> = chain.range(state.position, target).collect();
+    let mut commits = 0u64;
+    for unit in pending.chunks(opts.batches_per_commit.max(1)) {
+        let last_manifest = unit.last().expect("non-empty chunk");
+        let to = last_manifest.manifest.last_position.min(target);
+        let events = read_events(journal, unit, state.position, to).await?;
+        let mut summary = HashMap::new();
+        summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
+        summary.insert(PROP_FIRST_POSITION.to_string(), (state.position + 1).to_string());
+        summary.insert(PROP_LAST_POSITION.to_string(), to.to_string());
+        summary.insert(
+            PROP_MANIFEST_SEQUENCE.to_string(),
+            last_manifest.manifest.sequence.to_string(),
+        );
+        summary.insert(PROP_MANIFEST_DIGEST.to_string(), last_manifest.digest.clone());
+        let (t, stats, retries, committed) = merge_and_commit(
+            handle,
+            table,
+            spec,
+            events,
+            summary,
+            clock,
+            ids,
+            opts.max_attempts,
+            Some(to),
+        )
+        .await?;
+        table = t;
+        report.retries += retries;
+        add_stats(&mut report.merge, &stats);
+        state = AppliedState {
+            position: to,
+            manifest_sequence: last_manifest.manifest.sequence,
+            manifest_digest: last_manifest.digest.clone(),
+            journal_id: Some(journal.header.journal_id.clone()),
+        };
+        if committed {
+            commits += 1;
+            report.commits += 1;
+            if opts.failpoint.as_deref() == Some(&format!("after-commit:{commits}")) {
+                return Err(ApplyError::Failpoint(format!("after-commit:{commits}")));
+            }
+        }
+        write_checkpoint(journal, &table, &state, clock).await?;
+        report.checkpoints_written += 1;
+        report.applied_to_position = to;
+        progress(&ApplyProgress {
+            position: to,
+            target,
+            commits: report.commits,
+            events: report.merge.events,
+        });
+    }
+    report.snapshot_id = table.metadata().current_snapshot_id();
+    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
+}
+
+fn add_stats(total: &mut MergeStats, s: &MergeStats) {
+    total.events += s.events;
+    total.inserted += s.inserted;
+    total.updated += s.updated;
+    total.unchanged += s.unchanged;
+    total.tombstones_written += s.tombstones_written;
+    total.files_rewritten += s.files_rewritten;
+    total.rows_kept += s.rows_kept;
+}

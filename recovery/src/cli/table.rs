@@ -1,0 +1,161 @@
+//! Catalog options shared by the commands that work on tables, and `tidemark apply` and
+//! `tidemark fault delete`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use clap::Args;
+use tidemark_journal::clock::SystemClock;
+use tidemark_journal::{Journal, store};
+use tidemark_recovery::apply::{ApplyOptions, apply};
+use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
+use tidemark_recovery::fault;
+use tidemark_recovery::ids::RandomIds;
+use tidemark_recovery::progress::Progress;
+
+use super::{Common, print_json};
+
+/// Where the Iceberg catalog and warehouse are.
+#[derive(Debug, Clone, Args)]
+pub struct CatalogArgs {
+    /// SQLite file (the embedded default) or postgres:// URI of the SQL catalog.
+    #[arg(long, env = "TIDEMARK_CATALOG")]
+    pub catalog: String,
+    /// Warehouse folder or s3://bucket/prefix; default: `warehouse` beside a SQLite catalog file.
+    #[arg(long, env = "TIDEMARK_WAREHOUSE")]
+    pub warehouse: Option<String>,
+    /// Catalog name (PyIceberg's and Java's readers must use the same).
+    #[arg(long, default_value = "tidemark")]
+    pub catalog_name: String,
+}
+
+impl CatalogArgs {
+    pub async fn open(&self) -> anyhow::Result<CatalogHandle> {
+        let warehouse = match &self.warehouse {
+            Some(w) => w.clone(),
+            None if self.catalog.starts_with("postgres") => {
+                anyhow::bail!("--warehouse is required with a PostgreSQL catalog")
+            }
+            None => {
+                let file = self.catalog.strip_prefix("sqlite://").unwrap_or(&self.catalog);
+                let dir = Path::new(file)
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                let dir = std::fs::canonicalize(dir).with_context(|| format!("folder of catalog {}", self.catalog))?;
+                dir.join("warehouse").display().to_string()
+            }
+        };
+        let cfg = CatalogConfig {
+            uri: self.catalog.clone(),
+            warehouse,
+            name: self.catalog_name.clone(),
+        };
+        Ok(open_catalog(&cfg).await?)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[arg(long)]
+    pub journal: String,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    /// The state table, namespace.name (created from the journal's spec if missing).
+    #[arg(long)]
+    pub table: String,
+    /// Apply up to this journal position (default: everything verified).
+    #[arg(long)]
+    pub until: Option<u64>,
+    /// Journal batches merged per table commit.
+    #[arg(long, default_value_t = 1)]
+    pub batches_per_commit: usize,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
+    let journal = Journal::open(store::open(&args.journal).await?).await?;
+    let handle = args.catalog.open().await?;
+    let opts = ApplyOptions {
+        until: args.until,
+        batches_per_commit: args.batches_per_commit,
+        // For drills and tests: simulate a crash at a named step (see README, "Failpoints").
+        failpoint: std::env::var("TIDEMARK_FAILPOINT").ok().filter(|v| !v.is_empty()),
+        ..Default::default()
+    };
+    let mut progress = Progress::new("apply", args.common.quiet);
+    let report = apply(
+        &journal,
+        &handle,
+        &args.table,
+        &opts,
+        &SystemClock,
+        &RandomIds,
+        &mut |p| {
+            progress.update(
+                || {
+                    format!(
+                        "position {}/{}, {} commits, {} events",
+                        p.position, p.target, p.commits, p.events
+                    )
+                },
+                p.position == p.target,
+            )
+        },
+    )
+    .await?;
+    if args.common.json {
+        print_json(&report)?;
+    } else {
+        if report.recovered_checkpoint {
+            println!(
+                "the table was ahead of its newest checkpoint (a stop between commit and checkpoint); wrote the missing checkpoint"
+            );
+        }
+        println!(
+            "applied positions {}..={} to {}: {} commits, {} events ({} inserted, {} updated, {} unchanged, {} tombstones), snapshot {}",
+            report.started_after_position + 1,
+            report.applied_to_position,
+            report.table,
+            report.commits,
+            report.merge.events,
+            report.merge.inserted,
+            report.merge.updated,
+            report.merge.unchanged,
+            report.merge.tombstones_written,
+            report.snapshot_id.map_or("-".into(), |s| s.to_string())
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct FaultDeleteArgs {
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    #[arg(long)]
+    pub table: String,
+    /// SQL predicate over the table's columns selecting the rows to delete.
+    #[arg(long = "where")]
+    pub predicate: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub async fn run_fault_delete(args: FaultDeleteArgs) -> anyhow::Result<()> {
+    let handle = args.catalog.open().await?;
+    let report = fault::delete_rows(&handle, &args.table, &args.predicate, &SystemClock, &RandomIds).await?;
+    if args.common.json {
+        print_json(&report)?;
+    } else {
+        println!(
+            "deleted {} rows from {} ({} files rewritten) outside the journal; snapshot {}",
+            report.rows_deleted,
+            report.table,
+            report.files_rewritten,
+            report.snapshot_id.map_or("-".into(), |s| s.to_string())
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! Reading a table's rows straight from its data files, each row tagged with the file it lives
+//! in (what copy-on-write needs to know), and pruning files by the key column's bounds in the
+//! manifests so that a batch of events reads only the files that can hold its keys.
+//!
+//! Only tables without delete files are read this way (tidemark writes none; a table with
+//! equality or position deletes from another writer is refused by the commit path).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow_schema::SchemaRef;
+use iceberg::spec::{DataFile, PrimitiveLiteral};
+use iceberg::table::Table;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use tidemark_journal::spec::ColumnType;
+
+use super::{TableError, iceberg_err};
+use crate::reference::Cell;
+
+/// The key bounds of a data file as cells, when the manifest records them.
+fn key_bounds(file: &DataFile, key_field_id: i32) -> Option<(Cell, Cell)> {
+    let lit = |d: &iceberg::spec::Datum| match d.literal() {
+        PrimitiveLiteral::String(s) => Some(Cell::Str(s.clone())),
+        PrimitiveLiteral::Long(v) => Some(Cell::Long(*v)),
+        PrimitiveLiteral::Int(v) => Some(Cell::Int(*v)),
+        _ => None,
+    };
+    let lower = lit(file.lower_bounds().get(&key_field_id)?)?;
+    let upper = lit(file.upper_bounds().get(&key_field_id)?)?;
+    Some((lower, upper))
+}
+
+/// The files that may hold any of `keys` (all files whose bounds are unknown). String bounds may
+/// be truncated prefixes (PyIceberg writes 16 characters); a truncated lower bound is still <=
+/// every key in the file, and writers round a truncated upper bound up, so the test stays safe.
+pub fn files_for_keys<'a>(files: &'a [DataFile], key_field_id: i32, keys: &BTreeSet<Cell>) -> Vec<&'a DataFile> {
+    files
+        .iter()
+        .filter(|f| match key_bounds(f, key_field_id) {
+            Some((lo, hi)) => keys.range(lo..).next().is_some_and(|k| *k <= hi),
+            None => true,
+        })
+        .collect()
+}
+
+/// Every row of `files` in `schema` (the table's Arrow schema, columns matched by name), plus a
+/// last column naming the file when `with_file` is given.
+pub async fn read_files(
+    table: &Table,
+    files: &[&DataFile],
+    schema: &SchemaRef,
+    with_file: Option<&SchemaRef>,
+) -> Result<Vec<RecordBatch>, TableError> {
+    let mut out = Vec::new();
+    let name = table.identifier().to_string();
+    for file in files {
+        let path = file.file_path();
+        let input = table
+            .file_io()
+            .new_input(path)
+            .map_err(iceberg_err(format!("open data file {path}")))?;
+        let bytes = input
+            .read()
+            .await
+            .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.with_batch_size(64 * 1024).build())
+            .map_err(|e| TableError::BatchSchema {
+                table: name.clone(),
+                detail: format!("data file {path}: {e}"),
+            })?;
+        for batch in reader {
+            let batch = batch.map_err(|e| TableError::BatchSchema {
+                table: name.clone(),
+                detail: format!("data file {path}: {e}"),
+            })?;
+            let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len() + 1);
+            for field in schema.fields() {
+                let col = batch
+                    .column_by_name(field.name())
+                    .ok_or_else(|| TableError::BatchSchema {
+                        table: name.clone(),
+                        detail: format!("data file {path} has no column {}", field.name()),
+                    })?;
+                let col = if col.data_type() == field.data_type() {
+                    col.clone()
+                } else {
+                    cast(col, field.data_type()).map_err(|e| TableError::BatchSchema {
+                        table: name.clone(),
+                        detail: format!("data file {path} column {}: {e}", field.name()),
+                    })?
+                };
+                cols.push(col);
+            }
+            let target = match with_file {
+                Some(s) => {
+                    cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
+                        path,
+                        batch.num_rows(),
+                    ))));
+                    s.clone()
+                }
+                None => schema.clone(),
+            };
+            out.push(RecordBatch::try_new(target, cols).map_err(|e| TableError::BatchSchema {
+                table: name.clone(),
+                detail: format!("data file {path}: {e}"),
+            })?);
+        }
+    }
+    Ok(out)
+}
+
+/// The key column's type must allow bound pruning; other key types read every file.
+pub fn prunable(t: ColumnType) -> bool {
+    matches!(t, ColumnType::String | ColumnType::Long | ColumnType::Int)
+}
