@@ -12,4 +12,6 @@ trap 'bash sandbox/moto.sh stop >/dev/null 2>&1 || true; bash sandbox/moto.sh st
 eval "$(bash sandbox/moto.sh start "$port")"
 eval "$(bash sandbox/moto.sh start-auth "$auth_port")"
 python3 sandbox/s3_buckets.py
+# PyIceberg for the interoperability tests (exports TIDEMARK_PYTHON).
+eval "$(bash sandbox/pyiceberg.sh)"
 cargo test --workspace "$@"

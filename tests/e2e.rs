@@ -236,3 +236,74 @@ fn refused_s3_credentials_exit_with_access_denied() {
         &["s3://tidemark/x", "check the credentials", "InvalidAccessKeyId"],
     );
 }
+
+/// Appends generated events to a new journal and applies them; returns (journal, catalog).
+fn applied(s: &Scratch, journal: &str, warehouse: Option<&str>, events: u64) -> String {
+    s.run(&["journal", "init", "--journal", journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&["gen", "events", "--orders", "200", "--events", &events.to_string(), "--out", &input]).ok();
+    s.run(&["journal", "append", "--journal", journal, "--input", &input, "--batch-size", "250"]).ok();
+    let catalog = s.path_str("catalog.db");
+    let mut args = vec!["apply", "--journal", journal, "--catalog", &catalog, "--table", "shop.orders", "--json"];
+    if let Some(w) = warehouse {
+        args.extend(["--warehouse", w]);
+    }
+    let r = s.run(&args).ok().json();
+    assert_eq!(r["applied_to_position"], events);
+    assert_eq!(r["commits"], events / 250);
+    catalog
+}
+
+#[test]
+fn apply_then_fault_delete_on_a_folder() {
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    let catalog = applied(&s, &journal, None, 1000);
+    // Nothing new: a second apply commits nothing.
+    let again = s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders", "--json"]).ok().json();
+    assert_eq!(again["commits"], 0);
+    let f = s
+        .run(&["fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "order_version > 2", "--json"])
+        .ok()
+        .json();
+    assert!(f["rows_deleted"].as_u64().unwrap() > 0, "{f}");
+    // The fault is outside the journal: the applier does not re-apply what it already applied.
+    let after = s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders", "--json"]).ok().json();
+    assert_eq!(after["commits"], 0);
+    s.run(&["fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "no_such_column = 1"])
+        .fails(3, &["no_such_column"]);
+    s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.nothing_here", "--until", "10"])
+        .ok();
+}
+
+#[test]
+fn apply_refuses_a_broken_chain_and_a_missing_catalog_folder() {
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.write("in.ndjson", &events(1, 20));
+    s.run(&["journal", "append", "--journal", &journal, "--input", input.to_str().unwrap(), "--batch-size", "5"]).ok();
+    std::fs::remove_file(s.path("journal/manifests/00000000000000000002.json")).unwrap();
+    std::fs::remove_dir_all(s.path("journal/.tidemark/versions/manifests%2F00000000000000000002.json")).unwrap();
+    let catalog = s.path_str("catalog.db");
+    s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders"])
+        .fails(4, &["gap", "manifests/00000000000000000002.json"]);
+    s.run(&["apply", "--journal", &journal, "--catalog", "/nonexistent/dir/catalog.db", "--table", "shop.orders"])
+        .fails(1, &["/nonexistent/dir"]);
+}
+
+#[test]
+fn apply_into_an_s3_warehouse() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let journal = format!("s3://tidemark/apply-{}/journal", std::process::id());
+    let warehouse = format!("s3://tidemark/apply-{}/warehouse", std::process::id());
+    let catalog = applied(&s, &journal, Some(&warehouse), 500);
+    let f = s
+        .run(&["fault", "delete", "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders", "--where", "is_deleted", "--json"])
+        .ok()
+        .json();
+    assert_eq!(f["format_version"], 1);
+}

@@ -35,6 +35,9 @@ use crate::reference::cell;
 use crate::table::read::{files_for_keys, prunable, read_files};
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, live_data_files, write_data_file};
 
+/// Rows per data file written by a merge.
+pub const ROWS_PER_FILE: usize = 100_000;
+
 pub const PROP_JOURNAL_ID: &str = "tidemark.journal-id";
 pub const PROP_FIRST_POSITION: &str = "tidemark.first-position";
 pub const PROP_LAST_POSITION: &str = "tidemark.last-position";
@@ -261,7 +264,17 @@ pub async fn merge_and_commit(
             id: ids.uuid(),
             at: clock.now(),
         };
-        let added = write_data_file(&table, &sorted, stamp.id).await?;
+        // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the next
+        // batch's key bounds prune most of them and a rewrite touches only what it must.
+        let mut added = Vec::new();
+        for batch in &sorted {
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+                added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
+                offset += len;
+            }
+        }
         match commit_overwrite(handle, &table, &out.files_to_rewrite, added, summary.clone(), stamp).await {
             Ok(t) => {
                 stats.files_rewritten = out.files_to_rewrite.len() as u64;

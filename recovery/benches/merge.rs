@@ -1,0 +1,145 @@
+//! Merge benchmark (not a test): merge throughput (events/s) and peak memory of the applier's
+//! unit of work — read the candidate files, run the DataFusion MERGE, write the rewritten and new
+//! files, commit the overwrite — on a table of N rows (default 1,000,000) with batches of 10,000
+//! and 100,000 events. Each batch size runs in its own process so that peak memory (VmHWM) is
+//! its own.
+//!
+//! `cargo bench -p tidemark-recovery --bench merge [-- ROWS [BATCH ...]]`
+//!
+//! Event shape: 80% of events touch the newest 10% of orders (recent orders change most), 15%
+//! touch any order, 5% are new orders; 5% are tombstones.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, BooleanArray, Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use tidemark_journal::clock::SystemClock;
+use tidemark_journal::generate::Rng;
+use tidemark_journal::spec::{CompiledSpec, UTC};
+use tidemark_recovery::apply::merge_and_commit;
+use tidemark_recovery::catalog::{open_catalog, CatalogConfig};
+use tidemark_recovery::ids::{Ids, RandomIds};
+use tidemark_recovery::table::{self, arrow_schema, commit_overwrite, write_data_file, CommitStamp};
+
+fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn order_id(i: u64) -> String {
+    format!("o-{i:09}")
+}
+
+/// Columns of rows (or events) for the given orders and versions, in spec order.
+fn columns(ids: &[u64], versions: &[i64], deleted: &[bool]) -> Vec<ArrayRef> {
+    let n = ids.len();
+    vec![
+        Arc::new(StringArray::from_iter_values(ids.iter().map(|i| order_id(*i)))),
+        Arc::new(Int64Array::from(versions.to_vec())),
+        Arc::new(StringArray::from_iter_values(ids.iter().map(|i| format!("c-{:06}", i % 100_000)))),
+        Arc::new(StringArray::from_iter_values(versions.iter().map(|v| if *v == 1 { "placed" } else { "paid" }))),
+        Arc::new(Decimal128Array::from_iter_values(ids.iter().map(|i| (*i % 100_000) as i128 * 7)).with_precision_and_scale(18, 2).unwrap()),
+        Arc::new(StringArray::from_iter_values(std::iter::repeat_n("EUR", n))),
+        Arc::new(BooleanArray::from(deleted.to_vec())),
+        Arc::new(TimestampMicrosecondArray::from_iter_values(ids.iter().map(|i| 1_790_000_000_000_000 + *i as i64)).with_timezone(UTC)),
+    ]
+}
+
+fn run_case(rows: u64, batch: u64) {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let spec = CompiledSpec::orders();
+        let cfg = CatalogConfig {
+            uri: dir.path().join("catalog.db").display().to_string(),
+            warehouse: dir.path().join("warehouse").display().to_string(),
+            name: "bench".into(),
+        };
+        let handle = open_catalog(&cfg).await.unwrap();
+        let mut t = table::create_or_load_table(&handle, "bench.orders", &spec).await.unwrap();
+        let schema = arrow_schema(&t).unwrap();
+        // Seed: `rows` orders at version 1, in sorted files of 100,000 rows.
+        let seed_start = Instant::now();
+        let mut files = Vec::new();
+        let per_file = 100_000u64;
+        for start in (0..rows).step_by(per_file as usize) {
+            let ids: Vec<u64> = (start..(start + per_file).min(rows)).collect();
+            let mut cols = columns(&ids, &vec![1; ids.len()], &vec![false; ids.len()]);
+            cols.push(Arc::new(Int64Array::from_iter_values(ids.iter().map(|i| *i as i64 + 1))));
+            let b = RecordBatch::try_new(schema.clone(), cols).unwrap();
+            files.extend(write_data_file(&t, &[b], RandomIds.uuid()).await.unwrap());
+        }
+        #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
+        let stamp = CommitStamp { id: RandomIds.uuid(), at: chrono::Utc::now() };
+        t = commit_overwrite(&handle, &t, &[], files, Default::default(), stamp).await.unwrap();
+        let seed_s = seed_start.elapsed().as_secs_f64();
+
+        let mut rng = Rng::new(batch);
+        let mut versions = vec![1i64; rows as usize];
+        let mut new_orders = rows;
+        let mut position = rows;
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let (mut ids, mut vers, mut del, mut pos) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..batch {
+                let roll = rng.below(100);
+                let id = if roll < 80 {
+                    rows - 1 - rng.below((rows / 10).max(1))
+                } else if roll < 95 {
+                    rng.below(rows)
+                } else {
+                    new_orders += 1;
+                    versions.push(0);
+                    new_orders - 1
+                };
+                versions[id as usize] += 1;
+                position += 1;
+                ids.push(id);
+                vers.push(versions[id as usize]);
+                del.push(versions[id as usize] > 1 && rng.chance(5));
+                pos.push(position as i64);
+            }
+            let mut cols: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(pos))];
+            cols.extend(columns(&ids, &vers, &del));
+            let events = RecordBatch::try_new(spec.event_schema.clone(), cols).unwrap();
+            let started = Instant::now();
+            let (nt, stats, _, _) = merge_and_commit(&handle, t, &spec, vec![events], Default::default(), &SystemClock, &RandomIds, 3, None)
+                .await
+                .unwrap();
+            times.push((started.elapsed().as_secs_f64(), stats.files_rewritten, stats.updated, stats.inserted));
+            t = nt;
+        }
+        let total: f64 = times.iter().map(|t| t.0).sum();
+        println!(
+            "{rows:>10} rows  batch {batch:>7}  seed {seed_s:>6.2}s  merge {:>7.3}s/batch  {:>9.0} events/s  files rewritten/batch {:>4}  peak RSS {:>7.0} MB",
+            total / times.len() as f64,
+            batch as f64 * times.len() as f64 / total,
+            times.iter().map(|t| t.1).sum::<u64>() / times.len() as u64,
+            peak_rss_mb()
+        );
+    });
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    if let (Ok(rows), Ok(batch)) = (std::env::var("TIDEMARK_BENCH_ROWS"), std::env::var("TIDEMARK_BENCH_BATCH")) {
+        run_case(rows.parse().unwrap(), batch.parse().unwrap());
+        return;
+    }
+    let rows: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
+    let batches: Vec<u64> = if args.len() > 1 { args[1..].iter().filter_map(|a| a.parse().ok()).collect() } else { vec![10_000, 100_000] };
+    println!("merge benchmark: 3 batches per size; each size in its own process");
+    for batch in batches {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("TIDEMARK_BENCH_ROWS", rows.to_string())
+            .env("TIDEMARK_BENCH_BATCH", batch.to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}

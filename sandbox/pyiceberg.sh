@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A Python virtualenv with PyIceberg, for the interoperability tests (tests/e2e.rs, pyiceberg_*):
+# another Iceberg implementation reads what tidemark wrote and writes a table tidemark applies
+# into. Creates the venv once (idempotent: an existing venv with the pinned versions is reused)
+# and prints the export line the tests read:
+#
+#   eval "$(bash sandbox/pyiceberg.sh)"     # sets TIDEMARK_PYTHON
+#
+# The venv lives at ${TIDEMARK_VENV:-$HOME/.cache/tidemark/venv}. Everything but the export line
+# goes to stderr.
+set -euo pipefail
+
+PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.10.0'
+# PyIceberg 0.10.0 accepts a range of pyarrow versions; pin the one it is tested with here.
+PYARROW_SPEC='pyarrow==20.0.0'
+VENV="${TIDEMARK_VENV:-$HOME/.cache/tidemark/venv}"
+# What the venv must hold; a marker file records it so a changed pin reinstalls.
+WANT="$PYICEBERG_SPEC $PYARROW_SPEC"
+
+say() { echo "pyiceberg.sh: $*" >&2; }
+
+py="$VENV/bin/python"
+marker="$VENV/.tidemark-pyiceberg"
+if [[ -x "$py" && -f "$marker" && "$(cat "$marker")" == "$WANT" ]] \
+    && "$py" -c 'import pyiceberg.catalog.sql, pyarrow' >/dev/null 2>&1; then
+    say "reusing $VENV"
+else
+    base="${PYTHON:-python3}"
+    if [[ ! -x "$py" ]]; then
+        say "creating virtualenv $VENV with $("$base" --version 2>&1)"
+        mkdir -p "$(dirname "$VENV")"
+        "$base" -m venv "$VENV"
+    fi
+    say "installing $WANT"
+    "$py" -m pip install -q --disable-pip-version-check "$PYICEBERG_SPEC" "$PYARROW_SPEC" >&2
+    "$py" -c 'import pyiceberg.catalog.sql, pyarrow' >&2
+    echo "$WANT" >"$marker"
+    say "installed $("$py" -c 'import pyiceberg; print("pyiceberg", pyiceberg.__version__)')"
+fi
+echo "export TIDEMARK_PYTHON=$py"
