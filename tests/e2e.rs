@@ -241,10 +241,39 @@ fn refused_s3_credentials_exit_with_access_denied() {
 fn applied(s: &Scratch, journal: &str, warehouse: Option<&str>, events: u64) -> String {
     s.run(&["journal", "init", "--journal", journal]).ok();
     let input = s.path_str("events.ndjson");
-    s.run(&["gen", "events", "--orders", "200", "--events", &events.to_string(), "--out", &input]).ok();
-    s.run(&["journal", "append", "--journal", journal, "--input", &input, "--batch-size", "250"]).ok();
+    s.run(&[
+        "gen",
+        "events",
+        "--orders",
+        "200",
+        "--events",
+        &events.to_string(),
+        "--out",
+        &input,
+    ])
+    .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        journal,
+        "--input",
+        &input,
+        "--batch-size",
+        "250",
+    ])
+    .ok();
     let catalog = s.path_str("catalog.db");
-    let mut args = vec!["apply", "--journal", journal, "--catalog", &catalog, "--table", "shop.orders", "--json"];
+    let mut args = vec![
+        "apply",
+        "--journal",
+        journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--json",
+    ];
     if let Some(w) = warehouse {
         args.extend(["--warehouse", w]);
     }
@@ -260,20 +289,73 @@ fn apply_then_fault_delete_on_a_folder() {
     let journal = s.path_str("journal");
     let catalog = applied(&s, &journal, None, 1000);
     // Nothing new: a second apply commits nothing.
-    let again = s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders", "--json"]).ok().json();
+    let again = s
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
+        .ok()
+        .json();
     assert_eq!(again["commits"], 0);
     let f = s
-        .run(&["fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "order_version > 2", "--json"])
+        .run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--where",
+            "order_version > 2",
+            "--json",
+        ])
         .ok()
         .json();
     assert!(f["rows_deleted"].as_u64().unwrap() > 0, "{f}");
     // The fault is outside the journal: the applier does not re-apply what it already applied.
-    let after = s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders", "--json"]).ok().json();
+    let after = s
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
+        .ok()
+        .json();
     assert_eq!(after["commits"], 0);
-    s.run(&["fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "no_such_column = 1"])
-        .fails(3, &["no_such_column"]);
-    s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.nothing_here", "--until", "10"])
-        .ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "no_such_column = 1",
+    ])
+    .fails(3, &["no_such_column"]);
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.nothing_here",
+        "--until",
+        "10",
+    ])
+    .ok();
 }
 
 #[test]
@@ -282,14 +364,40 @@ fn apply_refuses_a_broken_chain_and_a_missing_catalog_folder() {
     let journal = s.path_str("journal");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 20));
-    s.run(&["journal", "append", "--journal", &journal, "--input", input.to_str().unwrap(), "--batch-size", "5"]).ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input.to_str().unwrap(),
+        "--batch-size",
+        "5",
+    ])
+    .ok();
     std::fs::remove_file(s.path("journal/manifests/00000000000000000002.json")).unwrap();
     std::fs::remove_dir_all(s.path("journal/.tidemark/versions/manifests%2F00000000000000000002.json")).unwrap();
     let catalog = s.path_str("catalog.db");
-    s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders"])
-        .fails(4, &["gap", "manifests/00000000000000000002.json"]);
-    s.run(&["apply", "--journal", &journal, "--catalog", "/nonexistent/dir/catalog.db", "--table", "shop.orders"])
-        .fails(1, &["/nonexistent/dir"]);
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+    ])
+    .fails(4, &["gap", "manifests/00000000000000000002.json"]);
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        "/nonexistent/dir/catalog.db",
+        "--table",
+        "shop.orders",
+    ])
+    .fails(1, &["/nonexistent/dir"]);
 }
 
 #[test]
@@ -302,8 +410,274 @@ fn apply_into_an_s3_warehouse() {
     let warehouse = format!("s3://tidemark/apply-{}/warehouse", std::process::id());
     let catalog = applied(&s, &journal, Some(&warehouse), 500);
     let f = s
-        .run(&["fault", "delete", "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders", "--where", "is_deleted", "--json"])
+        .run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+            "--where",
+            "is_deleted",
+            "--json",
+        ])
         .ok()
         .json();
     assert_eq!(f["format_version"], 1);
+}
+
+// Interoperability with another Iceberg implementation: PyIceberg (sandbox/pyiceberg.sh) reads
+// what tidemark wrote, and tidemark applies into a table PyIceberg created, on one SQLite catalog.
+
+/// An order row as `pyiceberg_tool.py read` prints it (and as `create-and-write` takes it).
+fn order_row(e: &serde_json::Value, journal_position: u64) -> serde_json::Value {
+    serde_json::json!({
+        "order_id": e["order_id"],
+        "order_version": e["order_version"],
+        "customer_id": e["customer_id"],
+        "status": e["status"],
+        "amount": e["amount"],
+        "currency": e["currency"],
+        "is_deleted": e["is_deleted"],
+        "event_time": e["event_time"],
+        "journal_position": journal_position,
+    })
+}
+
+/// The merge rules, independently of tidemark: in position order, a new key is inserted, a
+/// higher version replaces the row (a tombstone stays as a row with is_deleted true), an older
+/// or equal version changes nothing.
+fn merge_events(state: &mut std::collections::BTreeMap<String, serde_json::Value>, ndjson: &str) {
+    let mut events: Vec<serde_json::Value> = ndjson
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    events.sort_by_key(|e| e["position"].as_u64().unwrap());
+    for e in events {
+        let key = e["order_id"].as_str().unwrap().to_string();
+        let version = e["order_version"].as_i64().unwrap();
+        let newer = state
+            .get(&key)
+            .is_none_or(|row| version > row["order_version"].as_i64().unwrap());
+        if newer {
+            state.insert(key, order_row(&e, e["position"].as_u64().unwrap()));
+        }
+    }
+}
+
+/// Every column of every row, with the first difference named.
+fn assert_same_rows(found: &[serde_json::Value], expected: &[serde_json::Value]) {
+    for (i, (f, e)) in found.iter().zip(expected).enumerate() {
+        assert_eq!(f, e, "row {i} differs (PyIceberg read left, expected right)");
+    }
+    assert_eq!(
+        found.len(),
+        expected.len(),
+        "row count (PyIceberg read left, expected right)"
+    );
+}
+
+#[test]
+fn pyiceberg_reads_what_tidemark_wrote() {
+    let s = Scratch::new();
+    let Some(py) = support::python::PyIceberg::new(&s.path("catalog.db"), &s.path("warehouse")) else {
+        return;
+    };
+    let journal = s.path_str("journal");
+    let catalog = s.path_str("catalog.db");
+    let input = s.path_str("events.ndjson");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    s.run(&[
+        "gen", "events", "--orders", "300", "--events", "2000", "--seed", "7", "--out", &input,
+    ])
+    .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        &input,
+        "--batch-size",
+        "500",
+    ])
+    .ok();
+    let applied = s
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(applied["applied_to_position"], 2000, "{applied}");
+    // A copy-on-write overwrite made by tidemark's own commit code, outside the journal.
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_version > 3",
+    ])
+    .ok();
+
+    let mut state = std::collections::BTreeMap::new();
+    merge_events(&mut state, &std::fs::read_to_string(&input).unwrap());
+    state.retain(|_, row| row["order_version"].as_i64().unwrap() <= 3);
+    let expected: Vec<_> = state.into_values().collect();
+    assert!(expected.len() > 10, "the scenario keeps some rows: {}", expected.len());
+    assert!(
+        expected.iter().any(|r| r["is_deleted"] == true),
+        "the scenario keeps a tombstone"
+    );
+
+    let found = py.read("shop.orders");
+    assert_same_rows(&found, &expected);
+
+    let snapshots = py.snapshots("shop.orders");
+    let operations: Vec<_> = snapshots.iter().map(|s| s["operation"].as_str().unwrap()).collect();
+    assert_eq!(operations.first(), Some(&"append"), "{snapshots:#?}");
+    assert_eq!(operations.last(), Some(&"overwrite"), "{snapshots:#?}");
+    let last = snapshots.last().unwrap();
+    assert_eq!(
+        last["summary"]["tidemark.fault"], "delete where order_version > 3",
+        "{last:#}"
+    );
+    assert_eq!(last["summary"]["total-records"], expected.len().to_string(), "{last:#}");
+    // The applier's commits carry the journal positions they applied.
+    let applied_to = snapshots
+        .iter()
+        .filter_map(|s| s["summary"]["tidemark.last-position"].as_str())
+        .next_back();
+    assert_eq!(applied_to, Some("2000"), "{snapshots:#?}");
+}
+
+#[test]
+fn tidemark_applies_into_a_table_pyiceberg_created() {
+    let s = Scratch::new();
+    let Some(py) = support::python::PyIceberg::new(&s.path("catalog.db"), &s.path("warehouse")) else {
+        return;
+    };
+    let journal = s.path_str("journal");
+    let catalog = s.path_str("catalog.db");
+    let row = |order: &str, version: i64, status: &str, amount: &str, deleted: bool, time: &str| {
+        serde_json::json!({
+            "order_id": order,
+            "order_version": version,
+            "customer_id": format!("c-{order}"),
+            "status": status,
+            "amount": amount,
+            "currency": "EUR",
+            "is_deleted": deleted,
+            "event_time": time,
+        })
+    };
+    // Rows written by PyIceberg before tidemark: no journal position (0).
+    let existing = [
+        // Newer than the journal's event for it: stays.
+        row("o-a", 5, "shipped", "12.50", false, "2026-01-01T00:00:00.000000Z"),
+        // The journal has the same version with the same payload: stays, position 0.
+        row("o-b", 2, "paid", "0.07", false, "2026-01-01T00:00:01.000000Z"),
+        // Older than the journal's events: replaced by the newest.
+        row("o-c", 1, "placed", "100.00", false, "2026-01-01T00:00:02.000000Z"),
+        // Replaced by a tombstone.
+        row("o-d", 1, "placed", "-3.10", false, "2026-01-01T00:00:03.123456Z"),
+        // Not in the journal: stays.
+        row("o-e", 3, "delivered", "999999.99", false, "2026-01-01T00:00:04.000000Z"),
+    ];
+    let mut state = std::collections::BTreeMap::new();
+    let mut rows_jsonl = String::new();
+    for r in &existing {
+        let r = order_row(r, 0);
+        rows_jsonl.push_str(&format!("{r}\n"));
+        state.insert(r["order_id"].as_str().unwrap().to_string(), r);
+    }
+    let rows = s.write("existing.jsonl", &rows_jsonl);
+    let created = py.create_and_write("shop.orders", &rows);
+    assert_eq!(created["rows"], existing.len(), "{created}");
+    assert_eq!(py.read("shop.orders").len(), existing.len());
+
+    let events = [
+        row("o-a", 3, "paid", "1.00", false, "2026-02-01T00:00:00.000000Z"),
+        row("o-b", 2, "paid", "0.07", false, "2026-01-01T00:00:01.000000Z"),
+        row("o-c", 2, "paid", "101.00", false, "2026-02-01T00:00:02.000000Z"),
+        row("o-f", 1, "placed", "5.00", false, "2026-02-01T00:00:03.000000Z"),
+        row("o-c", 4, "shipped", "102.00", false, "2026-02-01T00:00:04.000000Z"),
+        // Older than the version before it: changes nothing.
+        row("o-c", 3, "packed", "103.00", false, "2026-02-01T00:00:05.000000Z"),
+        row("o-d", 2, "placed", "-3.10", true, "2026-02-01T00:00:06.000000Z"),
+        row("o-f", 2, "paid", "6.00", false, "2026-02-01T00:00:07.000000Z"),
+        row("o-g", 1, "placed", "7.77", false, "2026-02-01T00:00:08.000000Z"),
+    ];
+    let ndjson: String = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut e = e.clone();
+            e["position"] = serde_json::json!(i + 1);
+            format!("{e}\n")
+        })
+        .collect();
+    let input = s.write("events.ndjson", &ndjson);
+    merge_events(&mut state, &ndjson);
+    let expected: Vec<_> = state.into_values().collect();
+
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input.to_str().unwrap(),
+        "--batch-size",
+        "4",
+    ])
+    .ok();
+    let applied = s
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(applied["applied_to_position"], events.len(), "{applied}");
+    // Counted per batch of 4: [o-a keep, o-b keep, o-c 2 update, o-f insert], [o-c 4 update (3 is
+    // older), o-d tombstone update, o-f 2 update], [o-g insert].
+    assert_eq!(
+        (
+            applied["merge"]["inserted"].as_u64(),
+            applied["merge"]["updated"].as_u64(),
+            applied["merge"]["unchanged"].as_u64(),
+            applied["merge"]["tombstones_written"].as_u64(),
+        ),
+        (Some(2), Some(4), Some(2), Some(1)),
+        "{applied}"
+    );
+
+    let found = py.read("shop.orders");
+    assert_same_rows(&found, &expected);
+    let operations: Vec<_> = py
+        .snapshots("shop.orders")
+        .iter()
+        .map(|s| s["operation"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(operations.first().map(String::as_str), Some("append"), "{operations:?}");
 }

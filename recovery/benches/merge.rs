@@ -12,14 +12,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, BooleanArray, Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    ArrayRef, BooleanArray, Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::{CompiledSpec, UTC};
 use tidemark_recovery::apply::merge_and_commit;
-use tidemark_recovery::catalog::{open_catalog, CatalogConfig};
+use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
-use tidemark_recovery::table::{self, arrow_schema, commit_overwrite, write_data_file, CommitStamp};
+use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, write_data_file};
 
 fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -41,17 +43,31 @@ fn columns(ids: &[u64], versions: &[i64], deleted: &[bool]) -> Vec<ArrayRef> {
     vec![
         Arc::new(StringArray::from_iter_values(ids.iter().map(|i| order_id(*i)))),
         Arc::new(Int64Array::from(versions.to_vec())),
-        Arc::new(StringArray::from_iter_values(ids.iter().map(|i| format!("c-{:06}", i % 100_000)))),
-        Arc::new(StringArray::from_iter_values(versions.iter().map(|v| if *v == 1 { "placed" } else { "paid" }))),
-        Arc::new(Decimal128Array::from_iter_values(ids.iter().map(|i| (*i % 100_000) as i128 * 7)).with_precision_and_scale(18, 2).unwrap()),
+        Arc::new(StringArray::from_iter_values(
+            ids.iter().map(|i| format!("c-{:06}", i % 100_000)),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            versions.iter().map(|v| if *v == 1 { "placed" } else { "paid" }),
+        )),
+        Arc::new(
+            Decimal128Array::from_iter_values(ids.iter().map(|i| (*i % 100_000) as i128 * 7))
+                .with_precision_and_scale(18, 2)
+                .unwrap(),
+        ),
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n("EUR", n))),
         Arc::new(BooleanArray::from(deleted.to_vec())),
-        Arc::new(TimestampMicrosecondArray::from_iter_values(ids.iter().map(|i| 1_790_000_000_000_000 + *i as i64)).with_timezone(UTC)),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values(ids.iter().map(|i| 1_790_000_000_000_000 + *i as i64))
+                .with_timezone(UTC),
+        ),
     ]
 }
 
 fn run_case(rows: u64, batch: u64) {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let spec = CompiledSpec::orders();
@@ -127,12 +143,19 @@ fn run_case(rows: u64, batch: u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
-    if let (Ok(rows), Ok(batch)) = (std::env::var("TIDEMARK_BENCH_ROWS"), std::env::var("TIDEMARK_BENCH_BATCH")) {
+    if let (Ok(rows), Ok(batch)) = (
+        std::env::var("TIDEMARK_BENCH_ROWS"),
+        std::env::var("TIDEMARK_BENCH_BATCH"),
+    ) {
         run_case(rows.parse().unwrap(), batch.parse().unwrap());
         return;
     }
     let rows: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
-    let batches: Vec<u64> = if args.len() > 1 { args[1..].iter().filter_map(|a| a.parse().ok()).collect() } else { vec![10_000, 100_000] };
+    let batches: Vec<u64> = if args.len() > 1 {
+        args[1..].iter().filter_map(|a| a.parse().ok()).collect()
+    } else {
+        vec![10_000, 100_000]
+    };
     println!("merge benchmark: 3 batches per size; each size in its own process");
     for batch in batches {
         let status = std::process::Command::new(std::env::current_exe().unwrap())

@@ -12,5 +12,8 @@ pub mod merge;
 #[cfg(test)]
 mod merge_props;
 pub mod progress;
+pub mod recover;
+#[cfg(test)]
+mod recover_tests;
 pub mod reference;
 pub mod table;

@@ -11,7 +11,7 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON):
       ROWS_JSONL (one JSON object a line, the columns above; amount a string, event_time RFC 3339).
   pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
       The table's snapshots as a JSON array: snapshot_id, parent_snapshot_id, sequence_number,
-      operation and summary, oldest first.
+      timestamp_ms, operation and summary (the other properties, keys sorted), oldest first.
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -162,7 +162,10 @@ def cmd_create_and_write(db: str, warehouse: str, ident: str, rows_path: str) ->
 def cmd_snapshots(db: str, warehouse: str, ident: str) -> None:
     table = catalog(db, warehouse).load_table(ident)
     out = []
-    for s in table.metadata.snapshots:
+    # Oldest first. The metadata's list has no required order (iceberg-rust writes it in hash
+    # order), so sort by sequence number, then commit time.
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+    for s in snapshots:
         summary = s.summary
         operation = summary.operation.value if summary is not None else None
         props = dict(summary.additional_properties) if summary is not None else {}
@@ -171,11 +174,12 @@ def cmd_snapshots(db: str, warehouse: str, ident: str) -> None:
                 "snapshot_id": s.snapshot_id,
                 "parent_snapshot_id": s.parent_snapshot_id,
                 "sequence_number": s.sequence_number,
+                "timestamp_ms": s.timestamp_ms,
                 "operation": operation,
                 "summary": props,
             }
         )
-    json.dump(out, sys.stdout, indent=1)
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
 

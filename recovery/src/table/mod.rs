@@ -128,7 +128,7 @@ pub async fn create_or_load_table(
         .await
         .map_err(iceberg_err(format!("look up table {ident}")))?;
     if !exists {
-        match create_table(handle, &id, spec).await {
+        match create_table(handle, &id, spec, HashMap::new()).await {
             Ok(table) => return Ok(table),
             // Another process created it between our check and our insert: use theirs.
             Err(TableError::Iceberg { source, .. }) if source.kind() == ErrorKind::TableAlreadyExists => {}
@@ -171,7 +171,22 @@ pub async fn load_table(handle: &CatalogHandle, ident: &str) -> Result<Table, Ta
         })
 }
 
-async fn create_table(handle: &CatalogHandle, id: &TableIdent, spec: &CompiledSpec) -> Result<Table, TableError> {
+/// Creates a new table from the spec with extra table properties (refused if it exists).
+pub async fn create_table_with_properties(
+    handle: &CatalogHandle,
+    ident: &str,
+    spec: &CompiledSpec,
+    properties: HashMap<String, String>,
+) -> Result<Table, TableError> {
+    create_table(handle, &parse_ident(ident)?, spec, properties).await
+}
+
+async fn create_table(
+    handle: &CatalogHandle,
+    id: &TableIdent,
+    spec: &CompiledSpec,
+    mut properties: HashMap<String, String>,
+) -> Result<Table, TableError> {
     let catalog = handle.catalog();
     let ns = id.namespace();
     let ns_exists = catalog
@@ -203,7 +218,10 @@ async fn create_table(handle: &CatalogHandle, id: &TableIdent, spec: &CompiledSp
         .name(id.name().to_string())
         .schema(schema)
         .sort_order(sort_order)
-        .properties([("write.format.default".to_string(), "parquet".to_string())])
+        .properties({
+            properties.insert("write.format.default".to_string(), "parquet".to_string());
+            properties
+        })
         // "format-version" as a property is refused by iceberg-rust; the builder field is the way.
         .format_version(FormatVersion::V2)
         .build();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::compute::cast;
 use arrow_schema::SchemaRef;
+use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral};
 use iceberg::table::Table;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -53,12 +54,32 @@ pub async fn read_files(
     schema: &SchemaRef,
     with_file: Option<&SchemaRef>,
 ) -> Result<Vec<RecordBatch>, TableError> {
+    let paths: Vec<&str> = files.iter().map(|f| f.file_path()).collect();
+    read_paths(
+        table.file_io(),
+        &table.identifier().to_string(),
+        &paths,
+        schema,
+        with_file,
+    )
+    .await
+}
+
+/// [`read_files`] for Parquet files given by path (`name` is the table, for messages).
+pub async fn read_paths(
+    io: &FileIO,
+    name: &str,
+    paths: &[&str],
+    schema: &SchemaRef,
+    with_file: Option<&SchemaRef>,
+) -> Result<Vec<RecordBatch>, TableError> {
     let mut out = Vec::new();
-    let name = table.identifier().to_string();
-    for file in files {
-        let path = file.file_path();
-        let input = table
-            .file_io()
+    let bad = |path: &str, e: &dyn std::fmt::Display| TableError::BatchSchema {
+        table: name.to_string(),
+        detail: format!("data file {path}: {e}"),
+    };
+    for path in paths {
+        let input = io
             .new_input(path)
             .map_err(iceberg_err(format!("open data file {path}")))?;
         let bytes = input
@@ -67,47 +88,32 @@ pub async fn read_files(
             .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .and_then(|b| b.with_batch_size(64 * 1024).build())
-            .map_err(|e| TableError::BatchSchema {
-                table: name.clone(),
-                detail: format!("data file {path}: {e}"),
-            })?;
+            .map_err(|e| bad(path, &e))?;
         for batch in reader {
-            let batch = batch.map_err(|e| TableError::BatchSchema {
-                table: name.clone(),
-                detail: format!("data file {path}: {e}"),
-            })?;
+            let batch = batch.map_err(|e| bad(path, &e))?;
             let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len() + 1);
             for field in schema.fields() {
                 let col = batch
                     .column_by_name(field.name())
-                    .ok_or_else(|| TableError::BatchSchema {
-                        table: name.clone(),
-                        detail: format!("data file {path} has no column {}", field.name()),
-                    })?;
+                    .ok_or_else(|| bad(path, &format!("no column {}", field.name())))?;
                 let col = if col.data_type() == field.data_type() {
                     col.clone()
                 } else {
-                    cast(col, field.data_type()).map_err(|e| TableError::BatchSchema {
-                        table: name.clone(),
-                        detail: format!("data file {path} column {}: {e}", field.name()),
-                    })?
+                    cast(col, field.data_type()).map_err(|e| bad(path, &format!("column {}: {e}", field.name())))?
                 };
                 cols.push(col);
             }
             let target = match with_file {
                 Some(s) => {
                     cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                        path,
+                        *path,
                         batch.num_rows(),
                     ))));
                     s.clone()
                 }
                 None => schema.clone(),
             };
-            out.push(RecordBatch::try_new(target, cols).map_err(|e| TableError::BatchSchema {
-                table: name.clone(),
-                detail: format!("data file {path}: {e}"),
-            })?);
+            out.push(RecordBatch::try_new(target, cols).map_err(|e| bad(path, &e))?);
         }
     }
     Ok(out)

@@ -1,0 +1,243 @@
+//! Step 1: choose the trusted snapshot and prove its files are all there.
+//!
+//! The snapshot is read from the source table's catalog or from a DR replica's metadata file,
+//! optionally through a prefix map (a replica copied under another root still names the source's
+//! absolute paths until its metadata is rewritten). It is chosen by checkpoint (the newest at or
+//! before a position), by snapshot id, or by tag, and it must come with the journal position it
+//! holds. Every file it references — manifest list, manifests, data files — must exist; the first
+//! missing one is named and nothing is seeded.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::io::{FileIO, FileIOBuilder};
+use iceberg::spec::{DataContentType, FormatVersion, Manifest, ManifestList, Schema, TableMetadata};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use tidemark_journal::Journal;
+use tidemark_journal::checkpoint::{self, CheckpointFilter};
+
+use super::RecoverError;
+use crate::apply::{PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE};
+
+/// Rewrites a path's prefix: `from` → `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixMap {
+    pub from: String,
+    pub to: String,
+}
+
+impl PrefixMap {
+    pub fn apply(map: Option<&PrefixMap>, path: &str) -> String {
+        match map {
+            Some(m) if path.starts_with(&m.from) => format!("{}{}", m.to, &path[m.from.len()..]),
+            _ => path.to_string(),
+        }
+    }
+}
+
+/// Where the snapshot's table metadata is.
+#[derive(Debug, Clone)]
+pub struct SnapshotSource {
+    /// The metadata file (`…/metadata/00003-….metadata.json`), as the replica has it.
+    pub metadata_location: String,
+    pub file_io_props: HashMap<String, String>,
+    pub prefix_map: Option<PrefixMap>,
+}
+
+/// How to pick the snapshot.
+#[derive(Debug, Clone)]
+pub enum SnapshotChoice {
+    /// The newest checkpoint of the table at or before a position (any when `None`).
+    Checkpoint {
+        at_or_before: Option<u64>,
+    },
+    SnapshotId(i64),
+    Tag(String),
+}
+
+/// The chosen snapshot with everything later steps need.
+#[derive(Debug, Clone)]
+pub struct TrustedSnapshot {
+    pub table_uuid: String,
+    pub snapshot_id: i64,
+    pub metadata_location: String,
+    /// The journal position the snapshot holds (from its checkpoint or its summary).
+    pub position: u64,
+    pub manifest_sequence: u64,
+    pub manifest_digest: String,
+    pub schema: Schema,
+    /// Data files, as readable paths (prefix map applied).
+    pub data_files: Vec<String>,
+    pub record_count: u64,
+    pub file_io: FileIO,
+}
+
+pub fn file_io(props: &HashMap<String, String>) -> FileIO {
+    FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .with_props(props.clone())
+        .build()
+}
+
+async fn read(io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes, RecoverError> {
+    let input = io.new_input(path).map_err(|e| RecoverError::Iceberg {
+        context: format!("open {what} {path}"),
+        message: e.to_string(),
+    })?;
+    match input.exists().await {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(RecoverError::MissingFile {
+                path: path.to_string(),
+                what: what.to_string(),
+            });
+        }
+        Err(e) => {
+            return Err(RecoverError::Iceberg {
+                context: format!("check {what} {path}"),
+                message: e.to_string(),
+            });
+        }
+    }
+    input.read().await.map_err(|e| RecoverError::Iceberg {
+        context: format!("read {what} {path}"),
+        message: e.to_string(),
+    })
+}
+
+/// Loads the table metadata at `source` (and its raw JSON, for the refs map).
+pub async fn load_metadata(
+    source: &SnapshotSource,
+) -> Result<(TableMetadata, serde_json::Value, FileIO), RecoverError> {
+    let io = file_io(&source.file_io_props);
+    let path = PrefixMap::apply(source.prefix_map.as_ref(), &source.metadata_location);
+    let bytes = read(&io, &path, "table metadata").await?;
+    let meta: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| RecoverError::Iceberg {
+        context: format!("parse {path}"),
+        message: e.to_string(),
+    })?;
+    let raw: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| RecoverError::Iceberg {
+        context: format!("parse {path}"),
+        message: e.to_string(),
+    })?;
+    Ok((meta, raw, io))
+}
+
+/// Chooses the snapshot and checks that every file it references exists.
+pub async fn choose(
+    journal: &Journal,
+    source: &SnapshotSource,
+    choice: &SnapshotChoice,
+) -> Result<TrustedSnapshot, RecoverError> {
+    let (meta, raw, io) = load_metadata(source).await?;
+    let table_uuid = meta.uuid().to_string();
+    let filter = CheckpointFilter {
+        table_uuid: Some(table_uuid.clone()),
+        table_name: None,
+    };
+    let (snapshot_id, cp) = match choice {
+        SnapshotChoice::Checkpoint { at_or_before } => {
+            let cp = checkpoint::newest_at_or_before(journal.store.as_ref(), &filter, *at_or_before)
+                .await?
+                .ok_or_else(|| RecoverError::NoCheckpoint {
+                    table_uuid: table_uuid.clone(),
+                    at_or_before: *at_or_before,
+                })?;
+            (cp.snapshot_id, Some(cp))
+        }
+        SnapshotChoice::SnapshotId(id) => (*id, None),
+        SnapshotChoice::Tag(tag) => {
+            let id = raw["refs"][tag]["snapshot-id"]
+                .as_i64()
+                .ok_or_else(|| RecoverError::UnknownSnapshot {
+                    what: format!("tag {tag}"),
+                })?;
+            (id, None)
+        }
+    };
+    let snapshot = meta
+        .snapshot_by_id(snapshot_id)
+        .ok_or_else(|| RecoverError::UnknownSnapshot {
+            what: format!("snapshot {snapshot_id} in {}", source.metadata_location),
+        })?;
+    // The position the snapshot holds: its checkpoint, or the summary of its newest tidemark commit.
+    let (position, manifest_sequence, manifest_digest) = match cp {
+        Some(c) => (c.position, c.manifest_sequence, c.manifest_digest),
+        None => {
+            let cps = checkpoint::list(journal.store.as_ref(), &filter).await?;
+            match cps.into_iter().rev().find(|c| c.snapshot_id == snapshot_id) {
+                Some(c) => (c.position, c.manifest_sequence, c.manifest_digest),
+                None => {
+                    let mut s = Some(snapshot.clone());
+                    let mut found = None;
+                    while let Some(snap) = s {
+                        let p = &snap.summary().additional_properties;
+                        if let Some(pos) = p.get(PROP_LAST_POSITION).and_then(|v| v.parse::<u64>().ok()) {
+                            found = Some((
+                                pos,
+                                p.get(PROP_MANIFEST_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0),
+                                p.get(PROP_MANIFEST_DIGEST).cloned().unwrap_or_default(),
+                            ));
+                            break;
+                        }
+                        s = snap
+                            .parent_snapshot_id()
+                            .and_then(|id| meta.snapshot_by_id(id).cloned());
+                    }
+                    found.ok_or(RecoverError::NoPosition { snapshot_id })?
+                }
+            }
+        }
+    };
+    let map = source.prefix_map.as_ref();
+    let list_path = PrefixMap::apply(map, snapshot.manifest_list());
+    let list = ManifestList::parse_with_version(&read(&io, &list_path, "manifest list").await?, FormatVersion::V2)
+        .map_err(|e| RecoverError::Iceberg {
+            context: format!("parse manifest list {list_path}"),
+            message: e.to_string(),
+        })?;
+    let mut data_files = Vec::new();
+    let mut record_count = 0;
+    for mf in list.entries() {
+        let path = PrefixMap::apply(map, &mf.manifest_path);
+        let manifest =
+            Manifest::parse_avro(&read(&io, &path, "manifest").await?).map_err(|e| RecoverError::Iceberg {
+                context: format!("parse manifest {path}"),
+                message: e.to_string(),
+            })?;
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let f = entry.data_file();
+            if f.content_type() != DataContentType::Data {
+                return Err(RecoverError::Unsupported {
+                    reason: format!("snapshot {snapshot_id} has delete file {}", f.file_path()),
+                });
+            }
+            data_files.push(PrefixMap::apply(map, f.file_path()));
+            record_count += f.record_count();
+        }
+    }
+    for path in &data_files {
+        let exists = io.exists(path).await.map_err(|e| RecoverError::Iceberg {
+            context: format!("check data file {path}"),
+            message: e.to_string(),
+        })?;
+        if !exists {
+            return Err(RecoverError::MissingFile {
+                path: path.clone(),
+                what: format!("data file of snapshot {snapshot_id}"),
+            });
+        }
+    }
+    let schema = meta.current_schema().as_ref().clone();
+    Ok(TrustedSnapshot {
+        table_uuid,
+        snapshot_id,
+        metadata_location: source.metadata_location.clone(),
+        position,
+        manifest_sequence,
+        manifest_digest,
+        schema,
+        data_files,
+        record_count,
+        file_io: io,
+    })
+}

@@ -1,0 +1,372 @@
+//! The A–E story on a local folder, and every refusal of recovery.
+//!
+//! A cleanup job deletes orders from the state table; replication copies the damage to the DR
+//! replica; the stream goes on. A: deleted by the bad job, untouched since. B: updated after it.
+//! C: legitimately deleted after it. D: new after it. E: late (old business time, new position).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration};
+use tidemark_journal::Journal;
+use tidemark_journal::clock::StepClock;
+use tidemark_journal::spec::orders_spec;
+use tidemark_journal::store::local::LocalStore;
+use tidemark_journal::writer::{AppendOptions, append};
+
+use crate::apply::{ApplyOptions, apply};
+use crate::catalog::CatalogHandle;
+use crate::fault::delete_rows;
+use crate::ids::SeededIds;
+use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
+use crate::recover::{RecoverError, RecoverOptions, recover};
+use crate::reference::Cell;
+use crate::table::test_support::catalog_in;
+use crate::table::{self};
+
+fn clock() -> StepClock {
+    StepClock::new(
+        DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
+        Duration::milliseconds(1),
+    )
+}
+
+fn ev(pos: u64, id: &str, version: i64, status: &str, deleted: bool, time: &str) -> String {
+    format!(
+        r#"{{"position":{pos},"order_id":"{id}","order_version":{version},"customer_id":"c-{id}","status":"{status}","amount":"{version}.50","currency":"EUR","is_deleted":{deleted},"event_time":"{time}"}}"#
+    ) + "\n"
+}
+
+/// Phase 1: positions 1..=20 (A, B, C and fillers F0..F16).
+fn phase1() -> String {
+    let mut s = ev(1, "A", 1, "placed", false, "2026-11-01T10:00:00Z")
+        + &ev(2, "B", 1, "placed", false, "2026-11-01T10:01:00Z")
+        + &ev(3, "C", 1, "placed", false, "2026-11-01T10:02:00Z");
+    for i in 0..17 {
+        s += &ev(4 + i, &format!("F{i:02}"), 1, "placed", false, "2026-11-01T11:00:00Z");
+    }
+    s
+}
+
+/// Phase 2, after the bad job: positions 21..=26.
+fn phase2() -> String {
+    ev(21, "B", 2, "shipped", false, "2026-11-20T09:00:00Z")
+        + &ev(22, "C", 2, "cancelled", true, "2026-11-20T09:05:00Z")
+        + &ev(23, "D", 1, "placed", false, "2026-11-20T09:10:00Z")
+        + &ev(24, "E", 1, "placed", false, "2026-10-01T08:00:00Z") // late: old business time
+        + &ev(25, "F03", 2, "paid", false, "2026-11-20T09:20:00Z")
+        + &ev(26, "B", 2, "shipped", false, "2026-11-20T09:00:00Z") // an identical retry
+}
+
+struct Story {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    journal: Journal,
+    source: CatalogHandle,
+}
+
+async fn append_text(j: &Journal, text: &str) {
+    let opts = AppendOptions {
+        batch_size: 5,
+        writer_id: "w".into(),
+        source_name: "story".into(),
+    };
+    append(j, text.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
+}
+
+/// Runs the story up to the damaged, replicated table; the DR copy is `<root>/dr/warehouse`.
+async fn story() -> Story {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    for d in ["journal", "source", "dr"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let store = Arc::new(LocalStore::open(root.join("journal")).unwrap());
+    let journal = Journal::init(store, orders_spec(), "j-story".into(), &clock())
+        .await
+        .unwrap();
+    let source = catalog_in(&root.join("source")).await;
+    append_text(&journal, &phase1()).await;
+    apply(
+        &journal,
+        &source,
+        "shop.orders",
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(1),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    // The bad cleanup job.
+    let r = delete_rows(
+        &source,
+        "shop.orders",
+        "order_id IN ('A', 'B', 'C', 'F01')",
+        &clock(),
+        &SeededIds::new(2),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.rows_deleted, 4);
+    append_text(&journal, &phase2()).await;
+    apply(
+        &journal,
+        &source,
+        "shop.orders",
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(3),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    // Replication copies the warehouse, damage included.
+    copy_dir(&root.join("source/warehouse"), &root.join("dr/warehouse"));
+    Story {
+        _dir: dir,
+        root,
+        journal,
+        source,
+    }
+}
+
+impl Story {
+    fn dr_source(&self, metadata_location: &str) -> SnapshotSource {
+        let from = format!("file://{}", self.root.join("source/warehouse").display());
+        let to = format!("file://{}", self.root.join("dr/warehouse").display());
+        SnapshotSource {
+            metadata_location: metadata_location.to_string(),
+            file_io_props: HashMap::new(),
+            prefix_map: Some(PrefixMap { from, to }),
+        }
+    }
+
+    async fn source_metadata(&self) -> String {
+        table::load_table(&self.source, "shop.orders")
+            .await
+            .unwrap()
+            .metadata_location()
+            .unwrap()
+            .to_string()
+    }
+
+    fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
+        RecoverOptions {
+            recovery_id: format!("rec-{into}"),
+            source: self.dr_source(metadata),
+            choice: SnapshotChoice::Checkpoint { at_or_before: Some(20) },
+            to,
+            into: into.to_string(),
+        }
+    }
+}
+
+fn key(s: &str) -> Cell {
+    Cell::Str(s.into())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a_to_e_story_recovers_from_the_dr_replica() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let (report, table) = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.orders_recovered", None),
+        &clock(),
+        &SeededIds::new(4),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(report.validation.ok, "{:?}", report.validation);
+    assert_eq!((report.snapshot_position, report.h), (20, 26));
+    assert_eq!(report.seed_rows, 20);
+    let rows: HashMap<Cell, crate::reference::RefRow> = crate::recover::validate::table_rows(&s.journal.spec, &table)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.cells[0].clone(), r))
+        .collect();
+    let (version, status, deleted) = (1, 3, 6);
+    assert_eq!(rows[&key("A")].cells[version], Cell::Long(1), "A is back");
+    assert_eq!(
+        rows[&key("B")].cells[status],
+        Cell::Str("shipped".into()),
+        "B has its update"
+    );
+    assert_eq!(rows[&key("B")].position, 21, "the retry at 26 is the same event");
+    assert_eq!(rows[&key("C")].cells[deleted], Cell::Bool(true), "C is a tombstone");
+    assert!(rows.contains_key(&key("D")) && rows.contains_key(&key("E")));
+    assert!(rows.contains_key(&key("F01")), "every row the bad job deleted is back");
+    assert_eq!(rows.len(), 22, "nothing the journal does not prove");
+    // Resumable: the same recovery again redoes nothing and still validates.
+    let (again, _) = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.orders_recovered", None),
+        &clock(),
+        &SeededIds::new(5),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(again.seed_resumed && again.replay_resumed && again.validation.ok);
+    // The next writer starts after H.
+    let r = apply(
+        &s.journal,
+        &target,
+        "shop.orders_recovered",
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(6),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.started_after_position, r.commits), (26, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_refuses_what_it_cannot_prove() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let ids = SeededIds::new(7);
+    // H past the verified range.
+    let err = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.r1", Some(27)),
+        &clock(),
+        &ids,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, RecoverError::BeyondVerified { h: 27, .. }), "{err}");
+    assert!(err.to_string().contains("21..=26"), "{err}");
+    // A data file of the trusted snapshot missing on the replica: named, nothing seeded.
+    let snap_files = {
+        let t = table::load_table(&s.source, "shop.orders").await.unwrap();
+        let trusted = t
+            .metadata()
+            .snapshots()
+            .find(|s| {
+                s.summary()
+                    .additional_properties
+                    .get("tidemark.last-position")
+                    .map(String::as_str)
+                    == Some("20")
+            })
+            .expect("the snapshot of checkpoint 20");
+        trusted.manifest_list().to_string()
+    };
+    let list_on_dr = snap_files.replace(
+        &s.root.join("source/warehouse").display().to_string(),
+        &s.root.join("dr/warehouse").display().to_string(),
+    );
+    let saved = std::fs::read(list_on_dr.trim_start_matches("file://")).unwrap();
+    std::fs::remove_file(list_on_dr.trim_start_matches("file://")).unwrap();
+    let err = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.r2", Some(26)),
+        &clock(),
+        &ids,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, RecoverError::MissingFile { .. }), "{err}");
+    assert!(
+        err.to_string().contains(list_on_dr.trim_start_matches("file://")),
+        "{err}"
+    );
+    std::fs::write(list_on_dr.trim_start_matches("file://"), saved).unwrap();
+    // A conflicting payload inside the range.
+    let conflicting = ev(27, "D", 1, "placed-differently", false, "2026-11-20T09:10:00Z");
+    append_text(&s.journal, &conflicting).await;
+    let err = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.r3", Some(27)),
+        &clock(),
+        &ids,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("key D version 1") && err.to_string().contains("positions 23 and 27"),
+        "{err}"
+    );
+    // A tampered journal inside the range.
+    let m = s.journal.read_manifest(6, None).await.unwrap();
+    let path = s
+        .root
+        .join("journal/.tidemark/versions")
+        .join(m.manifest.object_key.replace('/', "%2F"))
+        .join(&m.manifest.object_version_id);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[60] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let err = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.r4", Some(26)),
+        &clock(),
+        &ids,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, RecoverError::ChainBroken { ref kind, .. } if kind == "checksum_mismatch"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_names_an_injected_wrong_row() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let opts = s.opts(&meta, "shop.orders_recovered", None);
+    recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(8), &mut |_| {})
+        .await
+        .unwrap();
+    // Damage the recovered table behind recovery's back: one row disappears.
+    delete_rows(
+        &target,
+        "shop.orders_recovered",
+        "order_id = 'F07'",
+        &clock(),
+        &SeededIds::new(9),
+    )
+    .await
+    .unwrap();
+    let (report, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(10), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(!report.validation.ok);
+    assert_eq!(report.validation.missing, 1);
+    assert_eq!(report.validation.first_mismatches[0].key, "F07");
+    assert_eq!(report.validation.first_mismatches[0].kind, "missing");
+}

@@ -1,0 +1,86 @@
+//! PyIceberg for the interoperability scenarios: the Python of the venv that
+//! `sandbox/pyiceberg.sh` makes (TIDEMARK_PYTHON, exported by `sandbox/test.sh`) running
+//! `sandbox/interop/pyiceberg_tool.py` on a scratch folder's catalog.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::Run;
+
+/// The tool the scenarios run (see its docstring for the commands and output formats).
+pub const TOOL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sandbox/interop/pyiceberg_tool.py");
+
+/// The Python that has PyIceberg, or `None` (after a skip line) when TIDEMARK_SKIP_PYICEBERG=1.
+/// Panics when it is not set, with the way to set it.
+pub fn pyiceberg_python() -> Option<PathBuf> {
+    if std::env::var("TIDEMARK_SKIP_PYICEBERG").is_ok_and(|v| v == "1") {
+        eprintln!("PyIceberg scenario skipped (TIDEMARK_SKIP_PYICEBERG=1)");
+        return None;
+    }
+    let python = std::env::var("TIDEMARK_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "TIDEMARK_PYTHON is not set: run the tests with `bash sandbox/test.sh` (or \
+             `eval \"$(bash sandbox/pyiceberg.sh)\"` first), or set TIDEMARK_SKIP_PYICEBERG=1"
+        )
+    });
+    Some(PathBuf::from(python))
+}
+
+/// `pyiceberg_tool.py` on one SQLite catalog and warehouse.
+pub struct PyIceberg {
+    pub python: PathBuf,
+    pub catalog: String,
+    pub warehouse: String,
+}
+
+impl PyIceberg {
+    /// `None` when the scenario is skipped (see [`pyiceberg_python`]).
+    pub fn new(catalog: &Path, warehouse: &Path) -> Option<Self> {
+        Some(PyIceberg {
+            python: pyiceberg_python()?,
+            catalog: catalog.display().to_string(),
+            warehouse: warehouse.display().to_string(),
+        })
+    }
+
+    /// Runs `pyiceberg_tool.py COMMAND CATALOG WAREHOUSE TABLE EXTRA…`.
+    pub fn run(&self, command: &str, table: &str, extra: &[&str]) -> Run {
+        let Output { status, stdout, stderr } = Command::new(&self.python)
+            .arg(TOOL)
+            .args([command, &self.catalog, &self.warehouse, table])
+            .args(extra)
+            .output()
+            .unwrap_or_else(|e| panic!("run {} {TOOL}: {e}", self.python.display()));
+        Run {
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
+    }
+
+    /// The table's rows as PyIceberg reads them, sorted by order_id.
+    pub fn read(&self, table: &str) -> Vec<serde_json::Value> {
+        let run = self.run("read", table, &[]).ok();
+        run.stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("row is not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    /// The table's snapshots, oldest first (by sequence number): snapshot_id,
+    /// parent_snapshot_id, sequence_number, timestamp_ms, operation, summary.
+    pub fn snapshots(&self, table: &str) -> Vec<serde_json::Value> {
+        match self.run("snapshots", table, &[]).ok().json() {
+            serde_json::Value::Array(a) => a,
+            other => panic!("snapshots is not a JSON array: {other}"),
+        }
+    }
+
+    /// Creates the namespace and the orders table and appends the rows of a JSON-lines file.
+    pub fn create_and_write(&self, table: &str, rows: &Path) -> serde_json::Value {
+        self.run("create-and-write", table, &[rows.to_str().unwrap()])
+            .ok()
+            .json()
+    }
+}
