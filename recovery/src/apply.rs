@@ -77,6 +77,15 @@ pub enum ApplyError {
     Contended { table: String, attempts: usize },
     #[error("failpoint {0} reached (a simulated crash for drills and tests)")]
     Failpoint(String),
+    #[error("commit refused: {0}")]
+    Fenced(String),
+}
+
+/// Checked right before every table commit: a fenced writer (the route moved past the
+/// generation it started under) must never commit to a table that readers have left.
+#[async_trait::async_trait]
+pub trait CommitGuard: Send + Sync {
+    async fn check(&self) -> Result<(), String>;
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +98,18 @@ pub struct ApplyOptions {
     pub max_attempts: usize,
     /// `after-commit:N`: stop after the N-th commit, before its checkpoint (a simulated crash).
     pub failpoint: Option<String>,
+    /// Checked before every commit (the route fence of `tidemark apply --route`).
+    pub guard: Option<Guard>,
+}
+
+/// A shared [`CommitGuard`].
+#[derive(Clone)]
+pub struct Guard(pub std::sync::Arc<dyn CommitGuard>);
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Guard")
+    }
 }
 
 impl Default for ApplyOptions {
@@ -98,6 +119,7 @@ impl Default for ApplyOptions {
             batches_per_commit: 1,
             max_attempts: 5,
             failpoint: None,
+            guard: None,
         }
     }
 }
@@ -225,6 +247,7 @@ pub async fn merge_and_commit(
     ids: &dyn Ids,
     max_attempts: usize,
     skip_if_applied: Option<u64>,
+    guard: Option<&dyn CommitGuard>,
 ) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
     let name = table.identifier().to_string();
     let schema = arrow_schema(&table)?;
@@ -274,6 +297,9 @@ pub async fn merge_and_commit(
                 added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
                 offset += len;
             }
+        }
+        if let Some(g) = guard {
+            g.check().await.map_err(ApplyError::Fenced)?;
         }
         match commit_overwrite(handle, &table, &out.files_to_rewrite, added, summary.clone(), stamp).await {
             Ok(t) => {
@@ -444,6 +470,7 @@ pub async fn apply(
             ids,
             opts.max_attempts,
             Some(to),
+            opts.guard.as_ref().map(|g| g.0.as_ref()),
         )
         .await?;
         table = t;

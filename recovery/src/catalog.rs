@@ -3,7 +3,10 @@
 //!
 //! The catalog is iceberg-catalog-sql's `SqlCatalog` on SQLite or PostgreSQL, with its tables in
 //! the standard layout (`iceberg_tables`, `iceberg_namespace_properties`) that PyIceberg's
-//! `SqlCatalog` and the Java JDBC catalog read: tidemark adds no columns and no tables.
+//! `SqlCatalog` and the Java JDBC catalog read: tidemark adds no tables. One migration: a catalog
+//! created by PyIceberg (0.10) or an older Java JDBC catalog lacks the `iceberg_type` column of
+//! `iceberg_tables` that iceberg-catalog-sql 0.10.1 filters on (iceberg-rust issue #2068); tidemark
+//! adds it (nullable, as Java's JdbcCatalog migration does), which those clients accept.
 //!
 //! Contract of the pointer swap ([`CatalogHandle::swap_metadata_pointer`]): one `UPDATE … WHERE
 //! metadata_location = <expected>` statement, the same statement the SQL catalog itself commits
@@ -241,6 +244,8 @@ pub async fn open_catalog_with_props(
         .await
         .map_err(|e| unreachable(e.to_string()))?;
 
+    add_iceberg_type_column(&pool, dialect).await.map_err(|e| unreachable(format!("migrating iceberg_tables: {e}")))?;
+
     let bind_style = match dialect {
         Dialect::Sqlite => SqlBindStyle::QMark,
         Dialect::Postgres => SqlBindStyle::DollarNumeric,
@@ -265,6 +270,25 @@ pub async fn open_catalog_with_props(
         pool,
         dialect,
     })
+}
+
+/// Adds `iceberg_tables.iceberg_type` when the table exists without it (see the module doc).
+async fn add_iceberg_type_column(pool: &AnyPool, dialect: Dialect) -> Result<(), sqlx::Error> {
+    let probe = match dialect {
+        Dialect::Sqlite => "SELECT COUNT(*) FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+        Dialect::Postgres => {
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'iceberg_tables' AND column_name = 'iceberg_type'"
+        }
+    };
+    let exists = match dialect {
+        Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'iceberg_tables'",
+        Dialect::Postgres => "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'iceberg_tables'",
+    };
+    let count = |sql: &'static str| async move { sqlx::query(sql).fetch_one(pool).await.map(|r| r.try_get::<i64, _>(0).unwrap_or(0)) };
+    if count(exists).await? > 0 && count(probe).await? == 0 {
+        sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)").execute(pool).await?;
+    }
+    Ok(())
 }
 
 /// The S3 FileIO properties from environment-style variables (`env` returns a variable's value).

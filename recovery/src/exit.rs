@@ -84,6 +84,7 @@ fn apply_code(e: &crate::apply::ApplyError) -> u8 {
         A::OtherJournal { .. } | A::CheckpointAhead { .. } => BAD_INPUT,
         A::Contended { .. } => CONFLICT,
         A::Failpoint(_) => FAILURE,
+        A::Fenced(_) => CONFLICT,
     }
 }
 
@@ -98,6 +99,28 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<StoreError>() {
             return store_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<tidemark_router::RouteError>() {
+            use tidemark_router::RouteError as R;
+            return match e {
+                R::Store(s) => store_code(s),
+                R::NotFound { .. } => NOT_FOUND,
+                R::AlreadyExists { .. } | R::StaleRoute { .. } | R::Fenced { .. } => CONFLICT,
+                R::Format { .. } => VERIFY_FAILED,
+                R::InvalidFlip { .. } => BAD_INPUT,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<crate::recover::RecoverError>() {
+            use crate::recover::RecoverError as R;
+            return match e {
+                R::Journal(j) => journal_code(j),
+                R::Table(t) => table_code(t),
+                R::Merge(m) if m.is_conflict() => VERIFY_FAILED,
+                R::MissingFile { .. } | R::ChainBroken { .. } | R::Validation { .. } => VERIFY_FAILED,
+                R::BeyondVerified { .. } | R::NoCheckpoint { .. } | R::UnknownSnapshot { .. } | R::NoPosition { .. } => BAD_INPUT,
+                R::TargetExists { .. } => CONFLICT,
+                _ => FAILURE,
+            };
         }
         if let Some(e) = cause.downcast_ref::<crate::apply::ApplyError>() {
             return apply_code(e);

@@ -17,3 +17,4 @@ pub mod recover;
 mod recover_tests;
 pub mod reference;
 pub mod table;
+pub mod query;

@@ -162,8 +162,8 @@ async fn missing_route_is_not_found(store: Arc<dyn ObjectStore>) {
         .await
         .unwrap_err();
     assert!(matches!(err, RouteError::NotFound { .. }), "{err:?}");
-    let (fence_err, _) = (Fence::acquire(&routes).await.unwrap_err(), ());
-    assert!(matches!(fence_err, RouteError::NotFound { .. }), "{fence_err:?}");
+    let err = Fence::acquire(&routes).await.unwrap_err();
+    assert!(matches!(err, RouteError::NotFound { .. }), "{err:?}");
     assert!(routes.read().await.unwrap().is_none(), "refusals wrote nothing");
 }
 

@@ -2,6 +2,8 @@
 
 mod generate;
 mod journal;
+mod recover;
+mod route;
 mod store;
 mod table;
 
@@ -38,6 +40,13 @@ pub enum Command {
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
     Fault(FaultCommand),
+    /// Recover to a journal boundary H into a new table, validate, flip the route.
+    Recover(recover::RecoverArgs),
+    /// The routing record: show, flip.
+    #[command(subcommand)]
+    Route(route::RouteCommand),
+    /// Query the table the route points at (resolved on every invocation).
+    Query(route::QueryArgs),
     /// Generate deterministic test data.
     #[command(subcommand)]
     Gen(generate::GenCommand),
@@ -56,6 +65,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Journal(c) => journal::run(c).await,
         Command::Gen(c) => generate::run(c),
         Command::Apply(a) => table::run_apply(a).await,
+        Command::Recover(a) => recover::run(a).await,
+        Command::Route(c) => route::run(c).await,
+        Command::Query(a) => route::run_query(a).await,
         Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,
     }
 }

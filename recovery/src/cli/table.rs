@@ -2,12 +2,14 @@
 //! `tidemark fault delete`.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
-use tidemark_recovery::apply::{ApplyOptions, apply};
+use tidemark_recovery::apply::{ApplyOptions, CommitGuard, Guard, apply};
+use tidemark_router::{Fence, RouteStore};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::fault;
 use tidemark_recovery::ids::RandomIds;
@@ -30,9 +32,10 @@ pub struct CatalogArgs {
 }
 
 impl CatalogArgs {
-    pub async fn open(&self) -> anyhow::Result<CatalogHandle> {
-        let warehouse = match &self.warehouse {
-            Some(w) => w.clone(),
+    /// `--warehouse`, or `warehouse/` beside a SQLite catalog file.
+    pub fn default_warehouse(&self) -> anyhow::Result<String> {
+        match &self.warehouse {
+            Some(w) => Ok(w.clone()),
             None if self.catalog.starts_with("postgres") => {
                 anyhow::bail!("--warehouse is required with a PostgreSQL catalog")
             }
@@ -43,9 +46,13 @@ impl CatalogArgs {
                     .filter(|p| !p.as_os_str().is_empty())
                     .unwrap_or(Path::new("."));
                 let dir = std::fs::canonicalize(dir).with_context(|| format!("folder of catalog {}", self.catalog))?;
-                dir.join("warehouse").display().to_string()
+                Ok(dir.join("warehouse").display().to_string())
             }
-        };
+        }
+    }
+
+    pub async fn open(&self) -> anyhow::Result<CatalogHandle> {
+        let warehouse = self.default_warehouse()?;
         let cfg = CatalogConfig {
             uri: self.catalog.clone(),
             warehouse,
@@ -62,8 +69,12 @@ pub struct ApplyArgs {
     #[command(flatten)]
     pub catalog: CatalogArgs,
     /// The state table, namespace.name (created from the journal's spec if missing).
-    #[arg(long)]
-    pub table: String,
+    #[arg(long, required_unless_present = "route")]
+    pub table: Option<String>,
+    /// Apply into the table this route points at, fenced: refuse to commit once the route's
+    /// generation moved past the one this writer started with.
+    #[arg(long, conflicts_with = "table")]
+    pub route: Option<String>,
     /// Apply up to this journal position (default: everything verified).
     #[arg(long)]
     pub until: Option<u64>,
@@ -77,7 +88,19 @@ pub struct ApplyArgs {
 pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
     let journal = Journal::open(store::open(&args.journal).await?).await?;
     let handle = args.catalog.open().await?;
+    let (table_name, guard) = match (&args.table, &args.route) {
+        (Some(t), _) => (t.clone(), None),
+        (None, Some(r)) => {
+            let routes = RouteStore::open(r).await?;
+            let (fence, route) = Fence::acquire(&routes).await?;
+            eprintln!("apply: route generation {} -> {}", route.generation, route.table_name);
+            let guard: Arc<dyn CommitGuard> = Arc::new(RouteFence { routes, fence });
+            (route.table_name, Some(Guard(guard)))
+        }
+        (None, None) => anyhow::bail!("--table or --route is required"),
+    };
     let opts = ApplyOptions {
+        guard,
         until: args.until,
         batches_per_commit: args.batches_per_commit,
         // For drills and tests: simulate a crash at a named step (see README, "Failpoints").
@@ -88,7 +111,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
     let report = apply(
         &journal,
         &handle,
-        &args.table,
+        &table_name,
         &opts,
         &SystemClock,
         &RandomIds,
@@ -128,6 +151,19 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The route fence as a commit guard.
+struct RouteFence {
+    routes: RouteStore,
+    fence: Fence,
+}
+
+#[async_trait::async_trait]
+impl CommitGuard for RouteFence {
+    async fn check(&self) -> Result<(), String> {
+        self.fence.check(&self.routes).await.map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Debug, Args)]

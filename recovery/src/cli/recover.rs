@@ -1,0 +1,167 @@
+//! `tidemark recover`: steps 1–6 — choose the trusted snapshot, boundary H, seed a new table,
+//! replay, validate against the independent reference, and flip the route (only when validation
+//! passed and not `--dry-run`). The route is read when the job starts and flipped with If-Match
+//! on what was read, so a controller that decided on a stale route cannot overwrite a newer one.
+
+
+use anyhow::Context;
+use clap::Args;
+use tidemark_journal::clock::SystemClock;
+use tidemark_journal::{store, Journal};
+use tidemark_recovery::exit::{exit_error, VERIFY_FAILED};
+use tidemark_recovery::ids::{Ids, RandomIds};
+use tidemark_recovery::progress::Progress;
+use tidemark_recovery::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
+use tidemark_recovery::recover::{recover, RecoverOptions};
+use tidemark_recovery::{catalog, table};
+use tidemark_router::{FlipRequest, RouteStore};
+
+use super::table::CatalogArgs;
+use super::{print_json, Common};
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[arg(long)]
+    pub journal: String,
+    /// Where the recovered table is created.
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    /// The new table, namespace.name (must not exist, unless it is this recovery's).
+    #[arg(long)]
+    pub into: String,
+    /// Source table in a catalog (default: the --catalog) …
+    #[arg(long, conflicts_with = "source_metadata")]
+    pub source_table: Option<String>,
+    #[arg(long)]
+    pub source_catalog: Option<String>,
+    #[arg(long)]
+    pub source_warehouse: Option<String>,
+    /// … or a replica's metadata file location.
+    #[arg(long)]
+    pub source_metadata: Option<String>,
+    /// Read the replica through a path prefix map FROM=TO (a copy under another root).
+    #[arg(long)]
+    pub prefix_map: Option<String>,
+    /// The trusted snapshot: newest checkpoint at or before this position (default: newest) …
+    #[arg(long)]
+    pub at_or_before: Option<u64>,
+    /// … or a snapshot id …
+    #[arg(long, conflicts_with_all = ["at_or_before", "tag"])]
+    pub snapshot_id: Option<i64>,
+    /// … or a tag.
+    #[arg(long, conflicts_with = "at_or_before")]
+    pub tag: Option<String>,
+    /// The journal boundary H (default: the end of the verified range when the job starts).
+    #[arg(long)]
+    pub to: Option<u64>,
+    /// Resume a recovery by its id (default: a new one).
+    #[arg(long)]
+    pub recovery_id: Option<String>,
+    /// Flip this route to the recovered table after validation.
+    #[arg(long)]
+    pub route: Option<String>,
+    #[arg(long, default_value = "recovery after a bad write")]
+    pub reason: String,
+    /// Validate without flipping.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
+    let journal = Journal::open(store::open(&args.journal).await?).await?;
+    let handle = args.catalog.open().await?;
+    let metadata_location = match (&args.source_metadata, &args.source_table) {
+        (Some(m), _) => m.clone(),
+        (None, Some(t)) => {
+            let source = match &args.source_catalog {
+                Some(uri) => CatalogArgs { catalog: uri.clone(), warehouse: args.source_warehouse.clone(), catalog_name: args.catalog.catalog_name.clone() }.open().await?,
+                None => handle.clone(),
+            };
+            table::load_table(&source, t).await?.metadata_location().unwrap_or_default().to_string()
+        }
+        (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
+    };
+    let prefix_map = match &args.prefix_map {
+        Some(m) => {
+            let (from, to) = m.split_once('=').context("--prefix-map is FROM=TO")?;
+            Some(PrefixMap { from: from.into(), to: to.into() })
+        }
+        None => None,
+    };
+    let choice = match (&args.snapshot_id, &args.tag) {
+        (Some(id), _) => SnapshotChoice::SnapshotId(*id),
+        (None, Some(tag)) => SnapshotChoice::Tag(tag.clone()),
+        (None, None) => SnapshotChoice::Checkpoint { at_or_before: args.at_or_before },
+    };
+    let routes = match &args.route {
+        Some(r) => Some(RouteStore::open(r).await?),
+        None => None,
+    };
+    // The route as the job found it: the flip is If-Match on this.
+    let route_at_start = match &routes {
+        Some(r) => r.read().await?,
+        None => None,
+    };
+    let recovery_id = args.recovery_id.clone().unwrap_or_else(|| format!("rec-{}", RandomIds.uuid()));
+    let opts = RecoverOptions {
+        recovery_id: recovery_id.clone(),
+        source: SnapshotSource { metadata_location, file_io_props: catalog::s3_props(|k| std::env::var(k).ok()), prefix_map },
+        choice,
+        to: args.to,
+        into: args.into.clone(),
+    };
+    let mut progress = Progress::new("recover", args.common.quiet);
+    let (report, t) = recover(&journal, &handle, &opts, &SystemClock, &RandomIds, &mut |s| {
+        progress.update(|| format!("{} done in {} ms: {}", s.step, s.ms, s.detail), true)
+    })
+    .await?;
+    let mut flipped = None;
+    if report.validation.ok && !args.dry_run
+        && let Some(routes) = &routes
+    {
+        let req = FlipRequest {
+            table_name: args.into.clone(),
+            catalog: args.catalog.catalog.clone(),
+            metadata_location: t.metadata_location().unwrap_or_default().to_string(),
+            table_uuid: t.metadata().uuid().to_string(),
+            applied_position: report.h,
+            reason: args.reason.clone(),
+            recovery_id: Some(recovery_id.clone()),
+        };
+        let started = std::time::Instant::now();
+        let (route, _) = match &route_at_start {
+            None => routes.init(req, &SystemClock).await?,
+            Some((cur, etag, _)) => routes.flip(etag, cur.generation, req, &SystemClock).await?,
+        };
+        progress.update(|| format!("flip done in {} ms: route generation {}", started.elapsed().as_millis(), route.generation), true);
+        flipped = Some(route);
+    }
+    if args.common.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["route"] = serde_json::to_value(&flipped)?;
+        v["dry_run"] = args.dry_run.into();
+        print_json(&v)?;
+    } else {
+        println!("recovery {} into {} (table uuid {})", report.recovery_id, report.into, report.table_uuid);
+        for s in &report.steps {
+            println!("  {:<16} {:>8} ms  {}", s.step, s.ms, s.detail);
+        }
+        println!("  total            {:>8} ms", report.total_ms);
+        match &flipped {
+            Some(r) => println!("route flipped to generation {} ({})", r.generation, r.table_name),
+            None if args.dry_run => println!("dry run: route not flipped"),
+            None => {}
+        }
+    }
+    if !report.validation.ok {
+        let v = &report.validation;
+        let first: Vec<String> = v.first_mismatches.iter().take(5).map(|m| format!("{} {}{}", m.key, m.kind, m.column.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())).collect();
+        return Err(exit_error(VERIFY_FAILED, format!(
+            "validation failed: {} missing, {} extra, {} version, {} delete-flag, {} value mismatches, {} duplicate keys; first: {}; the route was not flipped",
+            v.missing, v.extra, v.version_mismatches, v.delete_flag_mismatches, v.value_mismatches, v.duplicate_keys, first.join(", ")
+        )));
+    }
+    Ok(())
+}
