@@ -18,3 +18,4 @@ mod recover_tests;
 pub mod reference;
 pub mod table;
 pub mod query;
+pub mod drill;

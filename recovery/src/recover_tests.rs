@@ -370,3 +370,40 @@ async fn validation_names_an_injected_wrong_row() {
     assert_eq!(report.validation.first_mismatches[0].key, "F07");
     assert_eq!(report.validation.first_mismatches[0].kind, "missing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_writer_never_commits_after_the_route_moved() {
+    use crate::apply::{ApplyError, CommitGuard, Guard};
+    use tidemark_router::{Fence, FlipRequest, RouteStore};
+
+    struct RouteFence(RouteStore, Fence);
+    #[async_trait::async_trait]
+    impl CommitGuard for RouteFence {
+        async fn check(&self) -> Result<(), String> {
+            self.1.check(&self.0).await.map_err(|e| e.to_string())
+        }
+    }
+    let s = story().await;
+    std::fs::create_dir_all(s.root.join("route")).unwrap();
+    let routes = RouteStore::new(Arc::new(LocalStore::open(s.root.join("route")).unwrap()));
+    let t = table::load_table(&s.source, "shop.orders").await.unwrap();
+    let req = |name: &str| FlipRequest {
+        table_name: name.into(),
+        catalog: "c".into(),
+        metadata_location: t.metadata_location().unwrap().into(),
+        table_uuid: t.metadata().uuid().to_string(),
+        applied_position: 26,
+        reason: "test".into(),
+        recovery_id: None,
+    };
+    routes.init(req("shop.orders"), &clock()).await.unwrap();
+    let (fence, _) = Fence::acquire(&routes).await.unwrap();
+    routes.flip_from_current(req("shop.elsewhere"), &clock()).await.unwrap();
+    append_text(&s.journal, &ev(27, "G", 1, "placed", false, "2026-11-21T00:00:00Z")).await;
+    let before = table::load_table(&s.source, "shop.orders").await.unwrap().metadata_location().unwrap().to_string();
+    let opts = ApplyOptions { guard: Some(Guard(Arc::new(RouteFence(routes, fence)))), ..Default::default() };
+    let err = apply(&s.journal, &s.source, "shop.orders", &opts, &clock(), &SeededIds::new(11), &mut |_| {}).await.unwrap_err();
+    assert!(matches!(err, ApplyError::Fenced(ref m) if m.contains("generation 1") && m.contains("generation 2")), "{err}");
+    let after = table::load_table(&s.source, "shop.orders").await.unwrap().metadata_location().unwrap().to_string();
+    assert_eq!(before, after, "the fenced writer committed nothing");
+}

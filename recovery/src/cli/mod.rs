@@ -1,5 +1,6 @@
 //! The command line: one subcommand a file under `cli/`.
 
+mod drill;
 mod generate;
 mod journal;
 mod recover;
@@ -40,6 +41,8 @@ pub enum Command {
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
     Fault(FaultCommand),
+    /// Rehearse the whole incident on a scratch location, timed (RTO, RPO, checks).
+    Drill(drill::DrillArgs),
     /// Recover to a journal boundary H into a new table, validate, flip the route.
     Recover(recover::RecoverArgs),
     /// The routing record: show, flip.
@@ -66,6 +69,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gen(c) => generate::run(c),
         Command::Apply(a) => table::run_apply(a).await,
         Command::Recover(a) => recover::run(a).await,
+        Command::Drill(a) => drill::run(a).await,
         Command::Route(c) => route::run(c).await,
         Command::Query(a) => route::run_query(a).await,
         Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,

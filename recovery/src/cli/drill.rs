@@ -1,0 +1,71 @@
+//! `tidemark drill`: the whole incident on a scratch location (see `tidemark_recovery::drill`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use tidemark_journal::clock::SystemClock;
+use tidemark_recovery::drill::{self, DrillOptions};
+use tidemark_recovery::exit::{exit_error, VERIFY_FAILED};
+use tidemark_recovery::ids::RandomIds;
+use tidemark_recovery::progress::Progress;
+
+use super::{print_json, Common};
+
+#[derive(Debug, Args)]
+pub struct DrillArgs {
+    /// Scratch folder for catalogs (and everything, without --store); default: a new temp folder.
+    #[arg(long)]
+    pub work: Option<PathBuf>,
+    /// s3://bucket/prefix for the journal, warehouses and route (a real S3-protocol store).
+    #[arg(long)]
+    pub store: Option<String>,
+    #[arg(long, default_value_t = 2_000)]
+    pub orders: u64,
+    #[arg(long, default_value_t = 20_000)]
+    pub events: u64,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Write the report as Markdown here (default: drill-report.md in the work folder).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
+    let work = match args.work {
+        Some(w) => w,
+        None => tempfile_dir()?,
+    };
+    let opts = DrillOptions { work: work.clone(), store: args.store.clone(), orders: args.orders, events: args.events, seed: args.seed };
+    let mut progress = Progress::new("drill", args.common.quiet);
+    let report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+        progress.update(|| format!("{:<32} {:>7} ms  {}", s.step, s.ms, s.detail), true)
+    })
+    .await?;
+    let md_path = args.report.unwrap_or_else(|| work.join("drill-report.md"));
+    std::fs::write(&md_path, report.markdown()).with_context(|| format!("writing {}", md_path.display()))?;
+    if args.common.json {
+        print_json(&report)?;
+    } else {
+        println!("{}", report.markdown());
+        println!("report: {}", md_path.display());
+    }
+    if !report.ok {
+        let failed: Vec<&str> = report.checks.iter().filter(|c| !c.ok).map(|c| c.check.as_str()).collect();
+        return Err(exit_error(VERIFY_FAILED, format!("drill failed checks: {}", failed.join(", "))));
+    }
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let base = std::env::temp_dir();
+    for i in 0..1000u32 {
+        let p = base.join(format!("tidemark-drill-{}-{i}", std::process::id()));
+        if std::fs::create_dir(&p).is_ok() {
+            return Ok(p);
+        }
+    }
+    anyhow::bail!("cannot create a scratch folder under {}", base.display())
+}

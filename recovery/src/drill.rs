@@ -1,0 +1,383 @@
+//! `tidemark drill`: the whole incident, rehearsed on a scratch location, timed step by step.
+//!
+//! Generate orders → journal → apply with checkpoints → route readers to the table → the bad
+//! cleanup job deletes rows → replication copies the warehouse, damage included, to the DR side →
+//! the stream goes on (with the five orders A–E) → recover from the DR copy to H → validate →
+//! flip the route → the next writer resumes after H, fenced by the route → a reader queries
+//! through the route. Every step is timed; RTO is the recovery steps end to end; RPO is how far
+//! behind the replica was (commits and journal positions) — and what the journal replay won back.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+
+use serde::Serialize;
+use tidemark_journal::clock::Clock;
+use tidemark_journal::generate::OrderGen;
+use tidemark_journal::spec::orders_spec;
+use tidemark_journal::store::{self, list_all, ObjectStore, PutMode};
+use tidemark_journal::writer::{append, AppendOptions};
+use tidemark_journal::Journal;
+use tidemark_router::{Fence, FlipRequest, RouteStore};
+use tidemark_schemas::{OrderEvent, FORMAT_VERSION};
+
+use crate::apply::{apply, applied_state, ApplyOptions, CommitGuard, Guard};
+use crate::catalog::{open_catalog, CatalogConfig, CatalogHandle};
+use crate::fault::delete_rows;
+use crate::ids::Ids;
+use crate::query::routed_context;
+use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
+use crate::recover::{recover, RecoverOptions};
+use crate::table;
+
+#[derive(Debug, Clone)]
+pub struct DrillOptions {
+    /// A folder for catalogs (and, without `store`, for everything).
+    pub work: std::path::PathBuf,
+    /// `s3://bucket/prefix` for the journal, warehouses and route; default: the work folder.
+    pub store: Option<String>,
+    pub orders: u64,
+    pub events: u64,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DrillStep {
+    pub step: String,
+    pub ms: u64,
+    pub detail: String,
+    /// Part of the recovery (counted in RTO).
+    pub recovery: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DrillCheck {
+    pub check: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DrillReport {
+    pub format_version: u32,
+    pub ok: bool,
+    pub location: String,
+    pub orders: u64,
+    pub events: u64,
+    pub steps: Vec<DrillStep>,
+    pub rto_ms: u64,
+    /// Commits the source made after the replica was copied.
+    pub rpo_commits: u64,
+    /// Journal positions the source held beyond the replica's newest snapshot.
+    pub rpo_positions: u64,
+    pub h: u64,
+    pub checks: Vec<DrillCheck>,
+    pub total_ms: u64,
+}
+
+impl DrillReport {
+    pub fn markdown(&self) -> String {
+        let mut s = format!("# tidemark drill\n\nLocation: `{}` — {} orders, {} events — result: **{}**\n\n", self.location, self.orders, self.events, if self.ok { "PASS" } else { "FAIL" });
+        s += &format!("RTO (recovery steps end to end): **{} ms**. RPO of the replica: {} commits, {} journal positions behind (replayed from the journal up to H = {}).\n\n", self.rto_ms, self.rpo_commits, self.rpo_positions, self.h);
+        s += "| step | ms | recovery | detail |\n|---|---:|---|---|\n";
+        for st in &self.steps {
+            s += &format!("| {} | {} | {} | {} |\n", st.step, st.ms, if st.recovery { "yes" } else { "" }, st.detail);
+        }
+        s += "\n| check | result | detail |\n|---|---|---|\n";
+        for c in &self.checks {
+            s += &format!("| {} | {} | {} |\n", c.check, if c.ok { "ok" } else { "FAIL" }, c.detail);
+        }
+        s
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("drill step {step} failed: {message}")]
+pub struct DrillError {
+    pub step: String,
+    pub message: String,
+}
+
+fn fail(step: &str) -> impl Fn(String) -> DrillError + '_ {
+    move |message| DrillError { step: step.to_string(), message }
+}
+
+fn event(position: u64, id: &str, version: i64, status: &str, deleted: bool, time: &str) -> OrderEvent {
+    OrderEvent {
+        format_version: None,
+        position,
+        order_id: id.to_string(),
+        order_version: version,
+        customer_id: format!("c-{id}"),
+        status: status.into(),
+        amount: format!("{version}.00"),
+        currency: "EUR".into(),
+        is_deleted: deleted,
+        event_time: time.into(),
+    }
+}
+
+fn ndjson(events: &[OrderEvent]) -> String {
+    events.iter().map(|e| serde_json::to_string(e).expect("event serializes") + "\n").collect()
+}
+
+struct Timer<'a> {
+    steps: Vec<DrillStep>,
+    progress: &'a mut dyn FnMut(&DrillStep),
+}
+
+impl Timer<'_> {
+    fn done(&mut self, step: &str, t: Instant, detail: String, recovery: bool) {
+        let s = DrillStep { step: step.into(), ms: t.elapsed().as_millis() as u64, detail, recovery };
+        (self.progress)(&s);
+        self.steps.push(s);
+    }
+}
+
+/// Copies every object under `from` to `to` in one store (bucket replication: objects, not tables).
+async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u64, String> {
+    let mut n = 0;
+    for obj in list_all(store, from).await.map_err(|e| e.to_string())? {
+        let body = store.get(&obj.key, None).await.map_err(|e| e.to_string())?.body;
+        store.put(&format!("{to}{}", &obj.key[from.len()..]), body, PutMode::Overwrite).await.map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+struct RouteFence {
+    routes: RouteStore,
+    fence: Fence,
+}
+
+#[async_trait::async_trait]
+impl CommitGuard for RouteFence {
+    async fn check(&self) -> Result<(), String> {
+        self.fence.check(&self.routes).await.map_err(|e| e.to_string())
+    }
+}
+
+pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress: &mut dyn FnMut(&DrillStep)) -> Result<DrillReport, DrillError> {
+    let started = Instant::now();
+    let mut timer = Timer { steps: Vec::new(), progress };
+    std::fs::create_dir_all(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
+    let work = std::fs::canonicalize(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
+    let base = opts.store.clone().unwrap_or_else(|| work.display().to_string());
+    let base = base.trim_end_matches('/').to_string();
+    let url = |rel: &str| format!("{base}/{rel}");
+    let warehouse_url = |rel: &str| if base.starts_with("s3://") { url(rel) } else { format!("file://{base}/{rel}") };
+
+    // Setup.
+    let t = Instant::now();
+    let root: Arc<dyn ObjectStore> = if base.starts_with("s3://") {
+        store::open(&base).await.map_err(|e| fail("setup")(e.to_string()))?
+    } else {
+        Arc::new(store::local::LocalStore::create(&base).map_err(|e| fail("setup")(e.to_string()))?)
+    };
+    let journal_store = store::open(&url("journal")).await.or_else(|_| -> Result<_, String> {
+        Ok(Arc::new(store::local::LocalStore::create(url("journal")).map_err(|e| e.to_string())?) as Arc<dyn ObjectStore>)
+    }).map_err(fail("setup"))?;
+    let journal = Journal::init(journal_store, orders_spec(), format!("drill-{}", ids.uuid()), clock).await.map_err(|e| fail("setup")(e.to_string()))?;
+    let open = |dir: &str, wh: &str| {
+        let cfg = CatalogConfig { uri: work.join(dir).join("catalog.db").display().to_string(), warehouse: wh.to_string(), name: "tidemark".into() };
+        let d = work.join(dir);
+        async move {
+            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
+            open_catalog(&cfg).await.map_err(|e| e.to_string())
+        }
+    };
+    let source: CatalogHandle = open("source", &warehouse_url("source-warehouse")).await.map_err(fail("setup"))?;
+    let dr: CatalogHandle = open("dr", &warehouse_url("dr-warehouse")).await.map_err(fail("setup"))?;
+    let routes = RouteStore::open(&url("route")).await.or_else(|_| -> Result<_, String> {
+        store::local::LocalStore::create(url("route")).map_err(|e| e.to_string())?;
+        Err("retry".into())
+    });
+    let routes = match routes {
+        Ok(r) => r,
+        Err(_) => RouteStore::open(&url("route")).await.map_err(|e| fail("setup")(e.to_string()))?,
+    };
+    timer.done("setup", t, format!("journal, source and DR catalogs, route under {base}"), false);
+
+    // Phase 1: orders flow in; A, B, C among them.
+    let t = Instant::now();
+    let mut events: Vec<OrderEvent> =
+        ["A", "B", "C"].iter().enumerate().map(|(i, id)| event(i as u64 + 1, id, 1, "placed", false, "2026-11-01T10:00:00Z")).collect();
+    let mut g = OrderGen::new(opts.seed, opts.orders, 4);
+    for _ in 0..opts.events {
+        events.push(g.next_event());
+    }
+    let aopts = AppendOptions { batch_size: (opts.events as usize / 10).max(100), writer_id: "drill-writer".into(), source_name: "drill phase 1".into() };
+    append(&journal, ndjson(&events).as_bytes(), &aopts, clock, &mut |_| {}).await.map_err(|e| fail("generate")(e.to_string()))?;
+    let before_bad = g.next_position() - 1;
+    timer.done("generate and journal", t, format!("{} events, positions 1..={before_bad}", events.len()), false);
+
+    let t = Instant::now();
+    let r = apply(&journal, &source, "shop.orders", &ApplyOptions::default(), clock, ids, &mut |_| {}).await.map_err(|e| fail("apply")(e.to_string()))?;
+    let src = table::load_table(&source, "shop.orders").await.map_err(|e| fail("apply")(e.to_string()))?;
+    let first_route = FlipRequest {
+        table_name: "shop.orders".into(),
+        catalog: work.join("source/catalog.db").display().to_string(),
+        metadata_location: src.metadata_location().unwrap_or_default().into(),
+        table_uuid: src.metadata().uuid().to_string(),
+        applied_position: r.applied_to_position,
+        reason: "drill: the production table".into(),
+        recovery_id: None,
+    };
+    routes.init(first_route, clock).await.map_err(|e| fail("apply")(e.to_string()))?;
+    timer.done("apply with checkpoints", t, format!("{} commits, {} checkpoints; route generation 1", r.commits, r.checkpoints_written), false);
+
+    // The bad cleanup job.
+    let t = Instant::now();
+    let threshold = OrderGen::order_id(opts.orders * 7 / 10);
+    let bad = delete_rows(&source, "shop.orders", &format!("order_id IN ('A', 'B', 'C') OR order_id >= '{threshold}'"), clock, ids)
+        .await
+        .map_err(|e| fail("bad delete")(e.to_string()))?;
+    timer.done("bad delete", t, format!("{} rows deleted outside the journal", bad.rows_deleted), false);
+
+    // Replication copies the warehouse, damage included.
+    let t = Instant::now();
+    let copied = copy_prefix(root.as_ref(), "source-warehouse/", "dr-warehouse/").await.map_err(fail("replicate"))?;
+    let src = table::load_table(&source, "shop.orders").await.map_err(|e| fail("replicate")(e.to_string()))?;
+    let replica_metadata = src.metadata_location().unwrap_or_default().to_string();
+    let replica_snapshots = src.metadata().snapshots().count() as u64;
+    let replica_position = applied_state(&src).position;
+    timer.done("replicate to DR", t, format!("{copied} objects copied"), false);
+
+    // The stream goes on: B updated, C deleted, D new, E late, plus more orders.
+    let t = Instant::now();
+    let mut p = before_bad;
+    let mut next = |id: &str, v: i64, status: &str, deleted: bool, time: &str| {
+        p += 1;
+        event(p, id, v, status, deleted, time)
+    };
+    let mut more = vec![
+        next("B", 2, "shipped", false, "2026-11-20T09:00:00Z"),
+        next("C", 2, "cancelled", true, "2026-11-20T09:05:00Z"),
+        next("D", 1, "placed", false, "2026-11-20T09:10:00Z"),
+        next("E", 1, "placed", false, "2026-10-01T08:00:00Z"),
+    ];
+    let mut g2 = OrderGen::new(opts.seed + 1, opts.orders, p + 1);
+    for _ in 0..(opts.events / 5).max(10) {
+        more.push(g2.next_event());
+    }
+    more.iter_mut().skip(4).for_each(|e| e.order_version += 1_000); // newer than phase 1
+    let aopts = AppendOptions { source_name: "drill phase 2".into(), ..aopts.clone() };
+    append(&journal, ndjson(&more).as_bytes(), &aopts, clock, &mut |_| {}).await.map_err(|e| fail("stream")(e.to_string()))?;
+    let r2 = apply(&journal, &source, "shop.orders", &ApplyOptions::default(), clock, ids, &mut |_| {}).await.map_err(|e| fail("stream")(e.to_string()))?;
+    let h_expected = g2.next_position() - 1;
+    timer.done("stream continues", t, format!("{} events (A–E among them) to position {h_expected}; {} commits on the source", more.len(), r2.commits), false);
+
+    // Recovery from the DR copy.
+    let rec_started = Instant::now();
+    let recovery_id = format!("drill-{}", ids.uuid());
+    let ropts = RecoverOptions {
+        recovery_id: recovery_id.clone(),
+        source: SnapshotSource {
+            metadata_location: replica_metadata,
+            file_io_props: dr.file_io_props().clone(),
+            prefix_map: Some(PrefixMap { from: warehouse_url("source-warehouse"), to: warehouse_url("dr-warehouse") }),
+        },
+        choice: SnapshotChoice::Checkpoint { at_or_before: Some(before_bad) },
+        to: None,
+        into: "shop.orders_recovered".into(),
+    };
+    let route_at_start = routes.read().await.map_err(|e| fail("recover")(e.to_string()))?.ok_or_else(|| fail("recover")("no route".into()))?;
+    let mut rsteps = Vec::new();
+    let (report, recovered) = recover(&journal, &dr, &ropts, clock, ids, &mut |s| rsteps.push(s.clone())).await.map_err(|e| fail("recover")(e.to_string()))?;
+    for s in rsteps {
+        let st = DrillStep { step: format!("recover: {}", s.step), ms: s.ms, detail: s.detail, recovery: true };
+        (timer.progress)(&st);
+        timer.steps.push(st);
+    }
+    let mut checks = vec![DrillCheck { check: "validation against the reference".into(), ok: report.validation.ok, detail: format!("{} keys, {} mismatches", report.validation.keys_expected, report.validation.first_mismatches.len()) }];
+    let t = Instant::now();
+    let mut flipped = false;
+    if report.validation.ok {
+        let req = FlipRequest {
+            table_name: "shop.orders_recovered".into(),
+            catalog: work.join("dr/catalog.db").display().to_string(),
+            metadata_location: recovered.metadata_location().unwrap_or_default().into(),
+            table_uuid: recovered.metadata().uuid().to_string(),
+            applied_position: report.h,
+            reason: "drill: recovered after the bad delete".into(),
+            recovery_id: Some(recovery_id.clone()),
+        };
+        routes.flip(&route_at_start.1, route_at_start.0.generation, req, clock).await.map_err(|e| fail("flip")(e.to_string()))?;
+        flipped = true;
+    }
+    timer.done("recover: flip route", t, if flipped { "generation 2".into() } else { "not flipped: validation failed".into() }, true);
+    let rto_ms = rec_started.elapsed().as_millis() as u64;
+
+    // A stale controller that read the route before the flip is refused.
+    let stale = FlipRequest {
+        table_name: "shop.orders".into(),
+        catalog: work.join("source/catalog.db").display().to_string(),
+        metadata_location: "stale".into(),
+        table_uuid: "stale".into(),
+        applied_position: 0,
+        reason: "a stale controller".into(),
+        recovery_id: None,
+    };
+    let stale_refused = routes.flip(&route_at_start.1, route_at_start.0.generation, stale, clock).await.is_err();
+    checks.push(DrillCheck { check: "stale controller refused (If-Match)".into(), ok: stale_refused, detail: "flip from generation 1 after the flip to 2".into() });
+
+    // The next writer resumes after H, fenced by the route.
+    let t = Instant::now();
+    let mut gen3 = OrderGen::new(opts.seed + 2, opts.orders, h_expected + 1);
+    let mut tail: Vec<OrderEvent> = (0..20).map(|_| gen3.next_event()).collect();
+    tail.iter_mut().for_each(|e| e.order_version += 2_000);
+    let aopts = AppendOptions { source_name: "drill phase 3".into(), ..aopts.clone() };
+    append(&journal, ndjson(&tail).as_bytes(), &aopts, clock, &mut |_| {}).await.map_err(|e| fail("resume")(e.to_string()))?;
+    let (fence, route) = Fence::acquire(&routes).await.map_err(|e| fail("resume")(e.to_string()))?;
+    let guard = Guard(Arc::new(RouteFence { routes: routes.clone(), fence }));
+    let resumed = apply(&journal, &dr, &route.table_name, &ApplyOptions { guard: Some(guard), ..Default::default() }, clock, ids, &mut |_| {})
+        .await
+        .map_err(|e| fail("resume")(e.to_string()))?;
+    timer.done("writer resumes after H", t, format!("positions {}..={} into {}", resumed.started_after_position + 1, resumed.applied_to_position, route.table_name), false);
+    checks.push(DrillCheck { check: "next writer starts after H".into(), ok: resumed.started_after_position == report.h, detail: format!("started after {}, H = {}", resumed.started_after_position, report.h) });
+
+    // A reader queries through the route.
+    let t = Instant::now();
+    let (ctx, routed) = routed_context(&routes, &warehouse_url("dr-warehouse"), "orders", "is_deleted").await.map_err(|e| fail("query")(e.to_string()))?;
+    let rows = ctx.sql("SELECT order_id, order_version, status, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','B','C','D','E')").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;
+    let visible = ctx.sql("SELECT count(*) FROM orders").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;
+    timer.done("query through the route", t, format!("generation {}: {}", routed.generation, routed.table_name), false);
+    let mut story: BTreeMap<String, (i64, String, bool)> = BTreeMap::new();
+    for b in &rows {
+        for r in 0..b.num_rows() {
+            let cell = |i: usize| crate::reference::cell(b.column(i).as_ref(), if i == 1 { tidemark_journal::spec::ColumnType::Long } else if i == 3 { tidemark_journal::spec::ColumnType::Boolean } else { tidemark_journal::spec::ColumnType::String }, r);
+            let (crate::reference::Cell::Str(id), crate::reference::Cell::Long(v), crate::reference::Cell::Str(st), crate::reference::Cell::Bool(d)) = (cell(0), cell(1), cell(2), cell(3)) else { continue };
+            story.insert(id, (v, st, d));
+        }
+    }
+    let expect = [("A", 1, "placed", false), ("B", 2, "shipped", false), ("C", 2, "cancelled", true), ("D", 1, "placed", false), ("E", 1, "placed", false)];
+    for (id, v, st, d) in expect {
+        let got = story.get(id);
+        let ok = got == Some(&(v, st.to_string(), d));
+        checks.push(DrillCheck { check: format!("order {id}"), ok, detail: format!("expected version {v} {st}{}; found {got:?}", if d { " (tombstone)" } else { "" }) });
+    }
+    let visible_count = visible.first().map(|b| crate::reference::cell(b.column(0).as_ref(), tidemark_journal::spec::ColumnType::Long, 0)).unwrap_or(crate::reference::Cell::Null);
+    checks.push(DrillCheck { check: "readers follow the route".into(), ok: routed.generation == 2 && routed.table_name == "shop.orders_recovered", detail: format!("generation {}, {} visible orders", routed.generation, visible_count) });
+
+    let src_now = table::load_table(&source, "shop.orders").await.map_err(|e| fail("report")(e.to_string()))?;
+    let rpo_commits = (src_now.metadata().snapshots().count() as u64).saturating_sub(replica_snapshots);
+    let rpo_positions = applied_state(&src_now).position.saturating_sub(replica_position);
+    let ok = checks.iter().all(|c| c.ok);
+    drop(root);
+    Ok(DrillReport {
+        format_version: FORMAT_VERSION,
+        ok,
+        location: base,
+        orders: opts.orders,
+        events: opts.events,
+        steps: timer.steps,
+        rto_ms,
+        rpo_commits,
+        rpo_positions,
+        h: report.h,
+        checks,
+        total_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
