@@ -17,51 +17,12 @@ use arrow::array::{
 };
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
-use tidemark_journal::spec::{CompiledSpec, UTC};
+use tidemark_journal::spec::CompiledSpec;
 use tidemark_recovery::apply::merge_and_commit;
+use tidemark_recovery::benchdata::{order_columns as columns, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, write_data_file};
-
-fn peak_rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-fn order_id(i: u64) -> String {
-    format!("o-{i:09}")
-}
-
-/// Columns of rows (or events) for the given orders and versions, in spec order.
-fn columns(ids: &[u64], versions: &[i64], deleted: &[bool]) -> Vec<ArrayRef> {
-    let n = ids.len();
-    vec![
-        Arc::new(StringArray::from_iter_values(ids.iter().map(|i| order_id(*i)))),
-        Arc::new(Int64Array::from(versions.to_vec())),
-        Arc::new(StringArray::from_iter_values(
-            ids.iter().map(|i| format!("c-{:06}", i % 100_000)),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            versions.iter().map(|v| if *v == 1 { "placed" } else { "paid" }),
-        )),
-        Arc::new(
-            Decimal128Array::from_iter_values(ids.iter().map(|i| (*i % 100_000) as i128 * 7))
-                .with_precision_and_scale(18, 2)
-                .unwrap(),
-        ),
-        Arc::new(StringArray::from_iter_values(std::iter::repeat_n("EUR", n))),
-        Arc::new(BooleanArray::from(deleted.to_vec())),
-        Arc::new(
-            TimestampMicrosecondArray::from_iter_values(ids.iter().map(|i| 1_790_000_000_000_000 + *i as i64))
-                .with_timezone(UTC),
-        ),
-    ]
-}
 
 fn run_case(rows: u64, batch: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()

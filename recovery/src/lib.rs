@@ -19,3 +19,4 @@ pub mod reference;
 pub mod table;
 pub mod query;
 pub mod drill;
+pub mod benchdata;

@@ -1,0 +1,108 @@
+//! Recovery benchmark (not a test): for a snapshot of N rows (default 1,000,000) and M journal
+//! events after it (default 100,000), the times of journal verify, seed, replay, validate and the
+//! whole recovery, and peak resident memory.
+//!
+//! `cargo bench -p tidemark-recovery --bench recover [-- ROWS EVENTS]`
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Int64Array, RecordBatch};
+use tidemark_journal::clock::SystemClock;
+use tidemark_journal::generate::Rng;
+use tidemark_journal::spec::orders_spec;
+use tidemark_journal::store::local::LocalStore;
+use tidemark_journal::verify::verify;
+use tidemark_journal::writer::{append, AppendOptions};
+use tidemark_journal::Journal;
+use tidemark_recovery::apply::{PROP_LAST_POSITION, ROWS_PER_FILE};
+use tidemark_recovery::benchdata::{order_columns, order_id, peak_rss_mb};
+use tidemark_recovery::catalog::{open_catalog, CatalogConfig};
+use tidemark_recovery::ids::{Ids, RandomIds};
+use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
+use tidemark_recovery::recover::{recover, RecoverOptions};
+use tidemark_recovery::table::{self, arrow_schema, commit_overwrite, write_data_file, CommitStamp};
+
+fn main() {
+    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let rows = args.first().copied().unwrap_or(1_000_000);
+    let events = args.get(1).copied().unwrap_or(100_000);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let jdir = dir.path().join("journal");
+        std::fs::create_dir_all(&jdir).unwrap();
+        let journal = Journal::init(Arc::new(LocalStore::open(&jdir).unwrap()), orders_spec(), "bench".into(), &SystemClock).await.unwrap();
+        let cfg = CatalogConfig {
+            uri: dir.path().join("catalog.db").display().to_string(),
+            warehouse: dir.path().join("warehouse").display().to_string(),
+            name: "bench".into(),
+        };
+        let handle = open_catalog(&cfg).await.unwrap();
+        // The source snapshot: `rows` orders at version 1, holding journal position 0.
+        let t0 = Instant::now();
+        let src = table::create_or_load_table(&handle, "bench.orders", &journal.spec).await.unwrap();
+        let schema = arrow_schema(&src).unwrap();
+        let mut files = Vec::new();
+        for start in (0..rows).step_by(ROWS_PER_FILE) {
+            let ids: Vec<u64> = (start..(start + ROWS_PER_FILE as u64).min(rows)).collect();
+            let mut cols = order_columns(&ids, &vec![1; ids.len()], &vec![false; ids.len()]);
+            cols.push(Arc::new(Int64Array::from(vec![0i64; ids.len()])));
+            files.extend(write_data_file(&src, &[RecordBatch::try_new(schema.clone(), cols).unwrap()], RandomIds.uuid()).await.unwrap());
+        }
+        let summary = HashMap::from([(PROP_LAST_POSITION.to_string(), "0".to_string())]);
+        #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
+        let stamp = CommitStamp { id: RandomIds.uuid(), at: chrono::Utc::now() };
+        let src = commit_overwrite(&handle, &src, &[], files, summary, stamp).await.unwrap();
+        // The journal after it: mostly recent orders, some new, a few tombstones.
+        let mut rng = Rng::new(7);
+        let mut versions: HashMap<u64, i64> = HashMap::new();
+        let mut text = String::with_capacity(events as usize * 220);
+        for p in 1..=events {
+            let id = match rng.below(100) {
+                0..80 => rows - 1 - rng.below((rows / 10).max(1)),
+                80..95 => rng.below(rows),
+                _ => rows + p,
+            };
+            let v = versions.entry(id).or_insert(1);
+            *v += 1;
+            let deleted = rng.chance(5);
+            text += &format!(
+                r#"{{"position":{p},"order_id":"{}","order_version":{v},"customer_id":"c-1","status":"paid","amount":"{}.00","currency":"EUR","is_deleted":{deleted},"event_time":"2026-11-29T08:00:00Z"}}"#,
+                order_id(id),
+                p % 1000
+            );
+            text.push('\n');
+        }
+        let opts = AppendOptions { batch_size: 10_000, writer_id: "bench".into(), source_name: "bench".into() };
+        append(&journal, text.as_bytes(), &opts, &SystemClock, &mut |_| {}).await.unwrap();
+        let setup_s = t0.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        let chain = verify(&journal, &Default::default(), &mut |_| {}).await.unwrap();
+        assert!(chain.report.ok);
+        let verify_s = t.elapsed().as_secs_f64();
+        let ropts = RecoverOptions {
+            recovery_id: "bench".into(),
+            source: SnapshotSource { metadata_location: src.metadata_location().unwrap().to_string(), file_io_props: HashMap::new(), prefix_map: None },
+            choice: SnapshotChoice::SnapshotId(src.metadata().current_snapshot_id().unwrap()),
+            to: Some(events),
+            into: "bench.recovered".into(),
+        };
+        let t = Instant::now();
+        let (report, _) = recover(&journal, &handle, &ropts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+        let total_s = t.elapsed().as_secs_f64();
+        assert!(report.validation.ok, "{:?}", report.validation);
+        let ms = |name: &str| report.steps.iter().find(|s| s.step == name).map_or(0, |s| s.ms) as f64 / 1000.0;
+        println!("recovery benchmark: {rows} snapshot rows, {events} events (setup {setup_s:.1}s)");
+        println!("{:<22} {:>9}", "step", "seconds");
+        println!("{:<22} {:>9.2}", "journal verify", verify_s);
+        println!("{:<22} {:>9.2}", "choose snapshot", ms("choose snapshot"));
+        println!("{:<22} {:>9.2}", "seed", ms("seed"));
+        println!("{:<22} {:>9.2}", "replay", ms("replay"));
+        println!("{:<22} {:>9.2}", "validate", ms("validate"));
+        println!("{:<22} {:>9.2}", "total recovery", total_s + verify_s);
+        println!("peak RSS {:.0} MB; validated {} keys", peak_rss_mb(), report.validation.keys_expected);
+    });
+}
