@@ -683,17 +683,22 @@ fn tidemark_applies_into_a_table_pyiceberg_created() {
 }
 
 #[test]
-fn drill_passes_on_a_folder() {
+fn a_to_e_story_drill_on_a_folder() {
     let s = Scratch::new();
     let work = s.path_str("drill");
     let report = s.path_str("drill.md");
     let r = s
-        .run(&["drill", "--work", &work, "--orders", "300", "--events", "2000", "--report", &report, "--json"])
+        .run(&[
+            "drill", "--work", &work, "--orders", "300", "--events", "2000", "--report", &report, "--json",
+        ])
         .ok()
         .json();
     assert_eq!(r["ok"], true, "{r}");
     assert!(r["checks"].as_array().unwrap().len() >= 9);
-    assert!(r["rto_ms"].as_u64().is_some() && r["rpo_positions"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        r["rto_ms"].as_u64().is_some() && r["rpo_positions"].as_u64().unwrap() > 0,
+        "{r}"
+    );
     let md = std::fs::read_to_string(&report).unwrap();
     assert!(md.contains("RTO") && md.contains("| order C | ok |"), "{md}");
     // The route it left behind: generation 2 on the recovered table; a stale flip is refused.
@@ -703,28 +708,74 @@ fn drill_passes_on_a_folder() {
     assert_eq!(shown[1]["route"]["generation"], 1);
     let catalog = format!("{work}/dr/catalog.db");
     s.run(&[
-        "route", "flip", "--route", &route, "--catalog", &catalog, "--table", "shop.orders_recovered",
-        "--applied-position", "1", "--reason", "stale", "--expect-generation", "1",
+        "route",
+        "flip",
+        "--route",
+        &route,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders_recovered",
+        "--applied-position",
+        "1",
+        "--reason",
+        "stale",
+        "--expect-generation",
+        "1",
     ])
     .fails(5, &["generation 2, not 1"]);
     let q = s
-        .run(&["query", "--route", &route, "--format", "json", "SELECT order_id, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','C') ORDER BY order_id"])
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "json",
+            "SELECT order_id, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','C') ORDER BY order_id",
+        ])
         .ok();
     let rows: serde_json::Value = serde_json::from_str(&q.stdout).unwrap();
-    assert_eq!(rows, serde_json::json!([{"order_id": "A", "is_deleted": false}, {"order_id": "C", "is_deleted": true}]));
-    let visible = s.run(&["query", "--route", &route, "--format", "csv", "SELECT count(*) AS n FROM orders WHERE order_id = 'C'"]).ok();
-    assert!(visible.stdout.contains("n\n0"), "tombstones are not visible: {}", visible.stdout);
+    assert_eq!(
+        rows,
+        serde_json::json!([{"order_id": "A", "is_deleted": false}, {"order_id": "C", "is_deleted": true}])
+    );
+    let visible = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders WHERE order_id = 'C'",
+        ])
+        .ok();
+    assert!(
+        visible.stdout.contains("n\n0"),
+        "tombstones are not visible: {}",
+        visible.stdout
+    );
 }
 
 #[test]
-fn drill_passes_on_s3() {
+fn a_to_e_story_drill_on_s3() {
     if !s3_available() {
         return;
     }
     let s = Scratch::new();
     let store = format!("s3://tidemark/drill-{}", std::process::id());
     let r = s
-        .run(&["drill", "--work", &s.path_str("drill"), "--store", &store, "--orders", "200", "--events", "1000", "--json"])
+        .run(&[
+            "drill",
+            "--work",
+            &s.path_str("drill"),
+            "--store",
+            &store,
+            "--orders",
+            "200",
+            "--events",
+            "1000",
+            "--json",
+        ])
         .ok()
         .json();
     assert_eq!(r["ok"], true, "{r}");

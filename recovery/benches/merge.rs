@@ -12,9 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{
-    ArrayRef, BooleanArray, Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
-};
+use arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;

@@ -9,26 +9,29 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{Int64Array, RecordBatch};
+use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
-use tidemark_journal::writer::{append, AppendOptions};
-use tidemark_journal::Journal;
+use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_recovery::apply::{PROP_LAST_POSITION, ROWS_PER_FILE};
 use tidemark_recovery::benchdata::{order_columns, order_id, peak_rss_mb};
-use tidemark_recovery::catalog::{open_catalog, CatalogConfig};
+use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
-use tidemark_recovery::recover::{recover, RecoverOptions};
-use tidemark_recovery::table::{self, arrow_schema, commit_overwrite, write_data_file, CommitStamp};
+use tidemark_recovery::recover::{RecoverOptions, recover};
+use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, write_data_file};
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let rows = args.first().copied().unwrap_or(1_000_000);
     let events = args.get(1).copied().unwrap_or(100_000);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let jdir = dir.path().join("journal");

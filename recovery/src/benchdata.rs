@@ -16,12 +16,20 @@ pub fn order_columns(ids: &[u64], versions: &[i64], deleted: &[bool]) -> Vec<Arr
     vec![
         Arc::new(StringArray::from_iter_values(ids.iter().map(|i| order_id(*i)))),
         Arc::new(Int64Array::from(versions.to_vec())),
-        Arc::new(StringArray::from_iter_values(ids.iter().map(|i| format!("c-{:06}", i % 100_000)))),
-        Arc::new(StringArray::from_iter_values(versions.iter().map(|v| if *v == 1 { "placed" } else { "paid" }))),
+        Arc::new(StringArray::from_iter_values(
+            ids.iter().map(|i| format!("c-{:06}", i % 100_000)),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            versions.iter().map(|v| if *v == 1 { "placed" } else { "paid" }),
+        )),
         Arc::new(
-            Decimal128Array::from_iter_values(ids.iter().zip(versions).map(|(i, v)| (*i % 100_000) as i128 * 7 + *v as i128))
-                .with_precision_and_scale(18, 2)
-                .expect("decimal(18,2)"),
+            Decimal128Array::from_iter_values(
+                ids.iter()
+                    .zip(versions)
+                    .map(|(i, v)| (*i % 100_000) as i128 * 7 + *v as i128),
+            )
+            .with_precision_and_scale(18, 2)
+            .expect("decimal(18,2)"),
         ),
         Arc::new(StringArray::from_iter_values(std::iter::repeat_n("EUR", n))),
         Arc::new(BooleanArray::from(deleted.to_vec())),

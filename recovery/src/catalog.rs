@@ -244,7 +244,9 @@ pub async fn open_catalog_with_props(
         .await
         .map_err(|e| unreachable(e.to_string()))?;
 
-    add_iceberg_type_column(&pool, dialect).await.map_err(|e| unreachable(format!("migrating iceberg_tables: {e}")))?;
+    add_iceberg_type_column(&pool, dialect)
+        .await
+        .map_err(|e| unreachable(format!("migrating iceberg_tables: {e}")))?;
 
     let bind_style = match dialect {
         Dialect::Sqlite => SqlBindStyle::QMark,
@@ -284,9 +286,16 @@ async fn add_iceberg_type_column(pool: &AnyPool, dialect: Dialect) -> Result<(),
         Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'iceberg_tables'",
         Dialect::Postgres => "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'iceberg_tables'",
     };
-    let count = |sql: &'static str| async move { sqlx::query(sql).fetch_one(pool).await.map(|r| r.try_get::<i64, _>(0).unwrap_or(0)) };
+    let count = |sql: &'static str| async move {
+        sqlx::query(sql)
+            .fetch_one(pool)
+            .await
+            .map(|r| r.try_get::<i64, _>(0).unwrap_or(0))
+    };
     if count(exists).await? > 0 && count(probe).await? == 0 {
-        sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)").execute(pool).await?;
+        sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
+            .execute(pool)
+            .await?;
     }
     Ok(())
 }

@@ -11,24 +11,23 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-
 use serde::Serialize;
+use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::generate::OrderGen;
 use tidemark_journal::spec::orders_spec;
-use tidemark_journal::store::{self, list_all, ObjectStore, PutMode};
-use tidemark_journal::writer::{append, AppendOptions};
-use tidemark_journal::Journal;
+use tidemark_journal::store::{self, ObjectStore, PutMode, list_all};
+use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_router::{Fence, FlipRequest, RouteStore};
-use tidemark_schemas::{OrderEvent, FORMAT_VERSION};
+use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
 
-use crate::apply::{apply, applied_state, ApplyOptions, CommitGuard, Guard};
-use crate::catalog::{open_catalog, CatalogConfig, CatalogHandle};
+use crate::apply::{ApplyOptions, CommitGuard, Guard, applied_state, apply};
+use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use crate::fault::delete_rows;
 use crate::ids::Ids;
 use crate::query::routed_context;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
-use crate::recover::{recover, RecoverOptions};
+use crate::recover::{RecoverOptions, recover};
 use crate::table;
 
 #[derive(Debug, Clone)]
@@ -78,15 +77,35 @@ pub struct DrillReport {
 
 impl DrillReport {
     pub fn markdown(&self) -> String {
-        let mut s = format!("# tidemark drill\n\nLocation: `{}` — {} orders, {} events — result: **{}**\n\n", self.location, self.orders, self.events, if self.ok { "PASS" } else { "FAIL" });
-        s += &format!("RTO (recovery steps end to end): **{} ms**. RPO of the replica: {} commits, {} journal positions behind (replayed from the journal up to H = {}).\n\n", self.rto_ms, self.rpo_commits, self.rpo_positions, self.h);
+        let mut s = format!(
+            "# tidemark drill\n\nLocation: `{}` — {} orders, {} events — result: **{}**\n\n",
+            self.location,
+            self.orders,
+            self.events,
+            if self.ok { "PASS" } else { "FAIL" }
+        );
+        s += &format!(
+            "RTO (recovery steps end to end): **{} ms**. RPO of the replica: {} commits, {} journal positions behind (replayed from the journal up to H = {}).\n\n",
+            self.rto_ms, self.rpo_commits, self.rpo_positions, self.h
+        );
         s += "| step | ms | recovery | detail |\n|---|---:|---|---|\n";
         for st in &self.steps {
-            s += &format!("| {} | {} | {} | {} |\n", st.step, st.ms, if st.recovery { "yes" } else { "" }, st.detail);
+            s += &format!(
+                "| {} | {} | {} | {} |\n",
+                st.step,
+                st.ms,
+                if st.recovery { "yes" } else { "" },
+                st.detail
+            );
         }
         s += "\n| check | result | detail |\n|---|---|---|\n";
         for c in &self.checks {
-            s += &format!("| {} | {} | {} |\n", c.check, if c.ok { "ok" } else { "FAIL" }, c.detail);
+            s += &format!(
+                "| {} | {} | {} |\n",
+                c.check,
+                if c.ok { "ok" } else { "FAIL" },
+                c.detail
+            );
         }
         s
     }
@@ -100,7 +119,10 @@ pub struct DrillError {
 }
 
 fn fail(step: &str) -> impl Fn(String) -> DrillError + '_ {
-    move |message| DrillError { step: step.to_string(), message }
+    move |message| DrillError {
+        step: step.to_string(),
+        message,
+    }
 }
 
 fn event(position: u64, id: &str, version: i64, status: &str, deleted: bool, time: &str) -> OrderEvent {
@@ -119,7 +141,10 @@ fn event(position: u64, id: &str, version: i64, status: &str, deleted: bool, tim
 }
 
 fn ndjson(events: &[OrderEvent]) -> String {
-    events.iter().map(|e| serde_json::to_string(e).expect("event serializes") + "\n").collect()
+    events
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("event serializes") + "\n")
+        .collect()
 }
 
 struct Timer<'a> {
@@ -129,7 +154,12 @@ struct Timer<'a> {
 
 impl Timer<'_> {
     fn done(&mut self, step: &str, t: Instant, detail: String, recovery: bool) {
-        let s = DrillStep { step: step.into(), ms: t.elapsed().as_millis() as u64, detail, recovery };
+        let s = DrillStep {
+            step: step.into(),
+            ms: t.elapsed().as_millis() as u64,
+            detail,
+            recovery,
+        };
         (self.progress)(&s);
         self.steps.push(s);
     }
@@ -140,7 +170,10 @@ async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u6
     let mut n = 0;
     for obj in list_all(store, from).await.map_err(|e| e.to_string())? {
         let body = store.get(&obj.key, None).await.map_err(|e| e.to_string())?.body;
-        store.put(&format!("{to}{}", &obj.key[from.len()..]), body, PutMode::Overwrite).await.map_err(|e| e.to_string())?;
+        store
+            .put(&format!("{to}{}", &obj.key[from.len()..]), body, PutMode::Overwrite)
+            .await
+            .map_err(|e| e.to_string())?;
         n += 1;
     }
     Ok(n)
@@ -158,15 +191,29 @@ impl CommitGuard for RouteFence {
     }
 }
 
-pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress: &mut dyn FnMut(&DrillStep)) -> Result<DrillReport, DrillError> {
+pub async fn run(
+    opts: &DrillOptions,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    progress: &mut dyn FnMut(&DrillStep),
+) -> Result<DrillReport, DrillError> {
     let started = Instant::now();
-    let mut timer = Timer { steps: Vec::new(), progress };
+    let mut timer = Timer {
+        steps: Vec::new(),
+        progress,
+    };
     std::fs::create_dir_all(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
     let work = std::fs::canonicalize(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
     let base = opts.store.clone().unwrap_or_else(|| work.display().to_string());
     let base = base.trim_end_matches('/').to_string();
     let url = |rel: &str| format!("{base}/{rel}");
-    let warehouse_url = |rel: &str| if base.starts_with("s3://") { url(rel) } else { format!("file://{base}/{rel}") };
+    let warehouse_url = |rel: &str| {
+        if base.starts_with("s3://") {
+            url(rel)
+        } else {
+            format!("file://{base}/{rel}")
+        }
+    };
 
     // Setup.
     let t = Instant::now();
@@ -175,46 +222,95 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
     } else {
         Arc::new(store::local::LocalStore::create(&base).map_err(|e| fail("setup")(e.to_string()))?)
     };
-    let journal_store = store::open(&url("journal")).await.or_else(|_| -> Result<_, String> {
-        Ok(Arc::new(store::local::LocalStore::create(url("journal")).map_err(|e| e.to_string())?) as Arc<dyn ObjectStore>)
-    }).map_err(fail("setup"))?;
-    let journal = Journal::init(journal_store, orders_spec(), format!("drill-{}", ids.uuid()), clock).await.map_err(|e| fail("setup")(e.to_string()))?;
+    let journal_store = store::open(&url("journal"))
+        .await
+        .or_else(|_| -> Result<_, String> {
+            Ok(
+                Arc::new(store::local::LocalStore::create(url("journal")).map_err(|e| e.to_string())?)
+                    as Arc<dyn ObjectStore>,
+            )
+        })
+        .map_err(fail("setup"))?;
+    let journal = Journal::init(journal_store, orders_spec(), format!("drill-{}", ids.uuid()), clock)
+        .await
+        .map_err(|e| fail("setup")(e.to_string()))?;
     let open = |dir: &str, wh: &str| {
-        let cfg = CatalogConfig { uri: work.join(dir).join("catalog.db").display().to_string(), warehouse: wh.to_string(), name: "tidemark".into() };
+        let cfg = CatalogConfig {
+            uri: work.join(dir).join("catalog.db").display().to_string(),
+            warehouse: wh.to_string(),
+            name: "tidemark".into(),
+        };
         let d = work.join(dir);
         async move {
             std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
             open_catalog(&cfg).await.map_err(|e| e.to_string())
         }
     };
-    let source: CatalogHandle = open("source", &warehouse_url("source-warehouse")).await.map_err(fail("setup"))?;
-    let dr: CatalogHandle = open("dr", &warehouse_url("dr-warehouse")).await.map_err(fail("setup"))?;
+    let source: CatalogHandle = open("source", &warehouse_url("source-warehouse"))
+        .await
+        .map_err(fail("setup"))?;
+    let dr: CatalogHandle = open("dr", &warehouse_url("dr-warehouse"))
+        .await
+        .map_err(fail("setup"))?;
     let routes = RouteStore::open(&url("route")).await.or_else(|_| -> Result<_, String> {
         store::local::LocalStore::create(url("route")).map_err(|e| e.to_string())?;
         Err("retry".into())
     });
     let routes = match routes {
         Ok(r) => r,
-        Err(_) => RouteStore::open(&url("route")).await.map_err(|e| fail("setup")(e.to_string()))?,
+        Err(_) => RouteStore::open(&url("route"))
+            .await
+            .map_err(|e| fail("setup")(e.to_string()))?,
     };
-    timer.done("setup", t, format!("journal, source and DR catalogs, route under {base}"), false);
+    timer.done(
+        "setup",
+        t,
+        format!("journal, source and DR catalogs, route under {base}"),
+        false,
+    );
 
     // Phase 1: orders flow in; A, B, C among them.
     let t = Instant::now();
-    let mut events: Vec<OrderEvent> =
-        ["A", "B", "C"].iter().enumerate().map(|(i, id)| event(i as u64 + 1, id, 1, "placed", false, "2026-11-01T10:00:00Z")).collect();
+    let mut events: Vec<OrderEvent> = ["A", "B", "C"]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| event(i as u64 + 1, id, 1, "placed", false, "2026-11-01T10:00:00Z"))
+        .collect();
     let mut g = OrderGen::new(opts.seed, opts.orders, 4);
     for _ in 0..opts.events {
         events.push(g.next_event());
     }
-    let aopts = AppendOptions { batch_size: (opts.events as usize / 10).max(100), writer_id: "drill-writer".into(), source_name: "drill phase 1".into() };
-    append(&journal, ndjson(&events).as_bytes(), &aopts, clock, &mut |_| {}).await.map_err(|e| fail("generate")(e.to_string()))?;
+    let aopts = AppendOptions {
+        batch_size: (opts.events as usize / 10).max(100),
+        writer_id: "drill-writer".into(),
+        source_name: "drill phase 1".into(),
+    };
+    append(&journal, ndjson(&events).as_bytes(), &aopts, clock, &mut |_| {})
+        .await
+        .map_err(|e| fail("generate")(e.to_string()))?;
     let before_bad = g.next_position() - 1;
-    timer.done("generate and journal", t, format!("{} events, positions 1..={before_bad}", events.len()), false);
+    timer.done(
+        "generate and journal",
+        t,
+        format!("{} events, positions 1..={before_bad}", events.len()),
+        false,
+    );
 
     let t = Instant::now();
-    let r = apply(&journal, &source, "shop.orders", &ApplyOptions::default(), clock, ids, &mut |_| {}).await.map_err(|e| fail("apply")(e.to_string()))?;
-    let src = table::load_table(&source, "shop.orders").await.map_err(|e| fail("apply")(e.to_string()))?;
+    let r = apply(
+        &journal,
+        &source,
+        "shop.orders",
+        &ApplyOptions::default(),
+        clock,
+        ids,
+        &mut |_| {},
+    )
+    .await
+    .map_err(|e| fail("apply")(e.to_string()))?;
+    let src = table::load_table(&source, "shop.orders")
+        .await
+        .map_err(|e| fail("apply")(e.to_string()))?;
     let first_route = FlipRequest {
         table_name: "shop.orders".into(),
         catalog: work.join("source/catalog.db").display().to_string(),
@@ -224,21 +320,47 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
         reason: "drill: the production table".into(),
         recovery_id: None,
     };
-    routes.init(first_route, clock).await.map_err(|e| fail("apply")(e.to_string()))?;
-    timer.done("apply with checkpoints", t, format!("{} commits, {} checkpoints; route generation 1", r.commits, r.checkpoints_written), false);
+    routes
+        .init(first_route, clock)
+        .await
+        .map_err(|e| fail("apply")(e.to_string()))?;
+    timer.done(
+        "apply with checkpoints",
+        t,
+        format!(
+            "{} commits, {} checkpoints; route generation 1",
+            r.commits, r.checkpoints_written
+        ),
+        false,
+    );
 
     // The bad cleanup job.
     let t = Instant::now();
     let threshold = OrderGen::order_id(opts.orders * 7 / 10);
-    let bad = delete_rows(&source, "shop.orders", &format!("order_id IN ('A', 'B', 'C') OR order_id >= '{threshold}'"), clock, ids)
-        .await
-        .map_err(|e| fail("bad delete")(e.to_string()))?;
-    timer.done("bad delete", t, format!("{} rows deleted outside the journal", bad.rows_deleted), false);
+    let bad = delete_rows(
+        &source,
+        "shop.orders",
+        &format!("order_id IN ('A', 'B', 'C') OR order_id >= '{threshold}'"),
+        clock,
+        ids,
+    )
+    .await
+    .map_err(|e| fail("bad delete")(e.to_string()))?;
+    timer.done(
+        "bad delete",
+        t,
+        format!("{} rows deleted outside the journal", bad.rows_deleted),
+        false,
+    );
 
     // Replication copies the warehouse, damage included.
     let t = Instant::now();
-    let copied = copy_prefix(root.as_ref(), "source-warehouse/", "dr-warehouse/").await.map_err(fail("replicate"))?;
-    let src = table::load_table(&source, "shop.orders").await.map_err(|e| fail("replicate")(e.to_string()))?;
+    let copied = copy_prefix(root.as_ref(), "source-warehouse/", "dr-warehouse/")
+        .await
+        .map_err(fail("replicate"))?;
+    let src = table::load_table(&source, "shop.orders")
+        .await
+        .map_err(|e| fail("replicate")(e.to_string()))?;
     let replica_metadata = src.metadata_location().unwrap_or_default().to_string();
     let replica_snapshots = src.metadata().snapshots().count() as u64;
     let replica_position = applied_state(&src).position;
@@ -262,11 +384,35 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
         more.push(g2.next_event());
     }
     more.iter_mut().skip(4).for_each(|e| e.order_version += 1_000); // newer than phase 1
-    let aopts = AppendOptions { source_name: "drill phase 2".into(), ..aopts.clone() };
-    append(&journal, ndjson(&more).as_bytes(), &aopts, clock, &mut |_| {}).await.map_err(|e| fail("stream")(e.to_string()))?;
-    let r2 = apply(&journal, &source, "shop.orders", &ApplyOptions::default(), clock, ids, &mut |_| {}).await.map_err(|e| fail("stream")(e.to_string()))?;
+    let aopts = AppendOptions {
+        source_name: "drill phase 2".into(),
+        ..aopts.clone()
+    };
+    append(&journal, ndjson(&more).as_bytes(), &aopts, clock, &mut |_| {})
+        .await
+        .map_err(|e| fail("stream")(e.to_string()))?;
+    let r2 = apply(
+        &journal,
+        &source,
+        "shop.orders",
+        &ApplyOptions::default(),
+        clock,
+        ids,
+        &mut |_| {},
+    )
+    .await
+    .map_err(|e| fail("stream")(e.to_string()))?;
     let h_expected = g2.next_position() - 1;
-    timer.done("stream continues", t, format!("{} events (A–E among them) to position {h_expected}; {} commits on the source", more.len(), r2.commits), false);
+    timer.done(
+        "stream continues",
+        t,
+        format!(
+            "{} events (A–E among them) to position {h_expected}; {} commits on the source",
+            more.len(),
+            r2.commits
+        ),
+        false,
+    );
 
     // Recovery from the DR copy.
     let rec_started = Instant::now();
@@ -276,21 +422,45 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
         source: SnapshotSource {
             metadata_location: replica_metadata,
             file_io_props: dr.file_io_props().clone(),
-            prefix_map: Some(PrefixMap { from: warehouse_url("source-warehouse"), to: warehouse_url("dr-warehouse") }),
+            prefix_map: Some(PrefixMap {
+                from: warehouse_url("source-warehouse"),
+                to: warehouse_url("dr-warehouse"),
+            }),
         },
-        choice: SnapshotChoice::Checkpoint { at_or_before: Some(before_bad) },
+        choice: SnapshotChoice::Checkpoint {
+            at_or_before: Some(before_bad),
+        },
         to: None,
         into: "shop.orders_recovered".into(),
     };
-    let route_at_start = routes.read().await.map_err(|e| fail("recover")(e.to_string()))?.ok_or_else(|| fail("recover")("no route".into()))?;
+    let route_at_start = routes
+        .read()
+        .await
+        .map_err(|e| fail("recover")(e.to_string()))?
+        .ok_or_else(|| fail("recover")("no route".into()))?;
     let mut rsteps = Vec::new();
-    let (report, recovered) = recover(&journal, &dr, &ropts, clock, ids, &mut |s| rsteps.push(s.clone())).await.map_err(|e| fail("recover")(e.to_string()))?;
+    let (report, recovered) = recover(&journal, &dr, &ropts, clock, ids, &mut |s| rsteps.push(s.clone()))
+        .await
+        .map_err(|e| fail("recover")(e.to_string()))?;
     for s in rsteps {
-        let st = DrillStep { step: format!("recover: {}", s.step), ms: s.ms, detail: s.detail, recovery: true };
+        let st = DrillStep {
+            step: format!("recover: {}", s.step),
+            ms: s.ms,
+            detail: s.detail,
+            recovery: true,
+        };
         (timer.progress)(&st);
         timer.steps.push(st);
     }
-    let mut checks = vec![DrillCheck { check: "validation against the reference".into(), ok: report.validation.ok, detail: format!("{} keys, {} mismatches", report.validation.keys_expected, report.validation.first_mismatches.len()) }];
+    let mut checks = vec![DrillCheck {
+        check: "validation against the reference".into(),
+        ok: report.validation.ok,
+        detail: format!(
+            "{} keys, {} mismatches",
+            report.validation.keys_expected,
+            report.validation.first_mismatches.len()
+        ),
+    }];
     let t = Instant::now();
     let mut flipped = false;
     if report.validation.ok {
@@ -303,10 +473,22 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
             reason: "drill: recovered after the bad delete".into(),
             recovery_id: Some(recovery_id.clone()),
         };
-        routes.flip(&route_at_start.1, route_at_start.0.generation, req, clock).await.map_err(|e| fail("flip")(e.to_string()))?;
+        routes
+            .flip(&route_at_start.1, route_at_start.0.generation, req, clock)
+            .await
+            .map_err(|e| fail("flip")(e.to_string()))?;
         flipped = true;
     }
-    timer.done("recover: flip route", t, if flipped { "generation 2".into() } else { "not flipped: validation failed".into() }, true);
+    timer.done(
+        "recover: flip route",
+        t,
+        if flipped {
+            "generation 2".into()
+        } else {
+            "not flipped: validation failed".into()
+        },
+        true,
+    );
     let rto_ms = rec_started.elapsed().as_millis() as u64;
 
     // A stale controller that read the route before the flip is refused.
@@ -319,48 +501,145 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
         reason: "a stale controller".into(),
         recovery_id: None,
     };
-    let stale_refused = routes.flip(&route_at_start.1, route_at_start.0.generation, stale, clock).await.is_err();
-    checks.push(DrillCheck { check: "stale controller refused (If-Match)".into(), ok: stale_refused, detail: "flip from generation 1 after the flip to 2".into() });
+    let stale_refused = routes
+        .flip(&route_at_start.1, route_at_start.0.generation, stale, clock)
+        .await
+        .is_err();
+    checks.push(DrillCheck {
+        check: "stale controller refused (If-Match)".into(),
+        ok: stale_refused,
+        detail: "flip from generation 1 after the flip to 2".into(),
+    });
 
     // The next writer resumes after H, fenced by the route.
     let t = Instant::now();
     let mut gen3 = OrderGen::new(opts.seed + 2, opts.orders, h_expected + 1);
     let mut tail: Vec<OrderEvent> = (0..20).map(|_| gen3.next_event()).collect();
     tail.iter_mut().for_each(|e| e.order_version += 2_000);
-    let aopts = AppendOptions { source_name: "drill phase 3".into(), ..aopts.clone() };
-    append(&journal, ndjson(&tail).as_bytes(), &aopts, clock, &mut |_| {}).await.map_err(|e| fail("resume")(e.to_string()))?;
-    let (fence, route) = Fence::acquire(&routes).await.map_err(|e| fail("resume")(e.to_string()))?;
-    let guard = Guard(Arc::new(RouteFence { routes: routes.clone(), fence }));
-    let resumed = apply(&journal, &dr, &route.table_name, &ApplyOptions { guard: Some(guard), ..Default::default() }, clock, ids, &mut |_| {})
+    let aopts = AppendOptions {
+        source_name: "drill phase 3".into(),
+        ..aopts.clone()
+    };
+    append(&journal, ndjson(&tail).as_bytes(), &aopts, clock, &mut |_| {})
         .await
         .map_err(|e| fail("resume")(e.to_string()))?;
-    timer.done("writer resumes after H", t, format!("positions {}..={} into {}", resumed.started_after_position + 1, resumed.applied_to_position, route.table_name), false);
-    checks.push(DrillCheck { check: "next writer starts after H".into(), ok: resumed.started_after_position == report.h, detail: format!("started after {}, H = {}", resumed.started_after_position, report.h) });
+    let (fence, route) = Fence::acquire(&routes)
+        .await
+        .map_err(|e| fail("resume")(e.to_string()))?;
+    let guard = Guard(Arc::new(RouteFence {
+        routes: routes.clone(),
+        fence,
+    }));
+    let resumed = apply(
+        &journal,
+        &dr,
+        &route.table_name,
+        &ApplyOptions {
+            guard: Some(guard),
+            ..Default::default()
+        },
+        clock,
+        ids,
+        &mut |_| {},
+    )
+    .await
+    .map_err(|e| fail("resume")(e.to_string()))?;
+    timer.done(
+        "writer resumes after H",
+        t,
+        format!(
+            "positions {}..={} into {}",
+            resumed.started_after_position + 1,
+            resumed.applied_to_position,
+            route.table_name
+        ),
+        false,
+    );
+    checks.push(DrillCheck {
+        check: "next writer starts after H".into(),
+        ok: resumed.started_after_position == report.h,
+        detail: format!("started after {}, H = {}", resumed.started_after_position, report.h),
+    });
 
     // A reader queries through the route.
     let t = Instant::now();
-    let (ctx, routed) = routed_context(&routes, &warehouse_url("dr-warehouse"), "orders", "is_deleted").await.map_err(|e| fail("query")(e.to_string()))?;
+    let (ctx, routed) = routed_context(&routes, &warehouse_url("dr-warehouse"), "orders", "is_deleted")
+        .await
+        .map_err(|e| fail("query")(e.to_string()))?;
     let rows = ctx.sql("SELECT order_id, order_version, status, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','B','C','D','E')").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;
-    let visible = ctx.sql("SELECT count(*) FROM orders").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;
-    timer.done("query through the route", t, format!("generation {}: {}", routed.generation, routed.table_name), false);
+    let visible = ctx
+        .sql("SELECT count(*) FROM orders")
+        .await
+        .map_err(|e| fail("query")(e.to_string()))?
+        .collect()
+        .await
+        .map_err(|e| fail("query")(e.to_string()))?;
+    timer.done(
+        "query through the route",
+        t,
+        format!("generation {}: {}", routed.generation, routed.table_name),
+        false,
+    );
     let mut story: BTreeMap<String, (i64, String, bool)> = BTreeMap::new();
     for b in &rows {
         for r in 0..b.num_rows() {
-            let cell = |i: usize| crate::reference::cell(b.column(i).as_ref(), if i == 1 { tidemark_journal::spec::ColumnType::Long } else if i == 3 { tidemark_journal::spec::ColumnType::Boolean } else { tidemark_journal::spec::ColumnType::String }, r);
-            let (crate::reference::Cell::Str(id), crate::reference::Cell::Long(v), crate::reference::Cell::Str(st), crate::reference::Cell::Bool(d)) = (cell(0), cell(1), cell(2), cell(3)) else { continue };
+            let cell = |i: usize| {
+                crate::reference::cell(
+                    b.column(i).as_ref(),
+                    if i == 1 {
+                        tidemark_journal::spec::ColumnType::Long
+                    } else if i == 3 {
+                        tidemark_journal::spec::ColumnType::Boolean
+                    } else {
+                        tidemark_journal::spec::ColumnType::String
+                    },
+                    r,
+                )
+            };
+            let (
+                crate::reference::Cell::Str(id),
+                crate::reference::Cell::Long(v),
+                crate::reference::Cell::Str(st),
+                crate::reference::Cell::Bool(d),
+            ) = (cell(0), cell(1), cell(2), cell(3))
+            else {
+                continue;
+            };
             story.insert(id, (v, st, d));
         }
     }
-    let expect = [("A", 1, "placed", false), ("B", 2, "shipped", false), ("C", 2, "cancelled", true), ("D", 1, "placed", false), ("E", 1, "placed", false)];
+    let expect = [
+        ("A", 1, "placed", false),
+        ("B", 2, "shipped", false),
+        ("C", 2, "cancelled", true),
+        ("D", 1, "placed", false),
+        ("E", 1, "placed", false),
+    ];
     for (id, v, st, d) in expect {
         let got = story.get(id);
         let ok = got == Some(&(v, st.to_string(), d));
-        checks.push(DrillCheck { check: format!("order {id}"), ok, detail: format!("expected version {v} {st}{}; found {got:?}", if d { " (tombstone)" } else { "" }) });
+        checks.push(DrillCheck {
+            check: format!("order {id}"),
+            ok,
+            detail: format!(
+                "expected version {v} {st}{}; found {got:?}",
+                if d { " (tombstone)" } else { "" }
+            ),
+        });
     }
-    let visible_count = visible.first().map(|b| crate::reference::cell(b.column(0).as_ref(), tidemark_journal::spec::ColumnType::Long, 0)).unwrap_or(crate::reference::Cell::Null);
-    checks.push(DrillCheck { check: "readers follow the route".into(), ok: routed.generation == 2 && routed.table_name == "shop.orders_recovered", detail: format!("generation {}, {} visible orders", routed.generation, visible_count) });
+    let visible_count = visible
+        .first()
+        .map(|b| crate::reference::cell(b.column(0).as_ref(), tidemark_journal::spec::ColumnType::Long, 0))
+        .unwrap_or(crate::reference::Cell::Null);
+    checks.push(DrillCheck {
+        check: "readers follow the route".into(),
+        ok: routed.generation == 2 && routed.table_name == "shop.orders_recovered",
+        detail: format!("generation {}, {} visible orders", routed.generation, visible_count),
+    });
 
-    let src_now = table::load_table(&source, "shop.orders").await.map_err(|e| fail("report")(e.to_string()))?;
+    let src_now = table::load_table(&source, "shop.orders")
+        .await
+        .map_err(|e| fail("report")(e.to_string()))?;
     let rpo_commits = (src_now.metadata().snapshots().count() as u64).saturating_sub(replica_snapshots);
     let rpo_positions = applied_state(&src_now).position.saturating_sub(replica_position);
     let ok = checks.iter().all(|c| c.ok);
@@ -380,4 +659,3 @@ pub async fn run(opts: &DrillOptions, clock: &dyn Clock, ids: &dyn Ids, progress
         total_ms: started.elapsed().as_millis() as u64,
     })
 }
-

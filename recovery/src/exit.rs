@@ -117,7 +117,10 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 R::Table(t) => table_code(t),
                 R::Merge(m) if m.is_conflict() => VERIFY_FAILED,
                 R::MissingFile { .. } | R::ChainBroken { .. } | R::Validation { .. } => VERIFY_FAILED,
-                R::BeyondVerified { .. } | R::NoCheckpoint { .. } | R::UnknownSnapshot { .. } | R::NoPosition { .. } => BAD_INPUT,
+                R::BeyondVerified { .. }
+                | R::NoCheckpoint { .. }
+                | R::UnknownSnapshot { .. }
+                | R::NoPosition { .. } => BAD_INPUT,
                 R::TargetExists { .. } => CONFLICT,
                 _ => FAILURE,
             };

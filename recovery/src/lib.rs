@@ -4,7 +4,9 @@
 pub mod apply;
 #[cfg(test)]
 mod apply_tests;
+pub mod benchdata;
 pub mod catalog;
+pub mod drill;
 pub mod exit;
 pub mod fault;
 pub mod ids;
@@ -12,11 +14,9 @@ pub mod merge;
 #[cfg(test)]
 mod merge_props;
 pub mod progress;
+pub mod query;
 pub mod recover;
 #[cfg(test)]
 mod recover_tests;
 pub mod reference;
 pub mod table;
-pub mod query;
-pub mod drill;
-pub mod benchdata;

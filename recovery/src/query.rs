@@ -10,7 +10,7 @@ use iceberg_datafusion::IcebergStaticTableProvider;
 use tidemark_router::RouteStore;
 use tidemark_schemas::Route;
 
-use crate::catalog::{open_catalog, CatalogConfig};
+use crate::catalog::{CatalogConfig, open_catalog};
 use crate::table;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,8 +19,14 @@ pub enum QueryError {
     Route(#[from] tidemark_router::RouteError),
     #[error(transparent)]
     Table(#[from] table::TableError),
-    #[error("the route names table {table} with uuid {route_uuid}, but the catalog's {table} has uuid {found_uuid}: the catalog and the route disagree; refusing to read")]
-    UuidMismatch { table: String, route_uuid: String, found_uuid: String },
+    #[error(
+        "the route names table {table} with uuid {route_uuid}, but the catalog's {table} has uuid {found_uuid}: the catalog and the route disagree; refusing to read"
+    )]
+    UuidMismatch {
+        table: String,
+        route_uuid: String,
+        found_uuid: String,
+    },
     #[error("query failed: {0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),
     #[error("{0}")]
@@ -28,18 +34,37 @@ pub enum QueryError {
 }
 
 /// Resolves the route now and returns a session with the routed table registered.
-pub async fn routed_context(routes: &RouteStore, warehouse: &str, name: &str, delete_column: &str) -> Result<(SessionContext, Route), QueryError> {
+pub async fn routed_context(
+    routes: &RouteStore,
+    warehouse: &str,
+    name: &str,
+    delete_column: &str,
+) -> Result<(SessionContext, Route), QueryError> {
     let route = routes.resolve().await?;
-    let handle = open_catalog(&CatalogConfig { uri: route.catalog.clone(), warehouse: warehouse.to_string(), name: "tidemark".into() }).await?;
+    let handle = open_catalog(&CatalogConfig {
+        uri: route.catalog.clone(),
+        warehouse: warehouse.to_string(),
+        name: "tidemark".into(),
+    })
+    .await?;
     let t = table::load_table(&handle, &route.table_name).await?;
     let found_uuid = t.metadata().uuid().to_string();
     if found_uuid != route.table_uuid {
-        return Err(QueryError::UuidMismatch { table: route.table_name.clone(), route_uuid: route.table_uuid.clone(), found_uuid });
+        return Err(QueryError::UuidMismatch {
+            table: route.table_name.clone(),
+            route_uuid: route.table_uuid.clone(),
+            found_uuid,
+        });
     }
-    let provider = IcebergStaticTableProvider::try_new_from_table(t).await.map_err(|e| QueryError::Iceberg(e.to_string()))?;
+    let provider = IcebergStaticTableProvider::try_new_from_table(t)
+        .await
+        .map_err(|e| QueryError::Iceberg(e.to_string()))?;
     let ctx = SessionContext::new();
     let all = format!("{name}_with_tombstones");
     ctx.register_table(all.as_str(), Arc::new(provider))?;
-    ctx.sql(&format!("CREATE VIEW \"{name}\" AS SELECT * FROM \"{all}\" WHERE NOT \"{delete_column}\"")).await?;
+    ctx.sql(&format!(
+        "CREATE VIEW \"{name}\" AS SELECT * FROM \"{all}\" WHERE NOT \"{delete_column}\""
+    ))
+    .await?;
     Ok((ctx, route))
 }

@@ -400,10 +400,36 @@ async fn a_fenced_writer_never_commits_after_the_route_moved() {
     let (fence, _) = Fence::acquire(&routes).await.unwrap();
     routes.flip_from_current(req("shop.elsewhere"), &clock()).await.unwrap();
     append_text(&s.journal, &ev(27, "G", 1, "placed", false, "2026-11-21T00:00:00Z")).await;
-    let before = table::load_table(&s.source, "shop.orders").await.unwrap().metadata_location().unwrap().to_string();
-    let opts = ApplyOptions { guard: Some(Guard(Arc::new(RouteFence(routes, fence)))), ..Default::default() };
-    let err = apply(&s.journal, &s.source, "shop.orders", &opts, &clock(), &SeededIds::new(11), &mut |_| {}).await.unwrap_err();
-    assert!(matches!(err, ApplyError::Fenced(ref m) if m.contains("generation 1") && m.contains("generation 2")), "{err}");
-    let after = table::load_table(&s.source, "shop.orders").await.unwrap().metadata_location().unwrap().to_string();
+    let before = table::load_table(&s.source, "shop.orders")
+        .await
+        .unwrap()
+        .metadata_location()
+        .unwrap()
+        .to_string();
+    let opts = ApplyOptions {
+        guard: Some(Guard(Arc::new(RouteFence(routes, fence)))),
+        ..Default::default()
+    };
+    let err = apply(
+        &s.journal,
+        &s.source,
+        "shop.orders",
+        &opts,
+        &clock(),
+        &SeededIds::new(11),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ApplyError::Fenced(ref m) if m.contains("generation 1") && m.contains("generation 2")),
+        "{err}"
+    );
+    let after = table::load_table(&s.source, "shop.orders")
+        .await
+        .unwrap()
+        .metadata_location()
+        .unwrap()
+        .to_string();
     assert_eq!(before, after, "the fenced writer committed nothing");
 }

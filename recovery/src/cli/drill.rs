@@ -6,11 +6,11 @@ use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_recovery::drill::{self, DrillOptions};
-use tidemark_recovery::exit::{exit_error, VERIFY_FAILED};
+use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
 
-use super::{print_json, Common};
+use super::{Common, print_json};
 
 #[derive(Debug, Args)]
 pub struct DrillArgs {
@@ -38,7 +38,13 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         Some(w) => w,
         None => tempfile_dir()?,
     };
-    let opts = DrillOptions { work: work.clone(), store: args.store.clone(), orders: args.orders, events: args.events, seed: args.seed };
+    let opts = DrillOptions {
+        work: work.clone(),
+        store: args.store.clone(),
+        orders: args.orders,
+        events: args.events,
+        seed: args.seed,
+    };
     let mut progress = Progress::new("drill", args.common.quiet);
     let report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<32} {:>7} ms  {}", s.step, s.ms, s.detail), true)
@@ -53,8 +59,16 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         println!("report: {}", md_path.display());
     }
     if !report.ok {
-        let failed: Vec<&str> = report.checks.iter().filter(|c| !c.ok).map(|c| c.check.as_str()).collect();
-        return Err(exit_error(VERIFY_FAILED, format!("drill failed checks: {}", failed.join(", "))));
+        let failed: Vec<&str> = report
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.check.as_str())
+            .collect();
+        return Err(exit_error(
+            VERIFY_FAILED,
+            format!("drill failed checks: {}", failed.join(", ")),
+        ));
     }
     Ok(())
 }

@@ -311,8 +311,14 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             } else {
                 for c in &list {
                     println!(
-                        "position {:>12}  table {} ({})  snapshot {}  manifest {} {}",
-                        c.position, c.table_name, c.table_uuid, c.snapshot_id, c.manifest_sequence, c.manifest_digest
+                        "position {:>12}  written {}  table {} ({})  snapshot {}  manifest {} {}",
+                        c.position,
+                        c.written_at,
+                        c.table_name,
+                        c.table_uuid,
+                        c.snapshot_id,
+                        c.manifest_sequence,
+                        c.manifest_digest
                     );
                 }
             }

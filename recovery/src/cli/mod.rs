@@ -37,14 +37,14 @@ pub enum Command {
     #[command(subcommand)]
     Journal(journal::JournalCommand),
     /// Merge verified journal batches into the Iceberg state table, then checkpoint.
-    Apply(table::ApplyArgs),
+    Apply(Box<table::ApplyArgs>),
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
     Fault(FaultCommand),
     /// Rehearse the whole incident on a scratch location, timed (RTO, RPO, checks).
     Drill(drill::DrillArgs),
     /// Recover to a journal boundary H into a new table, validate, flip the route.
-    Recover(recover::RecoverArgs),
+    Recover(Box<recover::RecoverArgs>),
     /// The routing record: show, flip.
     #[command(subcommand)]
     Route(route::RouteCommand),
@@ -67,8 +67,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(c) => store::run(c).await,
         Command::Journal(c) => journal::run(c).await,
         Command::Gen(c) => generate::run(c),
-        Command::Apply(a) => table::run_apply(a).await,
-        Command::Recover(a) => recover::run(a).await,
+        Command::Apply(a) => table::run_apply(*a).await,
+        Command::Recover(a) => recover::run(*a).await,
         Command::Drill(a) => drill::run(a).await,
         Command::Route(c) => route::run(c).await,
         Command::Query(a) => route::run_query(a).await,

@@ -3,21 +3,20 @@
 //! passed and not `--dry-run`). The route is read when the job starts and flipped with If-Match
 //! on what was read, so a controller that decided on a stale route cannot overwrite a newer one.
 
-
 use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
-use tidemark_journal::{store, Journal};
-use tidemark_recovery::exit::{exit_error, VERIFY_FAILED};
+use tidemark_journal::{Journal, store};
+use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
-use tidemark_recovery::recover::{recover, RecoverOptions};
+use tidemark_recovery::recover::{RecoverOptions, recover};
 use tidemark_recovery::{catalog, table};
 use tidemark_router::{FlipRequest, RouteStore};
 
 use super::table::CatalogArgs;
-use super::{print_json, Common};
+use super::{Common, print_json};
 
 #[derive(Debug, Args)]
 pub struct RecoverArgs {
@@ -76,24 +75,41 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         (Some(m), _) => m.clone(),
         (None, Some(t)) => {
             let source = match &args.source_catalog {
-                Some(uri) => CatalogArgs { catalog: uri.clone(), warehouse: args.source_warehouse.clone(), catalog_name: args.catalog.catalog_name.clone() }.open().await?,
+                Some(uri) => {
+                    CatalogArgs {
+                        catalog: uri.clone(),
+                        warehouse: args.source_warehouse.clone(),
+                        catalog_name: args.catalog.catalog_name.clone(),
+                    }
+                    .open()
+                    .await?
+                }
                 None => handle.clone(),
             };
-            table::load_table(&source, t).await?.metadata_location().unwrap_or_default().to_string()
+            table::load_table(&source, t)
+                .await?
+                .metadata_location()
+                .unwrap_or_default()
+                .to_string()
         }
         (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
     };
     let prefix_map = match &args.prefix_map {
         Some(m) => {
             let (from, to) = m.split_once('=').context("--prefix-map is FROM=TO")?;
-            Some(PrefixMap { from: from.into(), to: to.into() })
+            Some(PrefixMap {
+                from: from.into(),
+                to: to.into(),
+            })
         }
         None => None,
     };
     let choice = match (&args.snapshot_id, &args.tag) {
         (Some(id), _) => SnapshotChoice::SnapshotId(*id),
         (None, Some(tag)) => SnapshotChoice::Tag(tag.clone()),
-        (None, None) => SnapshotChoice::Checkpoint { at_or_before: args.at_or_before },
+        (None, None) => SnapshotChoice::Checkpoint {
+            at_or_before: args.at_or_before,
+        },
     };
     let routes = match &args.route {
         Some(r) => Some(RouteStore::open(r).await?),
@@ -104,10 +120,17 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         Some(r) => r.read().await?,
         None => None,
     };
-    let recovery_id = args.recovery_id.clone().unwrap_or_else(|| format!("rec-{}", RandomIds.uuid()));
+    let recovery_id = args
+        .recovery_id
+        .clone()
+        .unwrap_or_else(|| format!("rec-{}", RandomIds.uuid()));
     let opts = RecoverOptions {
         recovery_id: recovery_id.clone(),
-        source: SnapshotSource { metadata_location, file_io_props: catalog::s3_props(|k| std::env::var(k).ok()), prefix_map },
+        source: SnapshotSource {
+            metadata_location,
+            file_io_props: catalog::s3_props(|k| std::env::var(k).ok()),
+            prefix_map,
+        },
         choice,
         to: args.to,
         into: args.into.clone(),
@@ -118,7 +141,8 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     })
     .await?;
     let mut flipped = None;
-    if report.validation.ok && !args.dry_run
+    if report.validation.ok
+        && !args.dry_run
         && let Some(routes) = &routes
     {
         let req = FlipRequest {
@@ -135,7 +159,16 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
             None => routes.init(req, &SystemClock).await?,
             Some((cur, etag, _)) => routes.flip(etag, cur.generation, req, &SystemClock).await?,
         };
-        progress.update(|| format!("flip done in {} ms: route generation {}", started.elapsed().as_millis(), route.generation), true);
+        progress.update(
+            || {
+                format!(
+                    "flip done in {} ms: route generation {}",
+                    started.elapsed().as_millis(),
+                    route.generation
+                )
+            },
+            true,
+        );
         flipped = Some(route);
     }
     if args.common.json {
@@ -144,7 +177,10 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         v["dry_run"] = args.dry_run.into();
         print_json(&v)?;
     } else {
-        println!("recovery {} into {} (table uuid {})", report.recovery_id, report.into, report.table_uuid);
+        println!(
+            "recovery {} into {} (table uuid {})",
+            report.recovery_id, report.into, report.table_uuid
+        );
         for s in &report.steps {
             println!("  {:<16} {:>8} ms  {}", s.step, s.ms, s.detail);
         }
@@ -157,11 +193,32 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     }
     if !report.validation.ok {
         let v = &report.validation;
-        let first: Vec<String> = v.first_mismatches.iter().take(5).map(|m| format!("{} {}{}", m.key, m.kind, m.column.as_ref().map(|c| format!(" ({c})")).unwrap_or_default())).collect();
-        return Err(exit_error(VERIFY_FAILED, format!(
-            "validation failed: {} missing, {} extra, {} version, {} delete-flag, {} value mismatches, {} duplicate keys; first: {}; the route was not flipped",
-            v.missing, v.extra, v.version_mismatches, v.delete_flag_mismatches, v.value_mismatches, v.duplicate_keys, first.join(", ")
-        )));
+        let first: Vec<String> = v
+            .first_mismatches
+            .iter()
+            .take(5)
+            .map(|m| {
+                format!(
+                    "{} {}{}",
+                    m.key,
+                    m.kind,
+                    m.column.as_ref().map(|c| format!(" ({c})")).unwrap_or_default()
+                )
+            })
+            .collect();
+        return Err(exit_error(
+            VERIFY_FAILED,
+            format!(
+                "validation failed: {} missing, {} extra, {} version, {} delete-flag, {} value mismatches, {} duplicate keys; first: {}; the route was not flipped",
+                v.missing,
+                v.extra,
+                v.version_mismatches,
+                v.delete_flag_mismatches,
+                v.value_mismatches,
+                v.duplicate_keys,
+                first.join(", ")
+            ),
+        ));
     }
     Ok(())
 }

@@ -3,13 +3,13 @@
 use arrow::array::RecordBatch;
 use clap::{Subcommand, ValueEnum};
 use tidemark_journal::clock::SystemClock;
-use tidemark_recovery::exit::{exit_error, CONFLICT};
+use tidemark_recovery::exit::{CONFLICT, exit_error};
 use tidemark_recovery::query::routed_context;
 use tidemark_recovery::table;
 use tidemark_router::{FlipRequest, RouteStore};
 
 use super::table::CatalogArgs;
-use super::{print_json, Common};
+use super::{Common, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum RouteCommand {
@@ -47,7 +47,10 @@ pub async fn run(cmd: RouteCommand) -> anyhow::Result<()> {
             let routes = RouteStore::open(&route).await?;
             let history = routes.history().await?;
             if common.json {
-                let h: Vec<_> = history.iter().map(|(r, v)| serde_json::json!({"version_id": v, "route": r})).collect();
+                let h: Vec<_> = history
+                    .iter()
+                    .map(|(r, v)| serde_json::json!({"version_id": v, "route": r}))
+                    .collect();
                 print_json(&h)?;
             } else if history.is_empty() {
                 println!("no route at {}", routes.url());
@@ -62,7 +65,15 @@ pub async fn run(cmd: RouteCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        RouteCommand::Flip { route, catalog, table: name, applied_position, reason, expect_generation, common } => {
+        RouteCommand::Flip {
+            route,
+            catalog,
+            table: name,
+            applied_position,
+            reason,
+            expect_generation,
+            common,
+        } => {
             let routes = RouteStore::open(&route).await?;
             let handle = catalog.open().await?;
             let t = table::load_table(&handle, &name).await?;
@@ -81,7 +92,13 @@ pub async fn run(cmd: RouteCommand) -> anyhow::Result<()> {
                     if let Some(g) = expect_generation
                         && g != cur.generation
                     {
-                        return Err(exit_error(CONFLICT, format!("the route is at generation {}, not {g}; re-read it with `tidemark route show`", cur.generation)));
+                        return Err(exit_error(
+                            CONFLICT,
+                            format!(
+                                "the route is at generation {}, not {g}; re-read it with `tidemark route show`",
+                                cur.generation
+                            ),
+                        ));
                     }
                     routes.flip(&etag, cur.generation, req, &SystemClock).await?
                 }
@@ -89,7 +106,13 @@ pub async fn run(cmd: RouteCommand) -> anyhow::Result<()> {
             if common.json {
                 print_json(&new)?;
             } else {
-                println!("route {} now at generation {}: {} ({})", routes.url(), new.generation, new.table_name, new.table_uuid);
+                println!(
+                    "route {} now at generation {}: {} ({})",
+                    routes.url(),
+                    new.generation,
+                    new.table_name,
+                    new.table_uuid
+                );
             }
             Ok(())
         }
@@ -126,11 +149,19 @@ pub async fn run_query(args: QueryArgs) -> anyhow::Result<()> {
     let route = routes.resolve().await?;
     let warehouse = match &args.warehouse {
         Some(w) => w.clone(),
-        None => CatalogArgs { catalog: route.catalog.clone(), warehouse: None, catalog_name: "tidemark".into() }.default_warehouse()?,
+        None => CatalogArgs {
+            catalog: route.catalog.clone(),
+            warehouse: None,
+            catalog_name: "tidemark".into(),
+        }
+        .default_warehouse()?,
     };
     let (ctx, route) = routed_context(&routes, &warehouse, &args.name, &args.delete_column).await?;
     let batches: Vec<RecordBatch> = ctx.sql(&args.sql).await?.collect().await?;
-    eprintln!("route generation {}: {} ({})", route.generation, route.table_name, route.table_uuid);
+    eprintln!(
+        "route generation {}: {} ({})",
+        route.generation, route.table_name, route.table_uuid
+    );
     match args.format {
         Format::Table => println!("{}", arrow::util::pretty::pretty_format_batches(&batches)?),
         Format::Json => {

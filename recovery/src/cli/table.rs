@@ -9,11 +9,11 @@ use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
 use tidemark_recovery::apply::{ApplyOptions, CommitGuard, Guard, apply};
-use tidemark_router::{Fence, RouteStore};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::fault;
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
+use tidemark_router::{Fence, RouteStore};
 
 use super::{Common, print_json};
 

@@ -104,8 +104,9 @@ pub async fn replay(
     summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string());
     summary.insert(PROP_MANIFEST_DIGEST.to_string(), digest);
     summary.insert("tidemark.boundary-h".to_string(), h.to_string());
-    let (table, stats, _, _) = merge_and_commit(handle, table, &journal.spec, events, summary, clock, ids, 3, None, None)
-        .await
-        .map_err(RecoverError::from_apply)?;
+    let (table, stats, _, _) =
+        merge_and_commit(handle, table, &journal.spec, events, summary, clock, ids, 3, None, None)
+            .await
+            .map_err(RecoverError::from_apply)?;
     Ok((table, stats, false))
 }
