@@ -39,6 +39,22 @@ pub struct ChainPoint {
     pub last_position: u64,
 }
 
+impl ChainPoint {
+    /// The trusted link recorded by a checkpoint or a snapshot summary (`None` for sequence 0:
+    /// nothing applied yet, verify from the start). Its last position is read from the manifest.
+    pub async fn recorded(journal: &Journal, sequence: u64, digest: &str) -> crate::Result<Option<ChainPoint>> {
+        if sequence == 0 {
+            return Ok(None);
+        }
+        let last_position = journal.read_manifest(sequence, None).await?.manifest.last_position;
+        Ok(Some(ChainPoint {
+            sequence,
+            digest: digest.to_string(),
+            last_position,
+        }))
+    }
+}
+
 /// The verified prefix of the chain and the report.
 #[derive(Debug, Clone)]
 pub struct VerifiedChain {

@@ -102,6 +102,20 @@ pub struct ApplyOptions {
     pub guard: Option<Guard>,
 }
 
+/// The route fence as a commit guard: refuses once the route moved past the generation the
+/// writer started under.
+pub struct RouteFence {
+    pub routes: tidemark_router::RouteStore,
+    pub fence: tidemark_router::Fence,
+}
+
+#[async_trait::async_trait]
+impl CommitGuard for RouteFence {
+    async fn check(&self) -> Result<(), String> {
+        self.fence.check(&self.routes).await.map_err(|e| e.to_string())
+    }
+}
+
 /// A shared [`CommitGuard`].
 #[derive(Clone)]
 pub struct Guard(pub std::sync::Arc<dyn CommitGuard>);
@@ -414,14 +428,7 @@ pub async fn apply(
     report.started_after_position = state.position;
 
     // Verify the chain from the applied point (the checkpoint's manifest) to the target.
-    let after = match state.manifest_sequence {
-        0 => None,
-        sequence => Some(ChainPoint {
-            sequence,
-            digest: state.manifest_digest.clone(),
-            last_position: journal.read_manifest(sequence, None).await?.manifest.last_position,
-        }),
-    };
+    let after = ChainPoint::recorded(journal, state.manifest_sequence, &state.manifest_digest).await?;
     let chain = verify(
         journal,
         &VerifyOptions {

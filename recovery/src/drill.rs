@@ -21,7 +21,7 @@ use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_router::{Fence, FlipRequest, RouteStore};
 use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
 
-use crate::apply::{ApplyOptions, CommitGuard, Guard, applied_state, apply};
+use crate::apply::{ApplyOptions, Guard, RouteFence, applied_state, apply};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use crate::fault::delete_rows;
 use crate::ids::Ids;
@@ -177,18 +177,6 @@ async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u6
         n += 1;
     }
     Ok(n)
-}
-
-struct RouteFence {
-    routes: RouteStore,
-    fence: Fence,
-}
-
-#[async_trait::async_trait]
-impl CommitGuard for RouteFence {
-    async fn check(&self) -> Result<(), String> {
-        self.fence.check(&self.routes).await.map_err(|e| e.to_string())
-    }
 }
 
 pub async fn run(

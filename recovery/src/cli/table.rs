@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
-use tidemark_recovery::apply::{ApplyOptions, CommitGuard, Guard, apply};
+use tidemark_recovery::apply::{ApplyOptions, Guard, RouteFence, apply};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::fault;
 use tidemark_recovery::ids::RandomIds;
@@ -94,7 +94,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
             let routes = RouteStore::open(r).await?;
             let (fence, route) = Fence::acquire(&routes).await?;
             eprintln!("apply: route generation {} -> {}", route.generation, route.table_name);
-            let guard: Arc<dyn CommitGuard> = Arc::new(RouteFence { routes, fence });
+            let guard: Arc<dyn tidemark_recovery::apply::CommitGuard> = Arc::new(RouteFence { routes, fence });
             (route.table_name, Some(Guard(guard)))
         }
         (None, None) => anyhow::bail!("--table or --route is required"),
@@ -151,19 +151,6 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// The route fence as a commit guard.
-struct RouteFence {
-    routes: RouteStore,
-    fence: Fence,
-}
-
-#[async_trait::async_trait]
-impl CommitGuard for RouteFence {
-    async fn check(&self) -> Result<(), String> {
-        self.fence.check(&self.routes).await.map_err(|e| e.to_string())
-    }
 }
 
 #[derive(Debug, Args)]

@@ -28,14 +28,7 @@ pub async fn verified_events(
     snap: &TrustedSnapshot,
     h: u64,
 ) -> Result<(Vec<arrow::array::RecordBatch>, u64, String), RecoverError> {
-    let after = match snap.manifest_sequence {
-        0 => None,
-        sequence => Some(ChainPoint {
-            sequence,
-            digest: snap.manifest_digest.clone(),
-            last_position: journal.read_manifest(sequence, None).await?.manifest.last_position,
-        }),
-    };
+    let after = ChainPoint::recorded(journal, snap.manifest_sequence, &snap.manifest_digest).await?;
     let chain = verify(
         journal,
         &VerifyOptions {
