@@ -6,6 +6,7 @@ pub mod apply;
 mod apply_tests;
 pub mod benchdata;
 pub mod catalog;
+pub mod dr;
 pub mod drill;
 pub mod exit;
 pub mod fault;

@@ -1,5 +1,6 @@
 //! The command line: one subcommand a file under `cli/`.
 
+mod catalog;
 mod drill;
 mod generate;
 mod journal;
@@ -41,6 +42,9 @@ pub enum Command {
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
     Fault(FaultCommand),
+    /// Catalog operations after a loss: rebuild from the warehouse's metadata files.
+    #[command(subcommand)]
+    Catalog(catalog::CatalogCommand),
     /// Rehearse the whole incident on a scratch location, timed (RTO, RPO, checks).
     Drill(drill::DrillArgs),
     /// Recover to a journal boundary H into a new table, validate, flip the route.
@@ -70,6 +74,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Apply(a) => table::run_apply(*a).await,
         Command::Recover(a) => recover::run(*a).await,
         Command::Drill(a) => drill::run(a).await,
+        Command::Catalog(c) => catalog::run(c).await,
         Command::Route(c) => route::run(c).await,
         Command::Query(a) => route::run_query(a).await,
         Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,

@@ -1,0 +1,11 @@
+//! Disaster-recovery operations (issue 5): putting a catalog back from what survives on the
+//! object store.
+//!
+//! A catalog holds only one pointer per table; every snapshot, branch and tag lives in the
+//! table's metadata files on the store. So a lost catalog can be rebuilt from the warehouse alone
+//! ([`rebuild`]), provided each table's true head metadata file is told apart from the strays
+//! that failed or interrupted commits leave behind ([`rebuild::choose_head`]).
+
+pub mod rebuild;
+#[cfg(test)]
+mod rebuild_tests;

@@ -1,0 +1,617 @@
+//! Rebuilding a lost catalog from the metadata files in the warehouse.
+//!
+//! Layout read: `<warehouse>/<ns…>/<table>/metadata/<NNNNN>-<uuid>.metadata.json`; a nested
+//! namespace `a/b/t` is namespace `a.b`.
+//!
+//! Choosing a table's head ([`choose_head`]). "Newest by name" is wrong: a commit that lost its
+//! catalog swap, or crashed before it, leaves a metadata file that may sort after the true head.
+//! Every metadata file lists its predecessors in `metadata-log`, the last entry being the file it
+//! was derived from. So:
+//! 1. the candidates are the files that no other file names as a predecessor;
+//! 2. each candidate's chain is walked back through the last `metadata-log` entry of each file;
+//!    with a compare-and-swap catalog every published file derives from the previous published
+//!    one and nothing derives from a stray, so the published head ends the longest chain, and a
+//!    stray ends a chain that branches off it;
+//! 3. when the longest chain is tied (a commit lost its swap against the head itself), a hint
+//!    (the expected head, or the previous catalog pointer) decides; without one the table is
+//!    refused rather than guessed.
+//!
+//! What cannot be seen from the files alone: a commit that wrote its metadata file based on the
+//! true head and then crashed before its catalog swap looks exactly like a newer head, and is
+//! chosen. Passing the recorded expected head as a hint does not override that choice; the
+//! reason then says the hint is an ancestor.
+//!
+//! Contract of [`rebuild`]: registers each chosen head with `Catalog::register_table` (creating
+//! the namespace if needed). A table already registered with the same metadata file is left as
+//! is; one registered with another file is reported as a conflict and never replaced. A refused
+//! or failed table does not stop the others. Nothing in the warehouse is written or deleted.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use iceberg::{Catalog, ErrorKind};
+use serde::Serialize;
+use serde_json::Value;
+use tidemark_journal::store::{self, ObjectStore, StoreError};
+
+use crate::catalog::CatalogHandle;
+use crate::table::{TableError, parse_ident};
+
+/// Version of the JSON report.
+pub const FORMAT_VERSION: u32 = 1;
+
+const METADATA_SUFFIX: &str = ".metadata.json";
+
+/// Errors of DR work; each names the warehouse, table or object it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum DrError {
+    #[error("warehouse {warehouse:?}: {reason}")]
+    InvalidWarehouse { warehouse: String, reason: String },
+
+    #[error("namespace {namespace:?} is not a dotted namespace name (like `shop` or `a.b`)")]
+    InvalidNamespace { namespace: String },
+
+    #[error("cannot open warehouse {warehouse}: {source}")]
+    Open {
+        warehouse: String,
+        #[source]
+        source: StoreError,
+    },
+
+    #[error("cannot list the metadata files in warehouse {warehouse}: {source}")]
+    List {
+        warehouse: String,
+        #[source]
+        source: StoreError,
+    },
+
+    #[error("table {table}: cannot read metadata file {key}: {source}")]
+    Read {
+        table: String,
+        key: String,
+        #[source]
+        source: Box<StoreError>,
+    },
+
+    #[error("table folder {prefix:?} does not make a table name namespace.name")]
+    InvalidTableName { prefix: String },
+
+    #[error("table {table}: cannot {action} in catalog {catalog}: {source}")]
+    Catalog {
+        table: String,
+        action: String,
+        catalog: String,
+        #[source]
+        source: Box<iceberg::Error>,
+    },
+
+    #[error("table {table}: {source}")]
+    Pointer {
+        table: String,
+        #[source]
+        source: Box<TableError>,
+    },
+}
+
+/// The metadata files found under one table's folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFiles {
+    /// Dotted namespace (`a.b` for the folder `a/b/t`).
+    pub namespace: String,
+    pub name: String,
+    /// The table's folder relative to the warehouse root (`a/b/t`).
+    pub prefix: String,
+    /// Keys of its `*.metadata.json` files relative to the warehouse root, sorted.
+    pub metadata_keys: Vec<String>,
+}
+
+impl TableFiles {
+    /// `namespace.name`, as the catalog and the CLI spell it.
+    pub fn ident(&self) -> String {
+        format!("{}.{}", self.namespace, self.name)
+    }
+}
+
+/// Lists the warehouse (the store is opened on its root) and groups the metadata files by table.
+/// With `namespace`, only the tables directly in that namespace (`a.b`) are returned.
+pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Result<Vec<TableFiles>, DrError> {
+    let list_prefix = match namespace {
+        None => String::new(),
+        Some(ns) if ns.is_empty() || ns.split('.').any(str::is_empty) => {
+            return Err(DrError::InvalidNamespace {
+                namespace: ns.to_string(),
+            });
+        }
+        Some(ns) => format!("{}/", ns.replace('.', "/")),
+    };
+    let objects = store::list_all(store, &list_prefix)
+        .await
+        .map_err(|source| DrError::List {
+            warehouse: store.url(),
+            source,
+        })?;
+    let mut tables: BTreeMap<String, TableFiles> = BTreeMap::new();
+    for object in objects {
+        let parts: Vec<&str> = object.key.split('/').collect();
+        // <ns…>/<table>/metadata/<file>: at least one namespace level.
+        let n = parts.len();
+        if n < 4 || parts[n - 2] != "metadata" || !parts[n - 1].ends_with(METADATA_SUFFIX) {
+            continue;
+        }
+        let ns = parts[..n - 3].join(".");
+        if parts[..n - 2].iter().any(|p| p.is_empty() || p.starts_with('.')) || namespace.is_some_and(|w| w != ns) {
+            continue;
+        }
+        let prefix = parts[..n - 2].join("/");
+        tables
+            .entry(prefix.clone())
+            .or_insert_with(|| TableFiles {
+                namespace: ns,
+                name: parts[n - 3].to_string(),
+                prefix,
+                metadata_keys: Vec::new(),
+            })
+            .metadata_keys
+            .push(object.key);
+    }
+    let mut out: Vec<TableFiles> = tables.into_values().collect();
+    for t in &mut out {
+        t.metadata_keys.sort();
+    }
+    Ok(out)
+}
+
+/// The outcome of [`choose_head`]. Exactly one of `head` and `refused` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeadChoice {
+    /// The key of the chosen head metadata file.
+    pub head: Option<String>,
+    /// Why this file (or why none): for the report.
+    pub reason: String,
+    /// Keys of files on no chosen chain, sorted.
+    pub strays: Vec<String>,
+    /// Why the table was refused.
+    pub refused: Option<String>,
+}
+
+/// The last path segment: log entries hold absolute URLs (`file:///…`, `s3://…`), keys are
+/// relative, and within one table's metadata folder the file name alone is unique.
+fn file_name(location: &str) -> &str {
+    location.rsplit('/').next().unwrap_or(location)
+}
+
+/// `NNNNN` of `NNNNN-<uuid>.metadata.json`.
+fn version_of(name: &str) -> Option<u64> {
+    name.split_once('-')?.0.parse().ok()
+}
+
+/// Predecessor file names in `metadata-log` order (oldest first), without the file itself.
+fn log_of(name: &str, json: &Value) -> Vec<String> {
+    json.get("metadata-log")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("metadata-file").and_then(Value::as_str))
+        .map(|l| file_name(l).to_string())
+        .filter(|n| n != name)
+        .collect()
+}
+
+/// Picks the head among one table's metadata files (`(key, json)`); `hint` is an expected head or
+/// a previous catalog pointer (a key, a URL or a file name). See the module documentation.
+pub fn choose_head(files: &[(String, Value)], hint: Option<&str>) -> HeadChoice {
+    let names: Vec<&str> = files.iter().map(|(k, _)| file_name(k)).collect();
+    let logs: Vec<Vec<String>> = files.iter().zip(&names).map(|((_, j), n)| log_of(n, j)).collect();
+    let by_name: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let key = |i: usize| files[i].0.clone();
+
+    let named: HashSet<&str> = logs.iter().flatten().map(String::as_str).collect();
+    let candidates: Vec<usize> = (0..files.len()).filter(|i| !named.contains(names[*i])).collect();
+
+    // Walks back through the last log entry of each file. A missing file (expired metadata) is
+    // stepped over using the log of the last file that was found; a cycle ends the walk.
+    let chain = |start: usize| -> Vec<String> {
+        let mut chain = vec![names[start].to_string()];
+        let mut seen: HashSet<String> = chain.iter().cloned().collect();
+        let mut current = start;
+        'walk: loop {
+            for name in logs[current].iter().rev() {
+                if !seen.insert(name.clone()) {
+                    break 'walk;
+                }
+                chain.push(name.clone());
+                if let Some(&i) = by_name.get(name.as_str()) {
+                    current = i;
+                    continue 'walk;
+                }
+            }
+            break;
+        }
+        chain
+    };
+    let strays_off = |kept: &HashSet<String>| -> Vec<String> {
+        let mut s: Vec<String> = (0..files.len())
+            .filter(|i| !kept.contains(names[*i]))
+            .map(key)
+            .collect();
+        s.sort();
+        s
+    };
+
+    if candidates.is_empty() {
+        return HeadChoice {
+            head: None,
+            reason: "no head: every metadata file is named as a predecessor by another".into(),
+            strays: Vec::new(),
+            refused: Some(format!(
+                "the metadata-log entries of the {} metadata files form a cycle; inspect them by hand",
+                files.len()
+            )),
+        };
+    }
+    let chains: Vec<(usize, Vec<String>)> = candidates.iter().map(|&c| (c, chain(c))).collect();
+    let longest = chains.iter().map(|(_, ch)| ch.len()).max().unwrap_or(0);
+    let tied: Vec<&(usize, Vec<String>)> = chains.iter().filter(|(_, ch)| ch.len() == longest).collect();
+
+    let hint_name = hint.map(file_name);
+    let (head, mut reason) = if candidates.len() == 1 {
+        (
+            candidates[0],
+            "the only file no other file names as a predecessor".to_string(),
+        )
+    } else if tied.len() == 1 {
+        let others: Vec<String> = chains
+            .iter()
+            .filter(|(c, _)| *c != tied[0].0)
+            .map(|(c, ch)| format!("{} (chain of {})", names[*c], ch.len()))
+            .collect();
+        let reason = format!(
+            "of {} files no other file names as a predecessor, it ends the longest chain ({} metadata files; \
+             shorter: {})",
+            candidates.len(),
+            longest,
+            others.join(", ")
+        );
+        (tied[0].0, reason)
+    } else if let Some(&&(c, _)) = tied.iter().find(|(c, _)| Some(names[*c]) == hint_name) {
+        let reason = format!(
+            "{} files end equally long chains ({} metadata files): {}; the hint names this one",
+            tied.len(),
+            longest,
+            tied.iter().map(|(c, _)| names[*c]).collect::<Vec<_>>().join(", ")
+        );
+        (c, reason)
+    } else {
+        let mut tied_keys: Vec<String> = tied.iter().map(|(c, _)| key(*c)).collect();
+        tied_keys.sort();
+        let hint_note = match hint {
+            Some(h) => format!("the hint {h} names neither"),
+            None => "no hint (expected head or previous catalog pointer) was given".to_string(),
+        };
+        let kept: HashSet<String> = tied.iter().flat_map(|(_, ch)| ch.iter().cloned()).collect();
+        return HeadChoice {
+            head: None,
+            reason: format!(
+                "undecidable: {} heads end chains of {} metadata files",
+                tied.len(),
+                longest
+            ),
+            strays: strays_off(&kept),
+            refused: Some(format!(
+                "{} are both possible heads (equally long chains, one is a commit that lost its catalog swap) \
+                 and {hint_note}; pass the expected head to decide",
+                tied_keys.join(" and ")
+            )),
+        };
+    };
+
+    let on_chain: HashSet<String> = chains
+        .iter()
+        .find(|(c, _)| *c == head)
+        .map(|(_, ch)| ch.iter().cloned().collect())
+        .unwrap_or_default();
+    // Two files with one version number: concurrent commits; the chain says which one won.
+    let mut by_version: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+    for (i, n) in names.iter().enumerate() {
+        if let Some(v) = version_of(n) {
+            by_version.entry(v).or_default().push(i);
+        }
+    }
+    for (v, idx) in by_version.iter().filter(|(_, idx)| idx.len() > 1) {
+        let (won, lost): (Vec<usize>, Vec<usize>) = idx.iter().partition(|i| on_chain.contains(names[**i]));
+        let list = |ix: &[usize]| ix.iter().map(|i| names[*i]).collect::<Vec<_>>().join(", ");
+        reason.push_str(&format!(
+            "; fork at version {v}: {} on the chain, {} stray",
+            if won.is_empty() { "none".to_string() } else { list(&won) },
+            list(&lost)
+        ));
+    }
+    if let Some(h) = hint_name.filter(|h| *h != names[head]) {
+        if on_chain.contains(h) {
+            reason.push_str(&format!("; the hint {h} is an ancestor of this head"));
+        } else {
+            reason.push_str(&format!("; the hint {h} is not on this head's chain"));
+        }
+    }
+    HeadChoice {
+        head: Some(key(head)),
+        reason,
+        strays: strays_off(&on_chain),
+        refused: None,
+    }
+}
+
+/// What happened to one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableStatus {
+    Registered,
+    /// Already in the catalog with the chosen metadata file.
+    AlreadyRegistered,
+    /// In the catalog with another metadata file; left alone.
+    Conflict,
+    /// No head could be chosen without guessing.
+    Refused,
+    /// Reading the files or the catalog failed (see `error`).
+    Failed,
+}
+
+/// One table of a [`RebuildReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TableOutcome {
+    pub table: String,
+    pub status: TableStatus,
+    /// The chosen head as registered (full URL).
+    pub metadata_file: Option<String>,
+    pub reason: String,
+    /// Keys (relative to the warehouse) of metadata files on no chosen chain.
+    pub strays: Vec<String>,
+    pub refused: Option<String>,
+    /// The pointer the catalog already had, when it had one.
+    pub existing_pointer: Option<String>,
+    pub warning: Option<String>,
+    pub error: Option<String>,
+    pub ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RebuildTotals {
+    pub tables: usize,
+    pub registered: usize,
+    pub already_registered: usize,
+    pub conflicts: usize,
+    pub refused: usize,
+    pub failed: usize,
+    pub strays: usize,
+}
+
+/// The result of [`rebuild`] (`tidemark catalog rebuild --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RebuildReport {
+    pub format_version: u32,
+    /// The warehouse as table locations spell it (`file:///…` or `s3://…`).
+    pub warehouse: String,
+    pub catalog: String,
+    pub namespace: Option<String>,
+    pub tables: Vec<TableOutcome>,
+    pub totals: RebuildTotals,
+    pub ms: u64,
+}
+
+impl RebuildReport {
+    /// Every table found is now in the catalog with its chosen head.
+    pub fn is_complete(&self) -> bool {
+        self.totals.refused == 0 && self.totals.conflicts == 0 && self.totals.failed == 0
+    }
+}
+
+/// Registers the head of every table found in the warehouse (optionally one namespace) in the
+/// catalog of `handle`. `hints` maps `namespace.name` to an expected head (key, URL or file name).
+/// Errors only when the warehouse cannot be read at all; per-table trouble goes into the report.
+pub async fn rebuild(
+    warehouse_url: &str,
+    handle: &CatalogHandle,
+    namespace: Option<&str>,
+    hints: &HashMap<String, String>,
+) -> Result<RebuildReport, DrError> {
+    let started = Instant::now();
+    let base = warehouse_base(warehouse_url)?;
+    let store = store::open(warehouse_url).await.map_err(|source| DrError::Open {
+        warehouse: warehouse_url.to_string(),
+        source,
+    })?;
+    let found = discover(store.as_ref(), namespace).await?;
+    let mut tables = Vec::with_capacity(found.len());
+    for files in &found {
+        let t0 = Instant::now();
+        let hint = hints.get(&files.ident()).map(String::as_str);
+        let mut outcome = match rebuild_table(store.as_ref(), &base, handle, files, hint).await {
+            Ok(outcome) => outcome,
+            Err(e) => TableOutcome {
+                table: files.ident(),
+                status: TableStatus::Failed,
+                metadata_file: None,
+                reason: "the table could not be rebuilt".into(),
+                strays: Vec::new(),
+                refused: None,
+                existing_pointer: None,
+                warning: None,
+                error: Some(e.to_string()),
+                ms: 0,
+            },
+        };
+        outcome.ms = t0.elapsed().as_millis() as u64;
+        tables.push(outcome);
+    }
+    let count = |s: TableStatus| tables.iter().filter(|t| t.status == s).count();
+    let totals = RebuildTotals {
+        tables: tables.len(),
+        registered: count(TableStatus::Registered),
+        already_registered: count(TableStatus::AlreadyRegistered),
+        conflicts: count(TableStatus::Conflict),
+        refused: count(TableStatus::Refused),
+        failed: count(TableStatus::Failed),
+        strays: tables.iter().map(|t| t.strays.len()).sum(),
+    };
+    Ok(RebuildReport {
+        format_version: FORMAT_VERSION,
+        warehouse: base,
+        catalog: handle.name().to_string(),
+        namespace: namespace.map(str::to_string),
+        tables,
+        totals,
+        ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+async fn rebuild_table(
+    store: &dyn ObjectStore,
+    base: &str,
+    handle: &CatalogHandle,
+    files: &TableFiles,
+    hint: Option<&str>,
+) -> Result<TableOutcome, DrError> {
+    let table = files.ident();
+    let ident = parse_ident(&table).map_err(|_| DrError::InvalidTableName {
+        prefix: files.prefix.clone(),
+    })?;
+    let existing = handle
+        .metadata_pointer(&ident)
+        .await
+        .map_err(|source| DrError::Pointer {
+            table: table.clone(),
+            source: Box::new(source),
+        })?;
+
+    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
+    let mut unreadable = Vec::new();
+    for key in &files.metadata_keys {
+        let got = store.get(key, None).await.map_err(|source| DrError::Read {
+            table: table.clone(),
+            key: key.clone(),
+            source: Box::new(source),
+        })?;
+        match serde_json::from_slice::<Value>(&got.body) {
+            Ok(json) => parsed.push((key.clone(), json)),
+            Err(e) => unreadable.push((key.clone(), e.to_string())),
+        }
+    }
+    // An explicit hint wins over the pointer of a catalog being rebuilt into.
+    let mut choice = choose_head(&parsed, hint.or(existing.as_deref()));
+    let mut outcome = TableOutcome {
+        table: table.clone(),
+        status: TableStatus::Refused,
+        metadata_file: None,
+        reason: choice.reason.clone(),
+        strays: choice.strays.clone(),
+        refused: choice.refused.clone(),
+        existing_pointer: existing.clone(),
+        warning: None,
+        error: None,
+        ms: 0,
+    };
+    let Some(head_key) = choice.head.take() else {
+        return Ok(outcome);
+    };
+    // A file that cannot be parsed may be a newer head; it is harmless only as an ancestor.
+    let head_json = &parsed
+        .iter()
+        .find(|(k, _)| *k == head_key)
+        .expect("the head is a parsed file")
+        .1;
+    let head_log = log_of(file_name(&head_key), head_json);
+    let unknown: Vec<String> = unreadable
+        .iter()
+        .filter(|(k, _)| !head_log.iter().any(|n| n == file_name(k)))
+        .map(|(k, e)| format!("{k} ({e})"))
+        .collect();
+    if !unknown.is_empty() {
+        outcome.refused = Some(format!(
+            "metadata file(s) {} cannot be parsed and the chosen head {head_key} does not name them as \
+             predecessors: one may be the real head; repair or remove them",
+            unknown.join(", ")
+        ));
+        return Ok(outcome);
+    }
+
+    let location = format!("{base}/{head_key}");
+    outcome.metadata_file = Some(location.clone());
+    let expected_table_location = format!("{base}/{}", files.prefix);
+    if let Some(loc) = head_json.get("location").and_then(Value::as_str)
+        && loc.trim_end_matches('/') != expected_table_location
+    {
+        outcome.warning = Some(format!(
+            "the metadata says the table lives at {loc}, not {expected_table_location}; its data files are \
+             read from where the manifests say"
+        ));
+    }
+    if let Some(p) = &existing {
+        outcome.status = if p == &location || p.ends_with(&format!("/{head_key}")) {
+            TableStatus::AlreadyRegistered
+        } else {
+            TableStatus::Conflict
+        };
+        return Ok(outcome);
+    }
+
+    let catalog_err = |action: &str| {
+        let (table, action, catalog) = (table.clone(), action.to_string(), handle.uri().to_string());
+        move |source: iceberg::Error| DrError::Catalog {
+            table,
+            action,
+            catalog,
+            source: Box::new(source),
+        }
+    };
+    let ns = ident.namespace();
+    if !handle
+        .catalog()
+        .namespace_exists(ns)
+        .await
+        .map_err(catalog_err("look up the namespace"))?
+    {
+        match handle.catalog().create_namespace(ns, HashMap::new()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+            Err(e) => return Err(catalog_err("create the namespace")(e)),
+        }
+    }
+    handle
+        .catalog()
+        .register_table(&ident, location.clone())
+        .await
+        .map_err(catalog_err("register the table"))?;
+    outcome.status = TableStatus::Registered;
+    Ok(outcome)
+}
+
+/// The warehouse as table locations spell it, the same normalization the catalog applies:
+/// `s3://bucket/prefix` and `file:///abs` stay, a local path becomes `file:///abs/path`.
+pub fn warehouse_base(warehouse: &str) -> Result<String, DrError> {
+    let w = warehouse.trim().trim_end_matches('/');
+    let invalid = |reason: &str| DrError::InvalidWarehouse {
+        warehouse: warehouse.to_string(),
+        reason: reason.to_string(),
+    };
+    if w.is_empty() {
+        return Err(invalid("the warehouse location is empty"));
+    }
+    if let Some(rest) = w.strip_prefix("s3://") {
+        if rest.is_empty() || rest.starts_with('/') {
+            return Err(invalid("an S3 warehouse needs a bucket: s3://bucket/prefix"));
+        }
+        return Ok(w.to_string());
+    }
+    if let Some(path) = w.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(invalid("a file:// warehouse needs an absolute path (file:///…)"));
+        }
+        return Ok(w.to_string());
+    }
+    if w.contains("://") {
+        return Err(invalid("supported are s3://bucket/prefix and local folders"));
+    }
+    let abs = std::path::absolute(w).map_err(|e| invalid(&format!("cannot make the path absolute: {e}")))?;
+    let abs = abs.to_str().ok_or_else(|| invalid("the path is not UTF-8"))?;
+    Ok(format!("file://{}", abs.trim_end_matches('/')))
+}

@@ -1,0 +1,342 @@
+//! Tests of the catalog rebuild: head choice on hand-made logs, discovery, and rebuilding real
+//! tables (with a stray, a fork and an undecidable pair) into a fresh catalog.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch};
+use bytes::Bytes;
+use chrono::{TimeZone, Utc};
+use iceberg::Catalog;
+use iceberg::table::Table;
+use serde_json::{Value, json};
+use tidemark_journal::spec::CompiledSpec;
+use tidemark_journal::store::local::LocalStore;
+use tidemark_journal::store::{ObjectStore, PutMode};
+
+use super::rebuild::{TableStatus, choose_head, discover, rebuild};
+use crate::benchdata::order_columns;
+use crate::ids::{Ids, SeededIds};
+use crate::table::read::read_files;
+use crate::table::test_support::catalog_in;
+use crate::table::{
+    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, live_data_files, load_table,
+    parse_ident, write_data_file,
+};
+
+// ---- choose_head on hand-made metadata ----
+
+fn meta(name: &str, log: &[&str]) -> (String, Value) {
+    let entries: Vec<Value> = log
+        .iter()
+        .enumerate()
+        .map(|(i, p)| json!({"metadata-file": format!("file:///wh/shop/t/metadata/{p}"), "timestamp-ms": i}))
+        .collect();
+    (format!("shop/t/metadata/{name}"), json!({"metadata-log": entries}))
+}
+
+fn key(name: &str) -> String {
+    format!("shop/t/metadata/{name}")
+}
+
+const F0: &str = "00000-a.metadata.json";
+const F1: &str = "00001-a.metadata.json";
+const F2: &str = "00002-a.metadata.json";
+const F2B: &str = "00002-b.metadata.json";
+const F3: &str = "00003-a.metadata.json";
+
+#[test]
+fn a_single_unnamed_file_is_the_head() {
+    let files = [meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1])];
+    let c = choose_head(&files, None);
+    assert_eq!(c.head, Some(key(F2)));
+    assert!(c.strays.is_empty() && c.refused.is_none());
+    assert!(c.reason.contains("only file"), "{}", c.reason);
+}
+
+#[test]
+fn a_stray_sorting_after_the_head_is_not_chosen() {
+    // The head's log copied with an extra entry naming an older predecessor: it derives from F1.
+    let stray = "00009-z.metadata.json";
+    let files = [
+        meta(F0, &[]),
+        meta(F1, &[F0]),
+        meta(F2, &[F0, F1]),
+        meta(F3, &[F0, F1, F2]),
+        meta(stray, &[F0, F1, F2, F1]),
+    ];
+    let c = choose_head(&files, None);
+    assert_eq!(c.head, Some(key(F3)), "{}", c.reason);
+    assert_eq!(c.strays, vec![key(stray)]);
+}
+
+#[test]
+fn a_fork_is_resolved_by_the_chain() {
+    let files = [
+        meta(F0, &[]),
+        meta(F1, &[F0]),
+        meta(F2, &[F0, F1]),
+        meta(F2B, &[F0, F1]),
+        meta(F3, &[F0, F1, F2]),
+    ];
+    let c = choose_head(&files, None);
+    assert_eq!(c.head, Some(key(F3)));
+    assert_eq!(c.strays, vec![key(F2B)]);
+    assert!(c.reason.contains("fork at version 2"), "{}", c.reason);
+}
+
+#[test]
+fn equal_heads_are_refused_unless_a_hint_decides() {
+    let files = [
+        meta(F0, &[]),
+        meta(F1, &[F0]),
+        meta(F2, &[F0, F1]),
+        meta(F2B, &[F0, F1]),
+    ];
+    let c = choose_head(&files, None);
+    assert_eq!(c.head, None);
+    let refused = c.refused.expect("refused");
+    assert!(refused.contains(F2) && refused.contains(F2B), "{refused}");
+    // A hint that names neither changes nothing.
+    assert!(choose_head(&files, Some(F1)).refused.is_some());
+
+    let c = choose_head(&files, Some(&format!("s3://bucket/wh/shop/t/metadata/{F2B}")));
+    assert_eq!(c.head, Some(key(F2B)), "{}", c.reason);
+    assert_eq!(c.strays, vec![key(F2)]);
+}
+
+#[test]
+fn a_cycle_is_refused() {
+    let files = [meta(F0, &[F1]), meta(F1, &[F0])];
+    let c = choose_head(&files, None);
+    assert_eq!(c.head, None);
+    assert!(c.refused.is_some());
+}
+
+#[tokio::test]
+async fn discover_groups_by_table_and_reads_nested_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::create(dir.path()).unwrap();
+    for k in [
+        "shop/orders/metadata/00000-a.metadata.json",
+        "shop/orders/metadata/00001-b.metadata.json",
+        "shop/orders/metadata/snap-1-1-x.avro",
+        "shop/orders/data/x.parquet",
+        "a/b/t/metadata/00000-c.metadata.json",
+        "loose/metadata/00000-d.metadata.json",
+    ] {
+        store
+            .put(k, Bytes::from_static(b"{}"), PutMode::Overwrite)
+            .await
+            .unwrap();
+    }
+    let found = discover(&store, None).await.unwrap();
+    let got: Vec<(String, usize)> = found.iter().map(|t| (t.ident(), t.metadata_keys.len())).collect();
+    assert_eq!(got, vec![("a.b.t".to_string(), 1), ("shop.orders".to_string(), 2)]);
+    assert_eq!(found[0].prefix, "a/b/t");
+    let only = discover(&store, Some("a.b")).await.unwrap();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].namespace, "a.b");
+    assert!(discover(&store, Some("a..b")).await.is_err());
+}
+
+// ---- rebuilding real tables ----
+
+fn stamp(ids: &SeededIds, n: i64) -> CommitStamp {
+    CommitStamp {
+        id: ids.uuid(),
+        at: Utc.timestamp_opt(1_800_000_000 + n, 0).unwrap(),
+    }
+}
+
+/// Appends `rows` fresh orders to `table` in one commit.
+async fn append(handle: &crate::catalog::CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
+    let start = n * 100;
+    let keys: Vec<u64> = (start..start + 10).collect();
+    let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
+    cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
+    let batch = RecordBatch::try_new(arrow_schema(table).unwrap(), cols).unwrap();
+    let files = write_data_file(table, &[batch], ids.uuid()).await.unwrap();
+    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp(ids, n as i64))
+        .await
+        .unwrap()
+}
+
+async fn table_with_commits(
+    handle: &crate::catalog::CatalogHandle,
+    name: &str,
+    commits: u64,
+    ids: &SeededIds,
+) -> Table {
+    let mut table = create_or_load_table(handle, name, &CompiledSpec::orders())
+        .await
+        .unwrap();
+    for n in 1..=commits {
+        table = append(handle, &table, ids, n).await;
+    }
+    table
+}
+
+async fn row_count(table: &Table) -> usize {
+    let files = live_data_files(table).await.unwrap();
+    let refs: Vec<_> = files.iter().collect();
+    let batches = read_files(table, &refs, &arrow_schema(table).unwrap(), None)
+        .await
+        .unwrap();
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+fn metadata_dir(dir: &Path, ns: &str, table: &str) -> PathBuf {
+    dir.join("warehouse").join(ns).join(table).join("metadata")
+}
+
+/// The metadata file names of one version number, sorted.
+fn files_at(dir: &Path, version: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{version}-")) && n.ends_with(".metadata.json"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn file_name(location: &str) -> String {
+    location.rsplit('/').next().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(5);
+    let handle = catalog_in(dir.path()).await;
+
+    // shop.orders: 3 commits, then a stray that sorts after the head, as a failed commit leaves.
+    let orders = table_with_commits(&handle, "shop.orders", 3, &ids).await;
+    let orders_head = file_name(orders.metadata_location().unwrap());
+    let orders_rows = row_count(&orders).await;
+    assert_eq!(orders_rows, 30);
+    let mdir = metadata_dir(dir.path(), "shop", "orders");
+    let mut stray: Value = serde_json::from_slice(&std::fs::read(mdir.join(&orders_head)).unwrap()).unwrap();
+    let v1 = files_at(&mdir, "00001").remove(0);
+    stray["metadata-log"].as_array_mut().unwrap().push(json!({
+        "metadata-file": format!("file://{}", mdir.join(&v1).display()),
+        "timestamp-ms": 1_800_000_001_000_i64,
+    }));
+    let stray_name = format!("00009-{}.metadata.json", ids.uuid());
+    std::fs::write(mdir.join(&stray_name), serde_json::to_vec(&stray).unwrap()).unwrap();
+
+    // shop.forked: a commit from a stale table loses its swap at version 3; the winner goes on.
+    let forked = table_with_commits(&handle, "shop.forked", 2, &ids).await;
+    let winner = append(&handle, &forked, &ids, 3).await;
+    let lost = {
+        let keys: Vec<u64> = vec![900];
+        let mut cols = order_columns(&keys, &[1], &[false]);
+        cols.push(Arc::new(Int64Array::from(vec![9])));
+        let batch = RecordBatch::try_new(arrow_schema(&forked).unwrap(), cols).unwrap();
+        let files = write_data_file(&forked, &[batch], ids.uuid()).await.unwrap();
+        commit_overwrite(&handle, &forked, &[], files, HashMap::new(), stamp(&ids, 3)).await
+    };
+    assert!(matches!(lost, Err(TableError::CommitConflict { .. })), "{lost:?}");
+    let forked_head = append(&handle, &winner, &ids, 4).await;
+    let forked_head = file_name(forked_head.metadata_location().unwrap());
+    let fdir = metadata_dir(dir.path(), "shop", "forked");
+    let at_3 = files_at(&fdir, "00003");
+    assert_eq!(at_3.len(), 2, "{at_3:?}");
+    let winner_3 = file_name(winner.metadata_location().unwrap());
+    let loser_3 = at_3.iter().find(|n| **n != winner_3).unwrap().clone();
+
+    // other.tied: the same lost swap with nothing after it: undecidable.
+    let tied = table_with_commits(&handle, "other.tied", 1, &ids).await;
+    let tied_winner = append(&handle, &tied, &ids, 2).await;
+    let tied_winner = file_name(tied_winner.metadata_location().unwrap());
+    let keys: Vec<u64> = vec![901];
+    let mut cols = order_columns(&keys, &[1], &[false]);
+    cols.push(Arc::new(Int64Array::from(vec![9])));
+    let batch = RecordBatch::try_new(arrow_schema(&tied).unwrap(), cols).unwrap();
+    let files = write_data_file(&tied, &[batch], ids.uuid()).await.unwrap();
+    let lost = commit_overwrite(&handle, &tied, &[], files, HashMap::new(), stamp(&ids, 3)).await;
+    assert!(matches!(lost, Err(TableError::CommitConflict { .. })), "{lost:?}");
+
+    // Lose the catalog.
+    drop((orders, forked, winner, tied, handle));
+    for f in ["catalog.db", "catalog.db-wal", "catalog.db-shm", "catalog.db-journal"] {
+        let _ = std::fs::remove_file(dir.path().join(f));
+    }
+    let handle = catalog_in(dir.path()).await;
+    let warehouse = dir.path().join("warehouse").display().to_string();
+
+    let report = rebuild(&warehouse, &handle, None, &HashMap::new()).await.unwrap();
+    let by_name: HashMap<&str, _> = report.tables.iter().map(|t| (t.table.as_str(), t)).collect();
+    assert_eq!(report.format_version, 1);
+    assert_eq!(report.totals.tables, 3);
+    assert_eq!(report.totals.registered, 2);
+    assert_eq!(report.totals.refused, 1);
+    assert!(!report.is_complete());
+
+    // (a) the stray is not chosen and is reported.
+    let o = by_name["shop.orders"];
+    assert_eq!(o.status, TableStatus::Registered, "{o:?}");
+    let want = format!("file://{}", mdir.join(&orders_head).display());
+    assert_eq!(o.metadata_file.as_deref(), Some(want.as_str()));
+    assert_eq!(o.strays, vec![format!("shop/orders/metadata/{stray_name}")]);
+    assert!(o.warning.is_none(), "{:?}", o.warning);
+
+    // (b) the fork is resolved by the chain.
+    let f = by_name["shop.forked"];
+    assert_eq!(f.status, TableStatus::Registered, "{f:?}");
+    assert!(f.metadata_file.as_deref().unwrap().ends_with(&forked_head));
+    assert_eq!(f.strays, vec![format!("shop/forked/metadata/{loser_3}")]);
+    assert!(f.reason.contains("fork at version 3"), "{}", f.reason);
+
+    // (c) the undecidable table is refused, naming both files; the others went on.
+    let t = by_name["other.tied"];
+    assert_eq!(t.status, TableStatus::Refused);
+    let refused = t.refused.as_deref().unwrap();
+    let at_2 = files_at(&metadata_dir(dir.path(), "other", "tied"), "00002");
+    assert_eq!(at_2.len(), 2, "{at_2:?}");
+    assert!(at_2.iter().all(|n| refused.contains(n.as_str())), "{refused}");
+    assert!(at_2.contains(&tied_winner));
+    assert!(t.metadata_file.is_none());
+    assert!(
+        !handle
+            .catalog()
+            .table_exists(&parse_ident("other.tied").unwrap())
+            .await
+            .unwrap()
+    );
+
+    // (d) the rebuilt table loads and reads the same rows.
+    let reloaded = load_table(&handle, "shop.orders").await.unwrap();
+    assert_eq!(reloaded.metadata_location(), Some(want.as_str()));
+    assert_eq!(row_count(&reloaded).await, orders_rows);
+    let reloaded = load_table(&handle, "shop.forked").await.unwrap();
+    assert_eq!(row_count(&reloaded).await, 40);
+
+    // Again, with the expected head of the tied table: the rest is already there.
+    let hints = HashMap::from([("other.tied".to_string(), tied_winner.clone())]);
+    let again = rebuild(&warehouse, &handle, None, &hints).await.unwrap();
+    assert_eq!(again.totals.already_registered, 2, "{again:?}");
+    assert_eq!(again.totals.registered, 1);
+    assert!(again.is_complete());
+    let tied = load_table(&handle, "other.tied").await.unwrap();
+    assert_eq!(file_name(tied.metadata_location().unwrap()), tied_winner);
+    assert_eq!(row_count(&tied).await, 20);
+
+    // A pointer that differs from the chosen head is a conflict and is left alone.
+    let ident = parse_ident("shop.orders").unwrap();
+    let older = format!("file://{}", mdir.join(&v1).display());
+    assert!(handle.swap_metadata_pointer(&ident, &want, &older).await.unwrap());
+    let third = rebuild(&warehouse, &handle, Some("shop"), &HashMap::new())
+        .await
+        .unwrap();
+    assert_eq!(third.totals.tables, 2);
+    let o = third.tables.iter().find(|t| t.table == "shop.orders").unwrap();
+    assert_eq!(o.status, TableStatus::Conflict);
+    assert_eq!(o.existing_pointer.as_deref(), Some(older.as_str()));
+    assert_eq!(handle.metadata_pointer(&ident).await.unwrap(), Some(older));
+    let json = serde_json::to_value(&third).unwrap();
+    assert_eq!(json["format_version"], 1);
+    assert_eq!(json["tables"][1]["status"], "conflict");
+}
