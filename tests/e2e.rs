@@ -781,3 +781,26 @@ fn a_to_e_story_drill_on_s3() {
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["location"], store);
 }
+
+#[test]
+fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    let catalog = applied(&s, &journal, None, 1000);
+    let warehouse = s.path_str("warehouse");
+    std::fs::remove_file(&catalog).unwrap();
+    let rebuilt = s.path_str("rebuilt/catalog.db");
+    std::fs::create_dir_all(s.path("rebuilt")).unwrap();
+    let r = s
+        .run(&["catalog", "rebuild", "--catalog", &rebuilt, "--warehouse", &warehouse, "--json"])
+        .ok()
+        .json();
+    assert_eq!(r["totals"]["registered"], 1, "{r}");
+    assert_eq!(r["tables"][0]["table"], "shop.orders");
+    // The rebuilt pointer is the true head: the applier finds every position applied.
+    let again = s
+        .run(&["apply", "--journal", &journal, "--catalog", &rebuilt, "--warehouse", &warehouse, "--table", "shop.orders", "--json"])
+        .ok()
+        .json();
+    assert_eq!((again["started_after_position"].as_u64(), again["commits"].as_u64()), (Some(1000), Some(0)));
+}
