@@ -8,10 +8,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${TIDEMARK_MOTO_PORT:-5999}"
 auth_port="${TIDEMARK_MOTO_AUTH_PORT:-5998}"
-trap 'bash sandbox/moto.sh stop >/dev/null 2>&1 || true; bash sandbox/moto.sh stop-auth >/dev/null 2>&1 || true' EXIT
+trap 'bash sandbox/moto.sh stop >/dev/null 2>&1 || true; bash sandbox/moto.sh stop-auth >/dev/null 2>&1 || true; bash sandbox/postgres.sh stop >/dev/null 2>&1 || true' EXIT
 eval "$(bash sandbox/moto.sh start "$port")"
 eval "$(bash sandbox/moto.sh start-auth "$auth_port")"
 python3 sandbox/s3_buckets.py
 # PyIceberg for the interoperability tests (exports TIDEMARK_PYTHON).
 eval "$(bash sandbox/pyiceberg.sh)"
+# A throwaway PostgreSQL server for the catalog tests on PostgreSQL (exports TIDEMARK_TEST_PG_URI).
+eval "$(bash sandbox/postgres.sh start)"
 cargo test --workspace "$@"

@@ -275,16 +275,26 @@ pub async fn open_catalog_with_props(
 }
 
 /// Adds `iceberg_tables.iceberg_type` when the table exists without it (see the module doc).
+///
+/// On PostgreSQL the table is the one the catalog's unqualified statements use: the one in the
+/// connection's current schema (the first existing schema of its `search_path`). Other schemas
+/// may hold other catalogs' `iceberg_tables`, with or without the column; they are not looked at.
+/// `IF NOT EXISTS` makes a concurrent migration by another process harmless.
 async fn add_iceberg_type_column(pool: &AnyPool, dialect: Dialect) -> Result<(), sqlx::Error> {
-    let probe = match dialect {
-        Dialect::Sqlite => "SELECT COUNT(*) FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
-        Dialect::Postgres => {
-            "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'iceberg_tables' AND column_name = 'iceberg_type'"
-        }
-    };
-    let exists = match dialect {
-        Dialect::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'iceberg_tables'",
-        Dialect::Postgres => "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'iceberg_tables'",
+    let (exists, probe, alter) = match dialect {
+        Dialect::Sqlite => (
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'iceberg_tables'",
+            "SELECT COUNT(*) FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+            "ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)",
+        ),
+        Dialect::Postgres => (
+            "SELECT COUNT(*) FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name = 'iceberg_tables'",
+            "SELECT COUNT(*) FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = 'iceberg_tables' \
+             AND column_name = 'iceberg_type'",
+            "ALTER TABLE iceberg_tables ADD COLUMN IF NOT EXISTS iceberg_type VARCHAR(5)",
+        ),
     };
     let count = |sql: &'static str| async move {
         sqlx::query(sql)
@@ -293,9 +303,7 @@ async fn add_iceberg_type_column(pool: &AnyPool, dialect: Dialect) -> Result<(),
             .map(|r| r.try_get::<i64, _>(0).unwrap_or(0))
     };
     if count(exists).await? > 0 && count(probe).await? == 0 {
-        sqlx::query("ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)")
-            .execute(pool)
-            .await?;
+        sqlx::query(alter).execute(pool).await?;
     }
     Ok(())
 }
