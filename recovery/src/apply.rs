@@ -139,7 +139,7 @@ impl Default for ApplyOptions {
 }
 
 /// `tidemark apply --json`.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ApplyReport {
     pub format_version: u32,
     pub table: String,

@@ -41,7 +41,7 @@ pub struct DrillOptions {
     pub seed: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DrillStep {
     pub step: String,
     pub ms: u64,
@@ -50,14 +50,14 @@ pub struct DrillStep {
     pub recovery: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DrillCheck {
     pub check: String,
     pub ok: bool,
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DrillReport {
     pub format_version: u32,
     pub ok: bool,

@@ -30,7 +30,7 @@ pub enum FaultError {
     },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct FaultReport {
     pub format_version: u32,
     pub table: String,

@@ -20,4 +20,6 @@ pub mod recover;
 #[cfg(test)]
 mod recover_tests;
 pub mod reference;
+#[cfg(test)]
+mod report_schemas;
 pub mod table;

@@ -79,7 +79,7 @@ pub struct MergeOutput {
     pub stats: MergeStats,
 }
 
-#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct MergeStats {
     pub events: u64,
     pub inserted: u64,

@@ -342,7 +342,7 @@ pub fn choose_head(files: &[(String, Value)], hint: Option<&str>) -> HeadChoice 
 }
 
 /// What happened to one table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TableStatus {
     Registered,
@@ -357,7 +357,7 @@ pub enum TableStatus {
 }
 
 /// One table of a [`RebuildReport`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TableOutcome {
     pub table: String,
     pub status: TableStatus,
@@ -374,7 +374,7 @@ pub struct TableOutcome {
     pub ms: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RebuildTotals {
     pub tables: usize,
     pub registered: usize,
@@ -386,7 +386,7 @@ pub struct RebuildTotals {
 }
 
 /// The result of [`rebuild`] (`tidemark catalog rebuild --json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RebuildReport {
     pub format_version: u32,
     /// The warehouse as table locations spell it (`file:///…` or `s3://…`).

@@ -87,14 +87,14 @@ pub struct RecoverOptions {
     pub into: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StepTiming {
     pub step: String,
     pub ms: u64,
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RecoveryReport {
     pub format_version: u32,
     pub recovery_id: String,

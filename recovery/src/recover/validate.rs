@@ -21,7 +21,7 @@ use crate::table::{arrow_schema, live_data_files};
 /// How many mismatches the report lists.
 pub const FIRST_MISMATCHES: usize = 20;
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Mismatch {
     pub key: String,
     /// `missing`, `extra`, `version`, `delete_flag`, `value`, `duplicate`.
@@ -31,7 +31,7 @@ pub struct Mismatch {
     pub found: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Default, schemars::JsonSchema)]
 pub struct ValidationReport {
     pub format_version: u32,
     pub ok: bool,

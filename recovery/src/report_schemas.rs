@@ -1,0 +1,58 @@
+//! The JSON Schemas of the reports the recovery side prints with `--json` live beside the other
+//! formats in `schemas/json/`; this test fails when a report type and its checked-in schema drift
+//! apart (`TIDEMARK_BLESS=1` regenerates them; review the diff).
+
+use std::path::PathBuf;
+
+use schemars::schema_for;
+use serde_json::Value;
+
+fn schemas() -> Vec<(&'static str, Value)> {
+    let v = |s| serde_json::to_value(s).expect("schema serializes");
+    vec![
+        ("apply-report", v(schema_for!(crate::apply::ApplyReport))),
+        ("recovery-report", v(schema_for!(crate::recover::RecoveryReport))),
+        (
+            "validation-report",
+            v(schema_for!(crate::recover::validate::ValidationReport)),
+        ),
+        ("drill-report", v(schema_for!(crate::drill::DrillReport))),
+        ("fault-report", v(schema_for!(crate::fault::FaultReport))),
+        ("rebuild-report", v(schema_for!(crate::dr::rebuild::RebuildReport))),
+    ]
+}
+
+#[test]
+fn report_schemas_match_the_rust_types() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schemas/json");
+    let bless = std::env::var("TIDEMARK_BLESS").is_ok_and(|v| v == "1");
+    let mut drift = Vec::new();
+    for (name, generated) in schemas() {
+        let path = dir.join(format!("{name}.schema.json"));
+        if bless {
+            std::fs::write(&path, serde_json::to_string_pretty(&generated).unwrap() + "\n").unwrap();
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if serde_json::from_str::<Value>(&text).unwrap() != generated {
+            drift.push(path.display().to_string());
+        }
+    }
+    assert!(
+        drift.is_empty(),
+        "report schemas differ from the Rust types: {drift:?}; regenerate with TIDEMARK_BLESS=1"
+    );
+}
+
+#[test]
+fn a_validation_report_carries_its_format_version() {
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schemas/json/validation-report.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let required = schema["required"].as_array().unwrap();
+    assert!(required.iter().any(|r| r == "format_version"), "{required:?}");
+}
