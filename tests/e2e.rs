@@ -792,15 +792,37 @@ fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     let rebuilt = s.path_str("rebuilt/catalog.db");
     std::fs::create_dir_all(s.path("rebuilt")).unwrap();
     let r = s
-        .run(&["catalog", "rebuild", "--catalog", &rebuilt, "--warehouse", &warehouse, "--json"])
+        .run(&[
+            "catalog",
+            "rebuild",
+            "--catalog",
+            &rebuilt,
+            "--warehouse",
+            &warehouse,
+            "--json",
+        ])
         .ok()
         .json();
     assert_eq!(r["totals"]["registered"], 1, "{r}");
     assert_eq!(r["tables"][0]["table"], "shop.orders");
     // The rebuilt pointer is the true head: the applier finds every position applied.
     let again = s
-        .run(&["apply", "--journal", &journal, "--catalog", &rebuilt, "--warehouse", &warehouse, "--table", "shop.orders", "--json"])
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &rebuilt,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
         .ok()
         .json();
-    assert_eq!((again["started_after_position"].as_u64(), again["commits"].as_u64()), (Some(1000), Some(0)));
+    assert_eq!(
+        (again["started_after_position"].as_u64(), again["commits"].as_u64()),
+        (Some(1000), Some(0))
+    );
 }

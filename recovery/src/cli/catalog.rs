@@ -5,10 +5,10 @@ use std::collections::HashMap;
 
 use clap::Subcommand;
 use tidemark_recovery::dr::rebuild::rebuild;
-use tidemark_recovery::exit::{exit_error, VERIFY_FAILED};
+use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 
 use super::table::CatalogArgs;
-use super::{print_json, Common};
+use super::{Common, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
@@ -30,10 +30,17 @@ pub enum CatalogCommand {
 
 pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
     match cmd {
-        CatalogCommand::Rebuild { catalog, namespace, hints, common } => {
+        CatalogCommand::Rebuild {
+            catalog,
+            namespace,
+            hints,
+            common,
+        } => {
             let mut map = HashMap::new();
             for h in hints {
-                let (table, file) = h.split_once('=').ok_or_else(|| anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}"))?;
+                let (table, file) = h
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}"))?;
                 map.insert(table.to_string(), file.to_string());
             }
             let warehouse = catalog.default_warehouse()?;
@@ -43,7 +50,13 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
                 print_json(&report)?;
             } else {
                 for t in &report.tables {
-                    println!("{:<32} {:<20} {}  ({} ms)", t.table, format!("{:?}", t.status), t.metadata_file.as_deref().unwrap_or("-"), t.ms);
+                    println!(
+                        "{:<32} {:<20} {}  ({} ms)",
+                        t.table,
+                        format!("{:?}", t.status),
+                        t.metadata_file.as_deref().unwrap_or("-"),
+                        t.ms
+                    );
                     println!("{:<32} reason: {}", "", t.reason);
                     for s in &t.strays {
                         println!("{:<32} stray: {s}", "");
@@ -53,11 +66,16 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
                     }
                 }
                 let n = &report.totals;
-                println!("{} tables: {} registered, {} already registered, {} conflicts, {} refused, {} failed; {} strays ({} ms)",
-                    n.tables, n.registered, n.already_registered, n.conflicts, n.refused, n.failed, n.strays, report.ms);
+                println!(
+                    "{} tables: {} registered, {} already registered, {} conflicts, {} refused, {} failed; {} strays ({} ms)",
+                    n.tables, n.registered, n.already_registered, n.conflicts, n.refused, n.failed, n.strays, report.ms
+                );
             }
             if !report.is_complete() {
-                return Err(exit_error(VERIFY_FAILED, "some tables were not registered (refused, conflicting or failed): see the report"));
+                return Err(exit_error(
+                    VERIFY_FAILED,
+                    "some tables were not registered (refused, conflicting or failed): see the report",
+                ));
             }
             Ok(())
         }
