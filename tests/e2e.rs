@@ -826,3 +826,48 @@ fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
         (Some(1000), Some(0))
     );
 }
+
+#[test]
+fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    let catalog = applied(&s, &journal, None, 1000);
+    let (a, b) = (s.path_str("a.json"), s.path_str("b.json"));
+    s.run(&["history", "record", "--catalog", &catalog, "--out", &a]).ok();
+    s.run(&["history", "compare", &a, &a]).ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_version = 1",
+    ])
+    .ok();
+    s.run(&["history", "record", "--catalog", &catalog, "--out", &b]).ok();
+    let diff = s
+        .run(&["history", "compare", &a, &b, "--json"])
+        .fails(4, &["differences"]);
+    let whats: Vec<String> = diff
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["what"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        whats.contains(&"row count".to_string()) && whats.contains(&"snapshot count".to_string()),
+        "{whats:?}"
+    );
+    // A complete replica is current; without its data files the check names what is missing.
+    let warehouse = s.path_str("warehouse");
+    s.run(&["replica", "check", "--warehouse", &warehouse]).ok();
+    std::fs::remove_dir_all(s.path("warehouse/shop/orders/data")).unwrap();
+    let r = s
+        .run(&["replica", "check", "--warehouse", &warehouse, "--json"])
+        .fails(4, &["behind or inconsistent"]);
+    let t = &r.json()["tables"][0];
+    assert!(t["newest_missing_count"].as_u64().unwrap() >= 1, "{t}");
+}

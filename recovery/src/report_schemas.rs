@@ -19,6 +19,9 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("drill-report", v(schema_for!(crate::drill::DrillReport))),
         ("fault-report", v(schema_for!(crate::fault::FaultReport))),
         ("rebuild-report", v(schema_for!(crate::dr::rebuild::RebuildReport))),
+        ("history-record", v(schema_for!(crate::dr::history::HistoryRecord))),
+        ("history-diff", v(schema_for!(Vec<crate::dr::history::HistoryDiff>))),
+        ("replica-report", v(schema_for!(crate::dr::replica::ReplicaReport))),
     ]
 }
 

@@ -1,6 +1,7 @@
 //! The command line: one subcommand a file under `cli/`.
 
 mod catalog;
+mod dr;
 mod drill;
 mod generate;
 mod journal;
@@ -45,6 +46,12 @@ pub enum Command {
     /// Catalog operations after a loss: rebuild from the warehouse's metadata files.
     #[command(subcommand)]
     Catalog(catalog::CatalogCommand),
+    /// Table history records: record, compare.
+    #[command(subcommand)]
+    History(dr::HistoryCommand),
+    /// DR replicas: check by referenced-file existence.
+    #[command(subcommand)]
+    Replica(dr::ReplicaCommand),
     /// Rehearse the whole incident on a scratch location, timed (RTO, RPO, checks).
     Drill(drill::DrillArgs),
     /// Recover to a journal boundary H into a new table, validate, flip the route.
@@ -75,6 +82,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Recover(a) => recover::run(*a).await,
         Command::Drill(a) => drill::run(a).await,
         Command::Catalog(c) => catalog::run(c).await,
+        Command::History(c) => dr::run_history(c).await,
+        Command::Replica(c) => dr::run_replica(c).await,
         Command::Route(c) => route::run(c).await,
         Command::Query(a) => route::run_query(a).await,
         Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,

@@ -1,0 +1,309 @@
+//! Replica check (issue 5 item 3): is a copied warehouse usable, and how far behind is it?
+//!
+//! A replica made by copying objects (bucket replication, `aws s3 sync`, a backup tool) while
+//! writers commit can hold a metadata file whose data files never arrived: copying in the wrong
+//! order (metadata before data), or a copy cut short. Loading such a table fails at read time,
+//! long after the failover was declared done.
+//!
+//! For each table folder ([`rebuild::discover`]) the head is chosen as the rebuild does
+//! ([`rebuild::choose_head`]), and the chain of metadata files is walked from the head backwards.
+//! For each metadata file every file its current snapshot references is checked for existence:
+//! the manifest list, the manifests, and the live data and delete files. The newest metadata file
+//! with all of them present is the newest *consistent* one; the replica can be recovered to it,
+//! and what it loses is the recovery point objective: the commits on the chain after it
+//! (`behind_commits`) and the `last-updated-ms` gap (`behind_ms`).
+//!
+//! Paths in the metadata are the source's absolute paths; a [`PrefixMap`] reads them under the
+//! replica's root. Nothing is written. A table whose files cannot be read (other than being
+//! missing) is reported with `error` and does not stop the others.
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{DataContentType, Manifest, ManifestList, TableMetadata};
+use serde::Serialize;
+use serde_json::Value;
+use tidemark_journal::store::{self, ObjectStore};
+
+use super::rebuild::{self, DrError, TableFiles, choose_head, warehouse_base};
+use crate::recover::snapshot::{PrefixMap, file_io};
+
+/// Version of the JSON report.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How many missing files of one metadata file are listed (all are counted).
+pub const MAX_MISSING_LISTED: usize = 20;
+
+/// One referenced file that the replica lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct MissingFile {
+    /// As read (prefix map applied).
+    pub path: String,
+    /// `manifest list`, `manifest`, `data file` or `delete file`.
+    pub what: String,
+}
+
+/// One table of a [`ReplicaReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ReplicaTable {
+    /// `namespace.name`.
+    pub table: String,
+    /// The head metadata file of the replica (full URL under the replica's root).
+    pub newest_metadata: Option<String>,
+    /// Files the newest metadata's current snapshot references that are missing (the first
+    /// [`MAX_MISSING_LISTED`]).
+    pub newest_missing: Vec<MissingFile>,
+    pub newest_missing_count: usize,
+    /// The newest metadata file on the chain whose current snapshot has all its files.
+    pub consistent_metadata: Option<String>,
+    pub consistent_snapshot_id: Option<i64>,
+    /// Commits on the chain after the consistent metadata file (RPO in commits).
+    pub behind_commits: Option<usize>,
+    /// `last-updated-ms` of the newest minus that of the consistent metadata (RPO in time).
+    pub behind_ms: Option<i64>,
+    /// Metadata files checked, newest first, until the consistent one.
+    pub checked: usize,
+    /// Metadata files that are not valid JSON (a torn or partial copy); they are no candidates
+    /// for the head, so a torn newest file shows as a replica one commit further behind.
+    pub unparsable_metadata: Vec<String>,
+    /// Why no head was chosen, when none was.
+    pub refused: Option<String>,
+    pub error: Option<String>,
+}
+
+impl ReplicaTable {
+    fn new(table: String) -> Self {
+        ReplicaTable {
+            table,
+            newest_metadata: None,
+            newest_missing: Vec::new(),
+            newest_missing_count: 0,
+            consistent_metadata: None,
+            consistent_snapshot_id: None,
+            behind_commits: None,
+            behind_ms: None,
+            checked: 0,
+            unparsable_metadata: Vec::new(),
+            refused: None,
+            error: None,
+        }
+    }
+
+    /// The newest metadata file is consistent: the replica is usable as is.
+    pub fn is_current(&self) -> bool {
+        self.behind_commits == Some(0)
+    }
+}
+
+/// The result of [`check`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ReplicaReport {
+    pub format_version: u32,
+    /// The replica's warehouse as table locations spell it.
+    pub warehouse: String,
+    pub tables: Vec<ReplicaTable>,
+}
+
+impl ReplicaReport {
+    /// Every table's newest metadata file has all its files.
+    pub fn is_current(&self) -> bool {
+        self.tables.iter().all(ReplicaTable::is_current)
+    }
+}
+
+/// Checks every table of the replica warehouse at `warehouse_url`; `prefix_map` maps the paths
+/// written in its metadata (the source's) to where the replica holds them. Errors only when
+/// the warehouse cannot be listed; per-table trouble goes into the report.
+pub async fn check(
+    warehouse_url: &str,
+    file_io_props: &HashMap<String, String>,
+    prefix_map: Option<&PrefixMap>,
+) -> Result<ReplicaReport, DrError> {
+    let base = warehouse_base(warehouse_url)?;
+    let store = store::open(warehouse_url).await.map_err(|source| DrError::Open {
+        warehouse: warehouse_url.to_string(),
+        source,
+    })?;
+    let found = rebuild::discover(store.as_ref(), None).await?;
+    let io = file_io(file_io_props);
+    let mut tables = Vec::with_capacity(found.len());
+    for files in &found {
+        let mut out = ReplicaTable::new(files.ident());
+        if let Err(e) = check_table(store.as_ref(), &base, &io, prefix_map, files, &mut out).await {
+            out.error = Some(e);
+        }
+        tables.push(out);
+    }
+    Ok(ReplicaReport {
+        format_version: FORMAT_VERSION,
+        warehouse: base,
+        tables,
+    })
+}
+
+fn file_name(location: &str) -> &str {
+    location.rsplit('/').next().unwrap_or(location)
+}
+
+/// Predecessor file names, newest first, without the file itself.
+fn predecessors<'a>(name: &str, json: &'a Value) -> Vec<&'a str> {
+    let mut log: Vec<&str> = json
+        .get("metadata-log")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("metadata-file").and_then(Value::as_str))
+        .map(file_name)
+        .filter(|n| *n != name)
+        .collect();
+    log.reverse();
+    log
+}
+
+/// The head's chain, newest first, as file names; as [`choose_head`] walks it (a predecessor
+/// absent from the replica is stepped over through the log of the last file found).
+fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) -> Vec<&'a str> {
+    let mut out = vec![head];
+    let mut seen: HashSet<&str> = HashSet::from([head]);
+    let mut current = head;
+    'walk: loop {
+        for name in predecessors(current, by_name[current]) {
+            if !seen.insert(name) {
+                break 'walk;
+            }
+            out.push(name);
+            if let Some((n, _)) = by_name.get_key_value(name) {
+                current = n;
+                continue 'walk;
+            }
+        }
+        break;
+    }
+    out
+}
+
+async fn check_table(
+    store: &dyn ObjectStore,
+    base: &str,
+    io: &FileIO,
+    map: Option<&PrefixMap>,
+    files: &TableFiles,
+    out: &mut ReplicaTable,
+) -> Result<(), String> {
+    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
+    for key in &files.metadata_keys {
+        let got = store
+            .get(key, None)
+            .await
+            .map_err(|e| format!("cannot read metadata file {key}: {e}"))?;
+        // An unparsable file (a torn copy) is no candidate; the head's chain steps over it.
+        match serde_json::from_slice::<Value>(&got.body) {
+            Ok(json) => parsed.push((key.clone(), json)),
+            Err(_) => out.unparsable_metadata.push(key.clone()),
+        }
+    }
+    let choice = choose_head(&parsed, None);
+    let Some(head_key) = choice.head else {
+        out.refused = choice.refused;
+        return Ok(());
+    };
+    let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (file_name(k), j)).collect();
+    let key_of: HashMap<&str, &str> = parsed.iter().map(|(k, _)| (file_name(k), k.as_str())).collect();
+    let chain = chain(file_name(&head_key), &by_name);
+    let url = |name: &str| format!("{base}/{}", key_of[name]);
+    out.newest_metadata = Some(url(chain[0]));
+    let head_ms = by_name[chain[0]].get("last-updated-ms").and_then(Value::as_i64);
+
+    let mut exists_cache: HashMap<String, bool> = HashMap::new();
+    for (position, name) in chain.iter().enumerate() {
+        let Some(json) = by_name.get(name) else {
+            continue; // not in the replica: cannot be recovered to
+        };
+        out.checked += 1;
+        let (missing, snapshot_id) = missing_files(io, map, name, json, &mut exists_cache).await?;
+        if position == 0 {
+            out.newest_missing_count = missing.len();
+            out.newest_missing = missing.iter().take(MAX_MISSING_LISTED).cloned().collect();
+        }
+        if missing.is_empty() {
+            out.consistent_metadata = Some(url(name));
+            out.consistent_snapshot_id = snapshot_id;
+            out.behind_commits = Some(position);
+            let ms = json.get("last-updated-ms").and_then(Value::as_i64);
+            out.behind_ms = head_ms.zip(ms).map(|(h, c)| h - c);
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The files of the metadata's current snapshot that do not exist, and that snapshot's id.
+async fn missing_files(
+    io: &FileIO,
+    map: Option<&PrefixMap>,
+    name: &str,
+    json: &Value,
+    cache: &mut HashMap<String, bool>,
+) -> Result<(Vec<MissingFile>, Option<i64>), String> {
+    let meta: TableMetadata =
+        serde_json::from_value(json.clone()).map_err(|e| format!("cannot parse metadata file {name}: {e}"))?;
+    let Some(snapshot) = meta.current_snapshot() else {
+        return Ok((Vec::new(), None));
+    };
+    let mut missing = Vec::new();
+    let mut present = async |path: String, what: &str, missing: &mut Vec<MissingFile>| -> Result<bool, String> {
+        let found = match cache.get(&path) {
+            Some(b) => *b,
+            None => {
+                let b = io
+                    .exists(&path)
+                    .await
+                    .map_err(|e| format!("cannot check {what} {path}: {e}"))?;
+                cache.insert(path.clone(), b);
+                b
+            }
+        };
+        if !found {
+            missing.push(MissingFile {
+                path,
+                what: what.to_string(),
+            });
+        }
+        Ok(found)
+    };
+    let read = async |path: &str, what: &str| {
+        io.new_input(path)
+            .map_err(|e| format!("cannot open {what} {path}: {e}"))?
+            .read()
+            .await
+            .map_err(|e| format!("cannot read {what} {path}: {e}"))
+    };
+
+    let list_path = PrefixMap::apply(map, snapshot.manifest_list());
+    if !present(list_path.clone(), "manifest list", &mut missing).await? {
+        return Ok((missing, Some(snapshot.snapshot_id())));
+    }
+    let list = ManifestList::parse_with_version(&read(&list_path, "manifest list").await?, meta.format_version())
+        .map_err(|e| format!("cannot parse manifest list {list_path}: {e}"))?;
+    for mf in list.entries() {
+        let path = PrefixMap::apply(map, &mf.manifest_path);
+        if !present(path.clone(), "manifest", &mut missing).await? {
+            continue;
+        }
+        let manifest = Manifest::parse_avro(&read(&path, "manifest").await?)
+            .map_err(|e| format!("cannot parse manifest {path}: {e}"))?;
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let f = entry.data_file();
+            let what = match f.content_type() {
+                DataContentType::Data => "data file",
+                _ => "delete file",
+            };
+            present(PrefixMap::apply(map, f.file_path()), what, &mut missing).await?;
+        }
+    }
+    Ok((missing, Some(snapshot.snapshot_id())))
+}
+
+#[cfg(test)]
+#[path = "replica_tests.rs"]
+mod tests;
