@@ -122,20 +122,7 @@ fn missing_journal_is_a_clear_not_found() {
 #[test]
 fn tampered_object_fails_verification() {
     let s = Scratch::new();
-    let journal = s.path_str("j");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write("in.ndjson", &events(1, 30));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        "10",
-    ])
-    .ok();
+    let journal = journal_with(&s, "j", 30, 10);
     // Flip one byte of the second batch's stored version.
     let versions = s.path("j/.tidemark/versions");
     let dir = std::fs::read_dir(&versions)
@@ -361,20 +348,7 @@ fn apply_then_fault_delete_on_a_folder() {
 #[test]
 fn apply_refuses_a_broken_chain_and_a_missing_catalog_folder() {
     let s = Scratch::new();
-    let journal = s.path_str("journal");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write("in.ndjson", &events(1, 20));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        "5",
-    ])
-    .ok();
+    let journal = journal_with(&s, "journal", 20, 5);
     std::fs::remove_file(s.path("journal/manifests/00000000000000000002.json")).unwrap();
     std::fs::remove_dir_all(s.path("journal/.tidemark/versions/manifests%2F00000000000000000002.json")).unwrap();
     let catalog = s.path_str("catalog.db");

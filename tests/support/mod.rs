@@ -102,6 +102,26 @@ pub fn events(first: u64, last: u64) -> String {
         .collect()
 }
 
+/// `journal init` in `rel`, then `journal append` of [`events`] 1..=`last` in batches of `batch`;
+/// returns the journal's path.
+pub fn journal_with(s: &Scratch, rel: &str, last: u64, batch: u64) -> String {
+    let journal = s.path_str(rel);
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.write(&format!("{rel}.ndjson"), &events(1, last));
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input.to_str().unwrap(),
+        "--batch-size",
+        &batch.to_string(),
+    ])
+    .ok();
+    journal
+}
+
 /// Is the S3 server of sandbox/test.sh there? Panics when it should be and is not.
 pub fn s3_available() -> bool {
     if std::env::var("TIDEMARK_SKIP_S3").is_ok_and(|v| v == "1") {
