@@ -845,3 +845,102 @@ fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
     let t = &r.json()["tables"][0];
     assert!(t["newest_missing_count"].as_u64().unwrap() >= 1, "{t}");
 }
+
+#[test]
+fn recover_from_the_cli_dry_run_then_flip() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 40, 10);
+    let catalog = s.path_str("catalog.db");
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_id = 'o-3'",
+    ])
+    .ok();
+    let more = s.write("more.ndjson", &events(41, 50));
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        more.to_str().unwrap(),
+    ])
+    .ok();
+    let common = [
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        "40",
+        "--recovery-id",
+        "rec-e2e",
+        "--json",
+    ];
+    let dry = s.run(&[&common[..], &["--dry-run"]].concat()).ok().json();
+    assert_eq!(dry["validation"]["ok"], true, "{dry}");
+    assert_eq!(
+        (dry["snapshot_position"].as_u64(), dry["h"].as_u64()),
+        (Some(40), Some(50))
+    );
+    assert!(dry["route"].is_null());
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    let done = s
+        .run(&[&common[..], &["--route", &route, "--reason", "e2e"]].concat())
+        .ok()
+        .json();
+    assert_eq!(
+        (done["seed_resumed"].as_bool(), done["replay_resumed"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert_eq!(done["route"]["generation"], 1);
+    assert_eq!(done["route"]["applied_position"], 50);
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders WHERE order_id = 'o-3'",
+        ])
+        .ok();
+    assert!(q.stdout.contains("n\n1"), "the deleted order is back: {}", q.stdout);
+    // H past the verified range is refused with the range (exit 3), and nothing is flipped.
+    s.run(&[
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.other",
+        "--source-table",
+        "shop.orders",
+        "--to",
+        "99",
+    ])
+    .fails(3, &["H = 99", "41..=50"]);
+}
