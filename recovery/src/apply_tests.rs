@@ -61,19 +61,7 @@ pub(crate) async fn table_rows(handle: &CatalogHandle, name: &str) -> BTreeMap<C
 
 /// The reference fold of the journal, unit by unit as the applier sees it (one manifest a unit).
 async fn reference_of(j: &Journal) -> RefState {
-    let mut state = RefState::new(j.spec.clone());
-    for seq in j.manifest_sequences().await.unwrap() {
-        let m = j.read_manifest(seq, None).await.unwrap().manifest;
-        let body = j
-            .store
-            .get(&m.object_key, Some(&m.object_version_id))
-            .await
-            .unwrap()
-            .body;
-        let batches = tidemark_journal::codec::decode_parquet(&j.spec, &m.object_key, body).unwrap();
-        state.apply(&reference::rows_of(&j.spec, &batches)).unwrap();
-    }
-    state
+    reference::fold_journal(j).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -290,6 +290,31 @@ impl RefState {
     }
 }
 
+/// The reference fold of a whole journal, one unit per journal batch (one manifest), as the
+/// applier applies it. For tests and audits; `Err` names the manifest or the conflict.
+pub async fn fold_journal(journal: &tidemark_journal::Journal) -> Result<RefState, String> {
+    let mut state = RefState::new(journal.spec.clone());
+    for seq in journal.manifest_sequences().await.map_err(|e| e.to_string())? {
+        let m = journal
+            .read_manifest(seq, None)
+            .await
+            .map_err(|e| e.to_string())?
+            .manifest;
+        let body = journal
+            .store
+            .get(&m.object_key, Some(&m.object_version_id))
+            .await
+            .map_err(|e| e.to_string())?
+            .body;
+        let batches =
+            tidemark_journal::codec::decode_parquet(&journal.spec, &m.object_key, body).map_err(|e| e.to_string())?;
+        state
+            .apply(&rows_of(&journal.spec, &batches))
+            .map_err(|c| format!("manifest {seq}: {c}"))?;
+    }
+    Ok(state)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -131,19 +131,7 @@ async fn journal_in(dir: &Path, text: &str, batch: usize) -> Journal {
 /// The reference fold of the journal, one unit per journal batch (one manifest) as the applier
 /// sees it.
 async fn reference_of(j: &Journal) -> RefState {
-    let mut state = RefState::new(j.spec.clone());
-    for seq in j.manifest_sequences().await.unwrap() {
-        let m = j.read_manifest(seq, None).await.unwrap().manifest;
-        let body = j
-            .store
-            .get(&m.object_key, Some(&m.object_version_id))
-            .await
-            .unwrap()
-            .body;
-        let batches = tidemark_journal::codec::decode_parquet(&j.spec, &m.object_key, body).unwrap();
-        state.apply(&reference::rows_of(&j.spec, &batches)).unwrap();
-    }
-    state
+    reference::fold_journal(j).await.unwrap()
 }
 
 /// Every row of the table's current snapshot, by key; panics on a duplicate key.
