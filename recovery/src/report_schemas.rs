@@ -22,6 +22,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("history-record", v(schema_for!(crate::dr::history::HistoryRecord))),
         ("history-diff", v(schema_for!(Vec<crate::dr::history::HistoryDiff>))),
         ("replica-report", v(schema_for!(crate::dr::replica::ReplicaReport))),
+        ("rewrite-report", v(schema_for!(crate::dr::rewrite::RewriteReport))),
     ]
 }
 

@@ -146,3 +146,55 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
         }
     }
 }
+
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// Rewrite absolute paths in a table copy's metadata (metadata.json, manifest lists,
+    /// manifests), writing new files beside the old, so that a copy under another bucket or
+    /// prefix is readable; prints the copy plan.
+    RewritePaths {
+        /// The copy's metadata.json (as readable at its new location).
+        #[arg(long)]
+        metadata: String,
+        #[arg(long)]
+        from_prefix: String,
+        #[arg(long)]
+        to_prefix: String,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+pub async fn run_table(cmd: TableCommand) -> anyhow::Result<()> {
+    match cmd {
+        TableCommand::RewritePaths {
+            metadata,
+            from_prefix,
+            to_prefix,
+            common,
+        } => {
+            let report = tidemark_recovery::dr::rewrite::rewrite_paths(
+                &metadata,
+                &from_prefix,
+                &to_prefix,
+                &s3_props(|k| std::env::var(k).ok()),
+            )
+            .await?;
+            if common.json {
+                print_json(&report)?;
+            } else {
+                println!(
+                    "new metadata {} ({} manifest lists, {} manifests rewritten, {} paths)",
+                    report.new_metadata,
+                    report.manifest_lists_rewritten,
+                    report.manifests_rewritten,
+                    report.paths_rewritten
+                );
+                for (old, new) in &report.copy_plan {
+                    println!("copy {old} -> {new}");
+                }
+            }
+            Ok(())
+        }
+    }
+}

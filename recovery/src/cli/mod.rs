@@ -49,6 +49,9 @@ pub enum Command {
     /// Table history records: record, compare.
     #[command(subcommand)]
     History(dr::HistoryCommand),
+    /// Table operations for DR copies: rewrite-paths.
+    #[command(subcommand)]
+    Table(dr::TableCommand),
     /// DR replicas: check by referenced-file existence.
     #[command(subcommand)]
     Replica(dr::ReplicaCommand),
@@ -84,6 +87,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Catalog(c) => catalog::run(c).await,
         Command::History(c) => dr::run_history(c).await,
         Command::Replica(c) => dr::run_replica(c).await,
+        Command::Table(c) => dr::run_table(c).await,
         Command::Route(c) => route::run(c).await,
         Command::Query(a) => route::run_query(a).await,
         Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,

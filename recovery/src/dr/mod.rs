@@ -11,3 +11,4 @@ pub mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
 pub mod replica;
+pub mod rewrite;

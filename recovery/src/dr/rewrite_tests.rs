@@ -1,0 +1,160 @@
+//! Tests of the path rewrite: a table copied under another root, its original deleted.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch};
+use chrono::{TimeZone, Utc};
+use iceberg::table::Table;
+use iceberg::{Catalog, NamespaceIdent, TableIdent};
+use tidemark_journal::spec::CompiledSpec;
+
+use super::rewrite_paths;
+use crate::benchdata::order_columns;
+use crate::catalog::CatalogHandle;
+use crate::dr::rebuild::warehouse_base;
+use crate::ids::{Ids, SeededIds};
+use crate::table::read::read_files;
+use crate::table::test_support::catalog_in;
+use crate::table::{
+    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, live_data_files, write_data_file,
+};
+
+async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
+    let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
+    let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
+    cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
+    let batch = RecordBatch::try_new(arrow_schema(table).unwrap(), cols).unwrap();
+    let files = write_data_file(table, &[batch], ids.uuid()).await.unwrap();
+    let stamp = CommitStamp {
+        id: ids.uuid(),
+        at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
+    };
+    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp)
+        .await
+        .unwrap()
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let target = dst.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+async fn row_count(table: &Table) -> Result<usize, TableError> {
+    let files = live_data_files(table).await?;
+    let refs: Vec<_> = files.iter().collect();
+    let schema = arrow_schema(table)?;
+    let batches = read_files(table, &refs, &schema, None).await?;
+    Ok(batches.iter().map(RecordBatch::num_rows).sum())
+}
+
+async fn register(dir: &Path, metadata: &str) -> Table {
+    std::fs::create_dir_all(dir).unwrap();
+    let handle = catalog_in(dir).await;
+    let ns = NamespaceIdent::new("shop".into());
+    handle.catalog().create_namespace(&ns, HashMap::new()).await.unwrap();
+    let ident = TableIdent::new(ns, "orders".into());
+    handle
+        .catalog()
+        .register_table(&ident, metadata.to_string())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_copy_under_another_root_reads_after_the_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(51);
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    let handle = catalog_in(&dir.path().join("src")).await;
+    let mut table = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
+        .await
+        .unwrap();
+    for n in 1..=2 {
+        table = append(&handle, &table, &ids, n).await;
+    }
+    let rows = row_count(&table).await.unwrap();
+    assert_eq!(rows, 20);
+    let metadata_name = table
+        .metadata_location()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+
+    // Copy the table folder to another root and delete the original.
+    let old_root = dir.path().join("src/warehouse");
+    let new_root = dir.path().join("copy/warehouse");
+    copy_dir(&old_root.join("shop/orders"), &new_root.join("shop/orders"));
+    std::fs::remove_dir_all(old_root.join("shop/orders")).unwrap();
+    let from = warehouse_base(&old_root.display().to_string()).unwrap();
+    let to = warehouse_base(&new_root.display().to_string()).unwrap();
+    assert!(
+        table.metadata().location().starts_with(&from),
+        "{}",
+        table.metadata().location()
+    );
+    let copied = format!("{to}/shop/orders/metadata/{metadata_name}");
+
+    // Before the rewrite the copy points at the deleted original.
+    let before = register(&dir.path().join("before"), &copied).await;
+    let err = row_count(&before).await.unwrap_err().to_string();
+    // The original's manifest list is gone; the copy's metadata still names it.
+    assert!(
+        err.contains("src/warehouse/shop/orders/metadata/snap-") && err.contains("NotFound"),
+        "{err}"
+    );
+
+    let report = rewrite_paths(&copied, &from, &to, &HashMap::new()).await.unwrap();
+    assert_eq!(report.format_version, 1);
+    assert_eq!(report.old_metadata, copied);
+    assert!(report.new_metadata.starts_with(&format!("{to}/shop/orders/metadata/")));
+    assert!(
+        report.new_metadata.ends_with("-rewritten.metadata.json"),
+        "{}",
+        report.new_metadata
+    );
+    assert_eq!(report.manifest_lists_rewritten, 2);
+    // One manifest per commit, each listed by its own snapshot only.
+    assert_eq!(report.manifests_rewritten, 2);
+    assert!(report.paths_rewritten > 0);
+    assert!(!report.copy_plan.is_empty());
+    for (old, new) in &report.copy_plan {
+        assert!(old.starts_with(&from) && new.starts_with(&to), "{old} -> {new}");
+        assert!(Path::new(new.strip_prefix("file://").unwrap()).exists(), "{new}");
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["format_version"], 1);
+
+    let after = register(&dir.path().join("after"), &report.new_metadata).await;
+    assert_eq!(after.metadata().location(), format!("{to}/shop/orders"));
+    assert_eq!(after.metadata().snapshots().count(), 2);
+    assert_eq!(row_count(&after).await.unwrap(), rows);
+    for file in live_data_files(&after).await.unwrap() {
+        assert!(file.file_path().starts_with(&to), "{}", file.file_path());
+    }
+    // The first snapshot reads too: its own manifest list was rewritten.
+    let first = after
+        .metadata()
+        .snapshots()
+        .find(|s| s.parent_snapshot_id().is_none())
+        .unwrap();
+    assert!(first.manifest_list().starts_with(&to));
+    let list = after.manifest_list_reader(first).load().await.unwrap();
+    assert_eq!(list.entries().len(), 1);
+    assert!(list.entries()[0].manifest_path.starts_with(&to));
+
+    // Nothing was overwritten: a second rewrite writes new names.
+    let again = rewrite_paths(&copied, &from, &to, &HashMap::new()).await.unwrap();
+    assert_ne!(again.new_metadata, report.new_metadata);
+}
