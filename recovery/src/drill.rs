@@ -205,20 +205,9 @@ pub async fn run(
 
     // Setup.
     let t = Instant::now();
-    let root: Arc<dyn ObjectStore> = if base.starts_with("s3://") {
-        store::open(&base).await.map_err(|e| fail("setup")(e.to_string()))?
-    } else {
-        Arc::new(store::local::LocalStore::create(&base).map_err(|e| fail("setup")(e.to_string()))?)
-    };
-    let journal_store = store::open(&url("journal"))
-        .await
-        .or_else(|_| -> Result<_, String> {
-            Ok(
-                Arc::new(store::local::LocalStore::create(url("journal")).map_err(|e| e.to_string())?)
-                    as Arc<dyn ObjectStore>,
-            )
-        })
-        .map_err(fail("setup"))?;
+    let setup = |e: tidemark_journal::store::StoreError| fail("setup")(e.to_string());
+    let root = store::open_or_create(&base).await.map_err(setup)?;
+    let journal_store = store::open_or_create(&url("journal")).await.map_err(setup)?;
     let journal = Journal::init(journal_store, orders_spec(), format!("drill-{}", ids.uuid()), clock)
         .await
         .map_err(|e| fail("setup")(e.to_string()))?;
@@ -240,16 +229,7 @@ pub async fn run(
     let dr: CatalogHandle = open("dr", &warehouse_url("dr-warehouse"))
         .await
         .map_err(fail("setup"))?;
-    let routes = RouteStore::open(&url("route")).await.or_else(|_| -> Result<_, String> {
-        store::local::LocalStore::create(url("route")).map_err(|e| e.to_string())?;
-        Err("retry".into())
-    });
-    let routes = match routes {
-        Ok(r) => r,
-        Err(_) => RouteStore::open(&url("route"))
-            .await
-            .map_err(|e| fail("setup")(e.to_string()))?,
-    };
+    let routes = RouteStore::new(store::open_or_create(&url("route")).await.map_err(setup)?);
     timer.done(
         "setup",
         t,

@@ -203,6 +203,16 @@ pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
     }
 }
 
+/// [`open`], creating a local folder first when it does not exist (an S3 bucket is never
+/// created: it must exist, with versioning, before tidemark writes to it).
+pub async fn open_or_create(url: &str) -> Result<Arc<dyn ObjectStore>> {
+    if url.starts_with("s3://") || (url.contains("://") && !url.starts_with("file://")) {
+        return open(url).await;
+    }
+    let path = url.strip_prefix("file://").unwrap_or(url);
+    Ok(Arc::new(local::LocalStore::create(path)?))
+}
+
 /// Joins a prefix and a key with exactly one `/`.
 pub(crate) fn join_key(prefix: &str, key: &str) -> String {
     let prefix = prefix.trim_end_matches('/');

@@ -102,12 +102,7 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 }
                 None => orders_spec(),
             };
-            let store = if journal.starts_with("s3://") {
-                store::open(&journal).await?
-            } else {
-                let path = journal.strip_prefix("file://").unwrap_or(&journal);
-                std::sync::Arc::new(store::local::LocalStore::create(path)?) as std::sync::Arc<dyn store::ObjectStore>
-            };
+            let store = store::open_or_create(&journal).await?;
             #[allow(clippy::disallowed_methods)] // the binary mints journal ids
             let id = journal_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             let j = Journal::init(store, spec, id, &SystemClock).await?;

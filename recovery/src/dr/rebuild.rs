@@ -176,7 +176,7 @@ pub struct HeadChoice {
 
 /// The last path segment: log entries hold absolute URLs (`file:///…`, `s3://…`), keys are
 /// relative, and within one table's metadata folder the file name alone is unique.
-fn file_name(location: &str) -> &str {
+pub(crate) fn file_name(location: &str) -> &str {
     location.rsplit('/').next().unwrap_or(location)
 }
 
@@ -185,16 +185,21 @@ fn version_of(name: &str) -> Option<u64> {
     name.split_once('-')?.0.parse().ok()
 }
 
-/// Predecessor file names in `metadata-log` order (oldest first), without the file itself.
-fn log_of(name: &str, json: &Value) -> Vec<String> {
+/// Predecessor file names of metadata file `name` in `metadata-log` order (oldest first),
+/// without the file itself.
+pub(crate) fn predecessor_names<'a>(name: &'a str, json: &'a Value) -> impl Iterator<Item = &'a str> {
     json.get("metadata-log")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|e| e.get("metadata-file").and_then(Value::as_str))
-        .map(|l| file_name(l).to_string())
-        .filter(|n| n != name)
-        .collect()
+        .map(file_name)
+        .filter(move |n| *n != name)
+}
+
+/// [`predecessor_names`], owned.
+fn log_of(name: &str, json: &Value) -> Vec<String> {
+    predecessor_names(name, json).map(str::to_string).collect()
 }
 
 /// Picks the head among one table's metadata files (`(key, json)`); `hint` is an expected head or

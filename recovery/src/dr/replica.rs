@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::store::{self, ObjectStore};
 
-use super::rebuild::{self, DrError, TableFiles, choose_head, warehouse_base};
+use super::rebuild::{self, DrError, TableFiles, choose_head, file_name, predecessor_names, warehouse_base};
 use crate::recover::snapshot::{PrefixMap, file_io};
 
 /// Version of the JSON report.
@@ -141,21 +141,9 @@ pub async fn check(
     })
 }
 
-fn file_name(location: &str) -> &str {
-    location.rsplit('/').next().unwrap_or(location)
-}
-
 /// Predecessor file names, newest first, without the file itself.
-fn predecessors<'a>(name: &str, json: &'a Value) -> Vec<&'a str> {
-    let mut log: Vec<&str> = json
-        .get("metadata-log")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.get("metadata-file").and_then(Value::as_str))
-        .map(file_name)
-        .filter(|n| *n != name)
-        .collect();
+fn predecessors<'a>(name: &'a str, json: &'a Value) -> Vec<&'a str> {
+    let mut log: Vec<&str> = predecessor_names(name, json).collect();
     log.reverse();
     log
 }
