@@ -138,6 +138,38 @@ impl CatalogHandle {
         }
     }
 
+    /// Every table of this catalog (`namespace.name`, sorted) with its metadata pointer, in one
+    /// query; with `namespace`, only the tables directly in it.
+    pub async fn pointers(&self, namespace: Option<&str>) -> Result<Vec<(String, Option<String>)>, TableError> {
+        let sql = self.bind_style(
+            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables \
+             WHERE catalog_name = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+        );
+        let sql_err = |source| TableError::Sql {
+            context: format!("list the tables of catalog {}", self.name),
+            source,
+        };
+        let rows = sqlx::query(&sql)
+            .bind(self.name.as_str())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(sql_err)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let ns: String = row.try_get(0).map_err(sql_err)?;
+            if namespace.is_some_and(|want| want != ns) {
+                continue;
+            }
+            let name: String = row.try_get(1).map_err(sql_err)?;
+            out.push((
+                format!("{ns}.{name}"),
+                row.try_get::<Option<String>, _>(2).map_err(sql_err)?,
+            ));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Moves the catalog pointer of `ident` from `expected` to `new` if and only if it still
     /// points at `expected`. Returns whether this call won.
     pub async fn swap_metadata_pointer(

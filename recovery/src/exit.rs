@@ -125,6 +125,22 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 _ => FAILURE,
             };
         }
+        if let Some(e) = cause.downcast_ref::<crate::dr::backup::BackupError>() {
+            use crate::dr::backup::BackupError as B;
+            match e {
+                B::Invalid { .. } | B::NotBackedUp { .. } => return VERIFY_FAILED,
+                _ => continue, // the cause decides
+            }
+        }
+        if let Some(e) = cause.downcast_ref::<crate::dr::rebuild::DrError>() {
+            use crate::dr::rebuild::DrError as D;
+            match e {
+                D::InvalidWarehouse { .. } | D::InvalidNamespace { .. } | D::InvalidTableName { .. } => {
+                    return BAD_INPUT;
+                }
+                _ => continue,
+            }
+        }
         if let Some(e) = cause.downcast_ref::<crate::apply::ApplyError>() {
             return apply_code(e);
         }

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use clap::Subcommand;
 use tidemark_journal::clock::SystemClock;
 use tidemark_recovery::catalog::s3_props;
+use tidemark_recovery::dr::copy::{self, CopyOptions, CopyOrder, Verify};
 use tidemark_recovery::dr::{history, replica};
-use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
+use tidemark_recovery::exit::{FAILURE, VERIFY_FAILED, exit_error};
+use tidemark_recovery::progress::Progress;
 use tidemark_recovery::recover::snapshot::PrefixMap;
 
 use super::table::CatalogArgs;
@@ -44,6 +46,27 @@ pub enum ReplicaCommand {
         /// Read through a prefix map FROM=TO (metadata still names the source's paths).
         #[arg(long)]
         prefix_map: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Copy tables so that the replica is always a consistent (possibly older) table: per
+    /// commit, referenced files before the metadata naming them; resumable; verified.
+    Copy {
+        /// Source warehouse (folder or s3://bucket/prefix).
+        #[arg(long)]
+        from: String,
+        /// Replica warehouse (folder or s3://bucket/prefix); keys are kept.
+        #[arg(long)]
+        to: String,
+        /// Only these tables (namespace.name, comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        tables: Option<Vec<String>>,
+        /// `data-first` copies data/ then metadata/ from two listings: unsafe, for drills only.
+        #[arg(long, value_enum, default_value = "safe")]
+        order: CopyOrder,
+        /// Check each object by size, or by sha256 (reads the copy back).
+        #[arg(long, value_enum, default_value = "size")]
+        verify: Verify,
         #[command(flatten)]
         common: Common,
     },
@@ -100,6 +123,54 @@ pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
 
 pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
     match cmd {
+        ReplicaCommand::Copy {
+            from,
+            to,
+            tables,
+            order,
+            verify,
+            common,
+        } => {
+            let opts = CopyOptions {
+                tables,
+                order,
+                verify,
+                stop_after: None,
+            };
+            let mut progress = Progress::new("replica copy", common.quiet);
+            let report = copy::copy(&from, &to, &opts, &mut |line| {
+                progress.update(|| line.to_string(), false)
+            })
+            .await?;
+            if common.json {
+                print_json(&report)?;
+            } else {
+                for t in &report.tables {
+                    println!(
+                        "{:<32} head {}  {} metadata files  {} copied  {} already there  {} repaired  {} bytes",
+                        t.table,
+                        t.head.as_deref().unwrap_or("-"),
+                        t.metadata_files,
+                        t.copied,
+                        t.skipped,
+                        t.repaired,
+                        t.bytes_copied
+                    );
+                    for problem in t.refused.iter().chain(&t.error) {
+                        println!("{:<32} {problem}", "");
+                    }
+                }
+                if order == CopyOrder::DataFirst {
+                    println!(
+                        "order data-first: unsafe under a live writer; check the replica with `tidemark replica check`"
+                    );
+                }
+            }
+            if !report.is_complete() {
+                return Err(exit_error(FAILURE, "some tables were not copied: see the report"));
+            }
+            Ok(())
+        }
         ReplicaCommand::Check {
             warehouse,
             prefix_map,

@@ -1,36 +1,13 @@
 //! Tests of the history record and compare: real tables in a SQLite catalog, recorded before
 //! and after a commit, and compare on hand-made records.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use arrow_array::{Int64Array, RecordBatch};
-use chrono::{TimeZone, Utc};
-use iceberg::table::Table;
 use tidemark_journal::spec::CompiledSpec;
 
 use super::{FieldHistory, HistoryFileError, HistoryRecord, RefHistory, TableHistory, compare, load, record, save};
-use crate::benchdata::order_columns;
-use crate::catalog::CatalogHandle;
-use crate::ids::{Ids, SeededIds};
+use crate::dr::test_support::append;
+use crate::ids::SeededIds;
+use crate::table::create_or_load_table;
 use crate::table::test_support::catalog_in;
-use crate::table::{CommitStamp, arrow_schema, commit_overwrite, create_or_load_table, write_data_file};
-
-/// Appends ten fresh orders to `table` in one commit.
-async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
-    let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
-    let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
-    cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
-    let batch = RecordBatch::try_new(arrow_schema(table).unwrap(), cols).unwrap();
-    let files = write_data_file(table, &[batch], ids.uuid()).await.unwrap();
-    let stamp = CommitStamp {
-        id: ids.uuid(),
-        at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
-    };
-    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp)
-        .await
-        .unwrap()
-}
 
 fn diff_whats(diffs: &[super::HistoryDiff], table: &str) -> Vec<String> {
     diffs

@@ -6,9 +6,13 @@
 //! ([`rebuild`]), provided each table's true head metadata file is told apart from the strays
 //! that failed or interrupted commits leave behind ([`rebuild::choose_head`]).
 
+pub mod backup;
+pub mod copy;
 pub mod history;
 pub mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
 pub mod replica;
 pub mod rewrite;
+#[cfg(test)]
+pub(crate) mod test_support;

@@ -150,7 +150,7 @@ fn predecessors<'a>(name: &'a str, json: &'a Value) -> Vec<&'a str> {
 
 /// The head's chain, newest first, as file names; as [`choose_head`] walks it (a predecessor
 /// absent from the replica is stepped over through the log of the last file found).
-fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) -> Vec<&'a str> {
+pub(crate) fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) -> Vec<&'a str> {
     let mut out = vec![head];
     let mut seen: HashSet<&str> = HashSet::from([head]);
     let mut current = head;
@@ -208,7 +208,7 @@ async fn check_table(
             continue; // not in the replica: cannot be recovered to
         };
         out.checked += 1;
-        let (missing, snapshot_id) = missing_files(io, map, name, json, &mut exists_cache).await?;
+        let (missing, snapshot_id, _) = missing_files(io, map, name, json, &mut exists_cache).await?;
         if position == 0 {
             out.newest_missing_count = missing.len();
             out.newest_missing = missing.iter().take(MAX_MISSING_LISTED).cloned().collect();
@@ -225,21 +225,24 @@ async fn check_table(
     Ok(())
 }
 
-/// The files of the metadata's current snapshot that do not exist, and that snapshot's id.
-async fn missing_files(
+/// The files of the metadata's current snapshot that do not exist, that snapshot's id, and how
+/// many referenced files were checked (a file that is missing hides what it would reference).
+pub(crate) async fn missing_files(
     io: &FileIO,
     map: Option<&PrefixMap>,
     name: &str,
     json: &Value,
     cache: &mut HashMap<String, bool>,
-) -> Result<(Vec<MissingFile>, Option<i64>), String> {
+) -> Result<(Vec<MissingFile>, Option<i64>, usize), String> {
     let meta: TableMetadata =
         serde_json::from_value(json.clone()).map_err(|e| format!("cannot parse metadata file {name}: {e}"))?;
     let Some(snapshot) = meta.current_snapshot() else {
-        return Ok((Vec::new(), None));
+        return Ok((Vec::new(), None, 0));
     };
     let mut missing = Vec::new();
+    let mut checked = 0;
     let mut present = async |path: String, what: &str, missing: &mut Vec<MissingFile>| -> Result<bool, String> {
+        checked += 1;
         let found = match cache.get(&path) {
             Some(b) => *b,
             None => {
@@ -269,7 +272,7 @@ async fn missing_files(
 
     let list_path = PrefixMap::apply(map, snapshot.manifest_list());
     if !present(list_path.clone(), "manifest list", &mut missing).await? {
-        return Ok((missing, Some(snapshot.snapshot_id())));
+        return Ok((missing, Some(snapshot.snapshot_id()), checked));
     }
     let list = ManifestList::parse_with_version(&read(&list_path, "manifest list").await?, meta.format_version())
         .map_err(|e| format!("cannot parse manifest list {list_path}: {e}"))?;
@@ -289,7 +292,7 @@ async fn missing_files(
             present(PrefixMap::apply(map, f.file_path()), what, &mut missing).await?;
         }
     }
-    Ok((missing, Some(snapshot.snapshot_id())))
+    Ok((missing, Some(snapshot.snapshot_id()), checked))
 }
 
 #[cfg(test)]

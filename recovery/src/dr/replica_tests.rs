@@ -3,38 +3,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
-use arrow_array::{Int64Array, RecordBatch};
-use chrono::{TimeZone, Utc};
-use iceberg::table::Table;
 use tidemark_journal::spec::CompiledSpec;
 
 use super::check;
-use crate::benchdata::order_columns;
-use crate::catalog::CatalogHandle;
 use crate::dr::rebuild::warehouse_base;
-use crate::ids::{Ids, SeededIds};
+use crate::dr::test_support::append;
+use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
 use crate::table::test_support::catalog_in;
-use crate::table::{
-    CommitStamp, arrow_schema, commit_overwrite, create_or_load_table, live_data_files, write_data_file,
-};
-
-async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
-    let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
-    let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
-    cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
-    let batch = RecordBatch::try_new(arrow_schema(table).unwrap(), cols).unwrap();
-    let files = write_data_file(table, &[batch], ids.uuid()).await.unwrap();
-    let stamp = CommitStamp {
-        id: ids.uuid(),
-        at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
-    };
-    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp)
-        .await
-        .unwrap()
-}
+use crate::table::{create_or_load_table, live_data_files};
 
 /// Copies the files under `src` that `dst` lacks; the `data` folder first, as a replication
 /// that copies data before metadata would, unless `with_data` is false.

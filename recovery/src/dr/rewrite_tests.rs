@@ -2,60 +2,17 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
-use arrow_array::{Int64Array, RecordBatch};
-use chrono::{TimeZone, Utc};
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 use tidemark_journal::spec::CompiledSpec;
 
 use super::rewrite_paths;
-use crate::benchdata::order_columns;
-use crate::catalog::CatalogHandle;
 use crate::dr::rebuild::warehouse_base;
-use crate::ids::{Ids, SeededIds};
-use crate::table::read::read_files;
+use crate::dr::test_support::{append, copy_dir, row_count};
+use crate::ids::SeededIds;
 use crate::table::test_support::catalog_in;
-use crate::table::{
-    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, live_data_files, write_data_file,
-};
-
-async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
-    let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
-    let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
-    cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
-    let batch = RecordBatch::try_new(arrow_schema(table).unwrap(), cols).unwrap();
-    let files = write_data_file(table, &[batch], ids.uuid()).await.unwrap();
-    let stamp = CommitStamp {
-        id: ids.uuid(),
-        at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
-    };
-    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp)
-        .await
-        .unwrap()
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for entry in std::fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let target = dst.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-async fn row_count(table: &Table) -> Result<usize, TableError> {
-    let files = live_data_files(table).await?;
-    let refs: Vec<_> = files.iter().collect();
-    let schema = arrow_schema(table)?;
-    let batches = read_files(table, &refs, &schema, None).await?;
-    Ok(batches.iter().map(RecordBatch::num_rows).sum())
-}
+use crate::table::{create_or_load_table, live_data_files};
 
 async fn register(dir: &Path, metadata: &str) -> Table {
     std::fs::create_dir_all(dir).unwrap();

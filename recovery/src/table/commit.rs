@@ -21,8 +21,8 @@ use arrow_array::RecordBatch;
 use chrono::{DateTime, Utc};
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestEntryRef,
-    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, Summary, TableMetadata,
-    TableMetadataBuilder,
+    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, Summary,
+    TableMetadata, TableMetadataBuilder,
 };
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
@@ -343,8 +343,72 @@ pub async fn commit_overwrite(
         .and_then(|b| b.build())
         .map_err(io_err("build the new table metadata"))?
         .metadata;
+    publish(handle, table, &expected, new_metadata).await
+}
+
+/// Adds or moves references (tags and branches other than `main`) of `table` to existing
+/// snapshots, in a metadata-only commit published like [`commit_overwrite`]'s, stamped `at` (or
+/// just after the table's last update when the clock is behind it). Returns the table as committed.
+pub async fn commit_refs(
+    handle: &CatalogHandle,
+    table: &Table,
+    refs: Vec<(String, SnapshotReference)>,
+    at: DateTime<Utc>,
+) -> Result<Table, TableError> {
+    let name = table.identifier().to_string();
+    let meta = table.metadata();
+    let expected = table
+        .metadata_location_result()
+        .map_err(iceberg_err(format!("metadata location of {name}")))?
+        .to_string();
+    let invalid = |reason: String| TableError::Unsupported {
+        table: name.clone(),
+        reason,
+    };
+    // The metadata builder stamps the wall clock and refuses one behind the table's history, so
+    // the update is made on the spec's JSON form, which the parse below validates.
+    let mut json = serde_json::to_value(meta).map_err(|e| invalid(format!("cannot serialize the metadata: {e}")))?;
+    for (ref_name, reference) in refs {
+        if ref_name == MAIN_BRANCH {
+            return Err(invalid(
+                "commit_refs does not move main; commit a snapshot instead".into(),
+            ));
+        }
+        if meta.snapshot_by_id(reference.snapshot_id).is_none() {
+            return Err(invalid(format!(
+                "reference {ref_name} names snapshot {}, which the table does not have",
+                reference.snapshot_id
+            )));
+        }
+        let value = serde_json::to_value(&reference)
+            .map_err(|e| invalid(format!("cannot serialize reference {ref_name}: {e}")))?;
+        json["refs"][&ref_name] = value;
+    }
+    let last_updated = at.timestamp_millis().max(meta.last_updated_ms() + 1);
+    let log_entry = serde_json::json!({"timestamp-ms": meta.last_updated_ms(), "metadata-file": expected});
+    match json.get_mut("metadata-log").and_then(serde_json::Value::as_array_mut) {
+        Some(log) => log.push(log_entry),
+        None => json["metadata-log"] = serde_json::Value::Array(vec![log_entry]),
+    }
+    json["last-updated-ms"] = last_updated.into();
+    let new_metadata: TableMetadata =
+        serde_json::from_value(json).map_err(|e| invalid(format!("the updated metadata does not parse: {e}")))?;
+    publish(handle, table, &expected, new_metadata).await
+}
+
+/// Writes `new_metadata` as the next metadata file after `expected` and swaps the catalog pointer
+/// from `expected` to it; a moved pointer is a [`TableError::CommitConflict`].
+async fn publish(
+    handle: &CatalogHandle,
+    table: &Table,
+    expected: &str,
+    new_metadata: TableMetadata,
+) -> Result<Table, TableError> {
+    let ident = table.identifier();
+    let name = ident.to_string();
+    let io_err = |what: &str| iceberg_err(format!("{what} for {name}"));
     // <version+1>-<uuid>.metadata.json next to the current file (compression suffix kept).
-    let location = MetadataLocation::from_str(&expected)
+    let location = MetadataLocation::from_str(expected)
         .map_err(io_err("parse the current metadata file name"))?
         .with_next_version()
         .with_new_metadata(&new_metadata);
@@ -354,14 +418,14 @@ pub async fn commit_overwrite(
         .map_err(io_err("write the metadata file"))?;
     let location = location.to_string();
 
-    if !handle.swap_metadata_pointer(ident, &expected, &location).await? {
+    if !handle.swap_metadata_pointer(ident, expected, &location).await? {
         let actual = handle
             .metadata_pointer(ident)
             .await?
             .unwrap_or_else(|| "nothing (the table was dropped)".into());
         return Err(TableError::CommitConflict {
             table: name,
-            expected_metadata: expected,
+            expected_metadata: expected.to_string(),
             actual_metadata: actual,
         });
     }

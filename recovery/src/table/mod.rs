@@ -19,7 +19,7 @@ use tidemark_journal::spec::CompiledSpec;
 
 use crate::catalog::CatalogHandle;
 
-pub use commit::{CommitStamp, commit_overwrite, live_data_files, write_data_file};
+pub use commit::{CommitStamp, commit_overwrite, commit_refs, live_data_files, write_data_file};
 pub use schema::{check_schema, iceberg_schema};
 
 /// Errors of catalog and table work. Each carries the facts an operator needs to act.

@@ -1,0 +1,81 @@
+//! Tables for the DR tests: small appends with fixed commit times, tags and branches.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch};
+use chrono::{TimeZone, Utc};
+use iceberg::spec::{SnapshotReference, SnapshotRetention};
+use iceberg::table::Table;
+
+use crate::benchdata::order_columns;
+use crate::catalog::CatalogHandle;
+use crate::ids::{Ids, SeededIds};
+use crate::table::read::read_files;
+use crate::table::{CommitStamp, arrow_schema, commit_overwrite, commit_refs, live_data_files, write_data_file};
+
+/// Appends orders `n*100 .. n*100+10` at version 1 (journal position `n`), committed at
+/// 1,800,000,000 + `n` seconds.
+pub async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
+    let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
+    let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
+    cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
+    let batch = RecordBatch::try_new(arrow_schema(table).unwrap(), cols).unwrap();
+    let files = write_data_file(table, &[batch], ids.uuid()).await.unwrap();
+    let stamp = CommitStamp {
+        id: ids.uuid(),
+        at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
+    };
+    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp)
+        .await
+        .unwrap()
+}
+
+/// Tags the current snapshot `tag` and starts branch `branch` at it.
+pub async fn tag_and_branch(handle: &CatalogHandle, table: &Table, tag: &str, branch: &str) -> Table {
+    let id = table.metadata().current_snapshot_id().unwrap();
+    let tag_ref = SnapshotReference::new(id, SnapshotRetention::Tag { max_ref_age_ms: None });
+    let branch_ref = SnapshotReference::new(
+        id,
+        SnapshotRetention::Branch {
+            min_snapshots_to_keep: None,
+            max_snapshot_age_ms: None,
+            max_ref_age_ms: None,
+        },
+    );
+    let at = Utc
+        .timestamp_millis_opt(table.metadata().last_updated_ms() + 1)
+        .unwrap();
+    commit_refs(
+        handle,
+        table,
+        vec![(tag.into(), tag_ref), (branch.into(), branch_ref)],
+        at,
+    )
+    .await
+    .unwrap()
+}
+
+/// Rows of the table's current snapshot.
+pub async fn row_count(table: &Table) -> Result<usize, crate::table::TableError> {
+    let files = live_data_files(table).await?;
+    let refs: Vec<_> = files.iter().collect();
+    let schema = arrow_schema(table)?;
+    let batches = read_files(table, &refs, &schema, None).await?;
+    Ok(batches.iter().map(RecordBatch::num_rows).sum())
+}
+
+/// Copies the folder `src` into `dst`, recursively.
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let target = dst.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
