@@ -147,13 +147,13 @@ fn ndjson(events: &[OrderEvent]) -> String {
         .collect()
 }
 
-struct Timer<'a> {
-    steps: Vec<DrillStep>,
-    progress: &'a mut dyn FnMut(&DrillStep),
+pub(crate) struct Timer<'a> {
+    pub(crate) steps: Vec<DrillStep>,
+    pub(crate) progress: &'a mut dyn FnMut(&DrillStep),
 }
 
 impl Timer<'_> {
-    fn done(&mut self, step: &str, t: Instant, detail: String, recovery: bool) {
+    pub(crate) fn done(&mut self, step: &str, t: Instant, detail: String, recovery: bool) {
         let s = DrillStep {
             step: step.into(),
             ms: t.elapsed().as_millis() as u64,

@@ -10,6 +10,7 @@ pub mod dr;
 pub mod drill;
 pub mod exit;
 pub mod fault;
+pub mod gameday;
 pub mod ids;
 pub mod merge;
 #[cfg(test)]

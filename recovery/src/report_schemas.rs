@@ -23,6 +23,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("history-diff", v(schema_for!(Vec<crate::dr::history::HistoryDiff>))),
         ("replica-report", v(schema_for!(crate::dr::replica::ReplicaReport))),
         ("rewrite-report", v(schema_for!(crate::dr::rewrite::RewriteReport))),
+        ("gameday-report", v(schema_for!(crate::gameday::GamedayReport))),
         ("copy-report", v(schema_for!(crate::dr::copy::CopyReport))),
         ("catalog-backup", v(schema_for!(crate::dr::backup::CatalogBackup))),
         ("backup-outcome", v(schema_for!(crate::dr::backup::BackupOutcome))),

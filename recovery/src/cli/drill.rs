@@ -1,4 +1,5 @@
-//! `tidemark drill`: the whole incident on a scratch location (see `tidemark_recovery::drill`).
+//! `tidemark drill`: the whole incident on a scratch location (see `tidemark_recovery::drill`);
+//! `tidemark gameday`: the catalog- and region-loss rehearsal (see `tidemark_recovery::gameday`).
 
 use std::path::PathBuf;
 
@@ -7,6 +8,7 @@ use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_recovery::drill::{self, DrillOptions};
 use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
+use tidemark_recovery::gameday::{self, GamedayOptions};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
 
@@ -68,6 +70,69 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         return Err(exit_error(
             VERIFY_FAILED,
             format!("drill failed checks: {}", failed.join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Args)]
+pub struct GamedayArgs {
+    /// Scratch folder for catalogs (and everything, without --store); default: a new temp folder.
+    #[arg(long)]
+    pub work: Option<PathBuf>,
+    /// s3://bucket/prefix for the warehouses (a real S3-protocol store).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Tables in the scratch namespace `gameday`.
+    #[arg(long, default_value_t = 4)]
+    pub tables: usize,
+    /// Commits per table (at least 3).
+    #[arg(long, default_value_t = 4)]
+    pub commits: usize,
+    #[arg(long, default_value_t = 1_000)]
+    pub rows_per_commit: usize,
+    /// Write the report as Markdown here (default: gameday-report.md in the work folder).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
+    let work = match args.work {
+        Some(w) => w,
+        None => tempfile_dir()?,
+    };
+    let opts = GamedayOptions {
+        work: work.clone(),
+        store: args.store.clone(),
+        tables: args.tables,
+        commits: args.commits,
+        rows_per_commit: args.rows_per_commit,
+    };
+    let mut progress = Progress::new("gameday", args.common.quiet);
+    let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+        progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
+    })
+    .await?;
+    let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
+    std::fs::write(&md_path, report.markdown()).with_context(|| format!("writing {}", md_path.display()))?;
+    if args.common.json {
+        print_json(&report)?;
+    } else {
+        println!("{}", report.markdown());
+        println!("report: {}", md_path.display());
+    }
+    if !report.ok {
+        let failed: Vec<&str> = report
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.check.as_str())
+            .collect();
+        return Err(exit_error(
+            VERIFY_FAILED,
+            format!("game day failed checks: {}", failed.join("; ")),
         ));
     }
     Ok(())

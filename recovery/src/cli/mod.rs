@@ -43,7 +43,7 @@ pub enum Command {
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
     Fault(FaultCommand),
-    /// Catalog operations after a loss: rebuild from the warehouse's metadata files.
+    /// Catalog operations: rebuild from the warehouse's metadata files; backup, state, restore.
     #[command(subcommand)]
     Catalog(catalog::CatalogCommand),
     /// Table history records: record, compare.
@@ -52,11 +52,15 @@ pub enum Command {
     /// Table operations for DR copies: rewrite-paths.
     #[command(subcommand)]
     Table(dr::TableCommand),
-    /// DR replicas: check by referenced-file existence.
+    /// DR replicas: check by referenced-file existence; copy in a consistent order.
     #[command(subcommand)]
     Replica(dr::ReplicaCommand),
     /// Rehearse the whole incident on a scratch location, timed (RTO, RPO, checks).
     Drill(drill::DrillArgs),
+    /// Rehearse a catalog and region loss on a scratch namespace of several tables: record,
+    /// lose, discover, choose by chain, register, validate, RTO per table; then the same after a
+    /// wrong-order copy under a live writer, which validation must catch.
+    Gameday(drill::GamedayArgs),
     /// Recover to a journal boundary H into a new table, validate, flip the route.
     Recover(Box<recover::RecoverArgs>),
     /// The routing record: show, flip.
@@ -84,6 +88,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Apply(a) => table::run_apply(*a).await,
         Command::Recover(a) => recover::run(*a).await,
         Command::Drill(a) => drill::run(a).await,
+        Command::Gameday(a) => drill::run_gameday(a).await,
         Command::Catalog(c) => catalog::run(c).await,
         Command::History(c) => dr::run_history(c).await,
         Command::Replica(c) => dr::run_replica(c).await,
