@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
+use futures::{StreamExt, stream};
 use iceberg::{Catalog, ErrorKind};
 use serde::Serialize;
 use serde_json::Value;
@@ -41,6 +42,9 @@ use crate::table::{TableError, parse_ident};
 pub const FORMAT_VERSION: u32 = 1;
 
 const METADATA_SUFFIX: &str = ".metadata.json";
+
+/// Tables rebuilt at the same time.
+const TABLES_AT_ONCE: usize = 8;
 
 /// Errors of DR work; each names the warehouse, table or object it is about.
 #[derive(Debug, thiserror::Error)]
@@ -426,28 +430,36 @@ pub async fn rebuild(
         source,
     })?;
     let found = discover(store.as_ref(), namespace).await?;
-    let mut tables = Vec::with_capacity(found.len());
-    for files in &found {
-        let t0 = Instant::now();
-        let hint = hints.get(&files.ident()).map(String::as_str);
-        let mut outcome = match rebuild_table(store.as_ref(), &base, handle, files, hint).await {
-            Ok(outcome) => outcome,
-            Err(e) => TableOutcome {
-                table: files.ident(),
-                status: TableStatus::Failed,
-                metadata_file: None,
-                reason: "the table could not be rebuilt".into(),
-                strays: Vec::new(),
-                refused: None,
-                existing_pointer: None,
-                warning: None,
-                error: Some(e.to_string()),
-                ms: 0,
-            },
-        };
-        outcome.ms = t0.elapsed().as_millis() as u64;
-        tables.push(outcome);
-    }
+    // Tables are independent: several are read and registered at a time (on S3 a table is a
+    // handful of sequential round trips).
+    let tables: Vec<TableOutcome> = stream::iter(&found)
+        .map(|files| {
+            let (store, base) = (store.as_ref(), base.as_str());
+            async move {
+                let t0 = Instant::now();
+                let hint = hints.get(&files.ident()).map(String::as_str);
+                let mut outcome = match rebuild_table(store, base, handle, files, hint).await {
+                    Ok(outcome) => outcome,
+                    Err(e) => TableOutcome {
+                        table: files.ident(),
+                        status: TableStatus::Failed,
+                        metadata_file: None,
+                        reason: "the table could not be rebuilt".into(),
+                        strays: Vec::new(),
+                        refused: None,
+                        existing_pointer: None,
+                        warning: None,
+                        error: Some(e.to_string()),
+                        ms: 0,
+                    },
+                };
+                outcome.ms = t0.elapsed().as_millis() as u64;
+                outcome
+            }
+        })
+        .buffered(TABLES_AT_ONCE)
+        .collect()
+        .await;
     let count = |s: TableStatus| tables.iter().filter(|t| t.status == s).count();
     let totals = RebuildTotals {
         tables: tables.len(),
@@ -578,6 +590,8 @@ async fn rebuild_table(
         match handle.catalog().create_namespace(ns, HashMap::new()).await {
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+            // Tables of one namespace are rebuilt concurrently: another may have created it.
+            Err(_) if handle.catalog().namespace_exists(ns).await.unwrap_or(false) => {}
             Err(e) => return Err(catalog_err("create the namespace")(e)),
         }
     }
