@@ -522,3 +522,49 @@ async fn a_pyiceberg_catalog_gets_the_iceberg_type_column() {
         .unwrap();
     admin.close().await.unwrap();
 }
+
+/// The DR commands on a PostgreSQL catalog: history record (its namespace query), backup (its
+/// pointer query), a rebuild into a second catalog name and a restore into a third.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_backup_rebuild_and_restore_on_postgres() {
+    use tidemark_recovery::dr::backup::{self, Expected, RestoreAction};
+    use tidemark_recovery::dr::{history, rebuild};
+    let Some(uri) = pg_uri("history_backup_rebuild_and_restore_on_postgres") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique_name("dr", dir.path());
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 30, 1, 120), 40).await;
+    let handle = open(&config(&uri, dir.path(), &name)).await;
+    apply_all(&j, &handle, TABLE, 1).await;
+    apply_all(&j, &handle, "a.b.nested", 2).await;
+
+    let rec = history::record(&handle, None).await.unwrap();
+    let names: Vec<&str> = rec.tables.iter().map(|t| t.table.as_str()).collect();
+    assert_eq!(names, ["a.b.nested", TABLE]);
+    assert!(rec.tables.iter().all(|t| t.row_count > 0));
+
+    let backups = LocalStore::create(dir.path().join("backups")).unwrap();
+    let out = backup::backup(&handle, None, &backups).await.unwrap();
+    assert_eq!(out.tables, 2);
+    let b = backup::load(&backups, &out.id).await.unwrap();
+
+    let rebuilt = open(&config(&uri, dir.path(), &format!("{name}_rb"))).await;
+    let r = rebuild::rebuild(
+        &dir.path().join("warehouse").display().to_string(),
+        &rebuilt,
+        None,
+        &HashMap::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.totals.registered, 2, "{r:?}");
+    let after = history::record(&rebuilt, None).await.unwrap();
+    assert!(history::compare(&rec, &after).iter().all(|d| d.informational));
+
+    let restored = open(&config(&uri, dir.path(), &format!("{name}_rs"))).await;
+    let report = backup::restore(&restored, &b, &Expected::Empty, false).await.unwrap();
+    assert!(report.applied, "{report:?}");
+    assert!(report.tables.iter().all(|t| t.action == RestoreAction::Register));
+    assert_eq!(table_rows(&restored, TABLE).await, table_rows(&handle, TABLE).await);
+}
