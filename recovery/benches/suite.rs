@@ -1,0 +1,480 @@
+//! The benchmark suite (issue 6): tidemark beside the tools users would otherwise pick, on the same
+//! data and machine, in one run, reported as ratios. Not a test. Run it through
+//! `bash sandbox/bench.sh` (installs the peers), or directly:
+//!
+//! `cargo bench -p tidemark-recovery --bench suite -- [--sizes 1m,10m] [--upsert-size 100k]
+//!  [--work DIR] [--out FILE.json]`
+//!
+//! Per size (`1m` = 1,000,000 snapshot rows + 100,000 events, `10m` = 10,000,000 + 1,000,000; any
+//! `ROWSxEVENTS` too): a deterministic dataset (`gen`), then each measured step in a process of its
+//! own, so that its peak resident memory is its own: journal verify; recovery (seed, replay,
+//! validate; the final state's figures are read after the peak was taken); the applier's sustained
+//! throughput into the snapshot table (10 journal batches a commit). Beside them: `sha256sum` over
+//! the journal's event objects, DuckDB computing the same final state from the same Parquet files
+//! and writing it as Parquet, and (at `--upsert-size`, where it finishes) PyIceberg's `upsert()`
+//! doing the replay step, with tidemark's replay measured on that same dataset. The peers run with
+//! `$TIDEMARK_BENCH_PYTHON` (sandbox/bench_peers.sh); without it they are reported as skipped.
+//!
+//! Every tool's final state is summarized as (rows, tombstones, sum of versions) and compared, so
+//! a fast wrong answer shows.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Array, BooleanArray, Int64Array, RecordBatch};
+use serde_json::{Value, json};
+use tidemark_journal::Journal;
+use tidemark_journal::clock::SystemClock;
+use tidemark_journal::generate::Rng;
+use tidemark_journal::spec::orders_spec;
+use tidemark_journal::store::local::LocalStore;
+use tidemark_journal::verify::verify;
+use tidemark_journal::writer::{AppendOptions, append};
+use tidemark_recovery::apply::{ApplyOptions, PROP_LAST_POSITION, ROWS_PER_FILE, apply};
+use tidemark_recovery::benchdata::{order_columns, order_id, peak_rss_mb};
+use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
+use tidemark_recovery::ids::{Ids, RandomIds};
+use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
+use tidemark_recovery::recover::{RecoverOptions, recover};
+use tidemark_recovery::table::read::read_files;
+use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, live_data_files, write_data_file};
+
+const TABLE: &str = "bench.orders";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    if args.first().map(String::as_str) == Some("__step") {
+        let out = runtime().block_on(step(&args[1], Path::new(&args[2]), &args[3..]));
+        println!("{out}");
+        return;
+    }
+    orchestrate(&args);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+}
+
+fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
+/// `1m`, `10m`, `100k` or `ROWSxEVENTS`.
+fn size(spec: &str) -> (u64, u64) {
+    match spec {
+        "10m" => (10_000_000, 1_000_000),
+        "1m" => (1_000_000, 100_000),
+        "100k" => (100_000, 10_000),
+        other => {
+            let (r, e) = other.split_once('x').unwrap_or_else(|| panic!("size {other:?}: 1m, 10m, 100k or ROWSxEVENTS"));
+            (r.parse().unwrap(), e.parse().unwrap())
+        }
+    }
+}
+
+/// Runs a step of this benchmark in a process of its own; its JSON result.
+fn child(dir: &Path, name: &str, extra: &[&str]) -> Value {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .arg("__step")
+        .arg(name)
+        .arg(dir)
+        .args(extra)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "step {name} failed");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("step {name}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn peer(python: Option<&str>, args: &[&str]) -> Value {
+    let Some(py) = python else {
+        return json!({"skipped": "TIDEMARK_BENCH_PYTHON is not set (run sandbox/bench.sh)"});
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox/bench/peers.py");
+    let out = Command::new(py)
+        .arg(script)
+        .args(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return json!({"failed": format!("exit {:?}", out.status.code())});
+    }
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| json!({"failed": e.to_string()}))
+}
+
+fn sha256sum(files: &[Value]) -> Value {
+    let t = Instant::now();
+    let out = Command::new("sha256sum").args(files.iter().map(|f| f.as_str().unwrap())).output().unwrap();
+    let s = t.elapsed().as_secs_f64();
+    assert!(out.status.success());
+    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.as_str().unwrap()).unwrap().len()).sum();
+    json!({"seconds": s, "bytes": bytes, "mb_per_s": bytes as f64 / 1e6 / s})
+}
+
+fn f(v: &Value, path: &[&str]) -> Option<f64> {
+    let mut v = v;
+    for p in path {
+        v = v.get(p)?;
+    }
+    v.as_f64()
+}
+
+fn same_state(a: &Value, b: &Value) -> Option<bool> {
+    let fig = |v: &Value| Some((v.get("rows")?.as_u64()?, v.get("tombstones")?.as_u64()?, v.get("version_sum")?.as_u64()?));
+    Some(fig(a)? == fig(b)?)
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    json!({"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0), "cpu": cpu, "memory": mem})
+}
+
+fn orchestrate(args: &[String]) {
+    let sizes: Vec<&str> = opt(args, "--sizes").unwrap_or("1m").split(',').collect();
+    let upsert = opt(args, "--upsert-size").unwrap_or("100k");
+    let scratch = tempfile::tempdir().unwrap();
+    let work = opt(args, "--work").map(PathBuf::from).unwrap_or_else(|| scratch.path().to_path_buf());
+    let out_path = opt(args, "--out").map(PathBuf::from).unwrap_or_else(|| work.join("bench-suite.json"));
+    let python = std::env::var("TIDEMARK_BENCH_PYTHON").ok().filter(|p| !p.is_empty());
+    let python = python.as_deref();
+    let mut results = Vec::new();
+    for s in &sizes {
+        let (rows, events) = size(s);
+        let dir = work.join(format!("size-{rows}x{events}"));
+        eprintln!("suite: {s}: generating {rows} rows + {events} events in {}", dir.display());
+        let dataset = child(&dir, "gen", &[&rows.to_string(), &events.to_string()]);
+        eprintln!("suite: {s}: journal verify");
+        let verify = child(&dir, "verify", &[]);
+        eprintln!("suite: {s}: sha256sum");
+        let sha = sha256sum(dataset["event_files"].as_array().unwrap());
+        eprintln!("suite: {s}: recovery");
+        let rec = child(&dir, "recover", &[]);
+        eprintln!("suite: {s}: DuckDB");
+        let duck_out = dir.join("duckdb-out");
+        let _ = std::fs::remove_dir_all(&duck_out);
+        let duck = peer(python, &["duckdb", dataset["peers_input"].as_str().unwrap(), duck_out.to_str().unwrap()]);
+        let _ = std::fs::remove_dir_all(&duck_out);
+        eprintln!("suite: {s}: applier throughput");
+        let applied = child(&dir, "apply", &[]);
+        let ratios = json!({
+            "verify_vs_sha256sum_throughput": f(&verify, &["mb_per_s"]).zip(f(&sha, &["mb_per_s"])).map(|(a, b)| a / b),
+            "replay_vs_duckdb_time": f(&rec, &["replay_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
+            "recovery_vs_duckdb_time": f(&rec, &["total_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
+        });
+        results.push(json!({
+            "size": s, "rows": rows, "events": events, "dataset": dataset,
+            "tidemark": {"verify": verify, "recovery": rec, "apply": applied},
+            "peers": {"sha256sum": sha, "duckdb": duck},
+            "ratios": ratios,
+            "same_final_state_as_duckdb": same_state(&rec["final_state"], &duck),
+        }));
+    }
+    // PyIceberg upsert at a size it finishes; tidemark's replay on the same dataset.
+    let (rows, events) = size(upsert);
+    let dir = work.join(format!("upsert-{rows}x{events}"));
+    eprintln!("suite: PyIceberg upsert at {rows} rows + {events} events");
+    let dataset = child(&dir, "gen", &[&rows.to_string(), &events.to_string()]);
+    let rec = child(&dir, "recover", &[]);
+    let up = peer(python, &["pyiceberg-upsert", dataset["peers_input"].as_str().unwrap()]);
+    let upsert_result = json!({
+        "rows": rows, "events": events,
+        "tidemark_replay_s": rec["replay_s"], "tidemark_recovery": rec,
+        "pyiceberg_upsert": up,
+        "upsert_vs_tidemark_replay_time": f(&up, &["seconds"]).zip(f(&rec, &["replay_s"])).map(|(a, b)| a / b),
+        "same_final_state": same_state(&rec["final_state"], &up),
+    });
+    let report = json!({
+        "format_version": 1,
+        "machine": machine(),
+        "sizes": results,
+        "pyiceberg": upsert_result,
+    });
+    std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
+    print_table(&report);
+    println!("\nall figures: {}", out_path.display());
+}
+
+fn print_table(r: &Value) {
+    let s2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let s0 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+    println!("\nmachine: {}", r["machine"]);
+    for s in r["sizes"].as_array().unwrap() {
+        let t = &s["tidemark"];
+        println!("\n== {} rows + {} events ==", s["rows"], s["events"]);
+        println!("{:<34} {:>10} {:>12}", "step", "seconds", "peak RSS MB");
+        let row = |name: &str, secs: Option<f64>, rss: Option<f64>| println!("{name:<34} {:>10} {:>12}", s2(secs), s0(rss));
+        row("tidemark journal verify", f(t, &["verify", "seconds"]), f(t, &["verify", "peak_rss_mb"]));
+        row("tidemark seed", f(t, &["recovery", "seed_s"]), None);
+        row("tidemark replay", f(t, &["recovery", "replay_s"]), None);
+        row("tidemark validate", f(t, &["recovery", "validate_s"]), None);
+        row("tidemark total recovery (+verify)", f(t, &["recovery", "total_s"]), f(t, &["recovery", "peak_rss_mb"]));
+        row("sha256sum (event objects)", f(&s["peers"], &["sha256sum", "seconds"]), None);
+        row("DuckDB final state -> Parquet", f(&s["peers"], &["duckdb", "seconds"]), f(&s["peers"], &["duckdb", "peak_rss_mb"]));
+        println!(
+            "applier: {} events/s into a {}-row table ({} events, peak RSS {} MB)",
+            s0(f(t, &["apply", "events_per_s"])),
+            s["rows"],
+            t["apply"]["events"],
+            s0(f(t, &["apply", "peak_rss_mb"]))
+        );
+        let ra = &s["ratios"];
+        println!(
+            "ratios: verify/sha256sum throughput {} (target >= 0.8); replay/DuckDB time {} (target <= 1.5); recovery/DuckDB time {}; same final state as DuckDB: {}",
+            s2(f(ra, &["verify_vs_sha256sum_throughput"])),
+            s2(f(ra, &["replay_vs_duckdb_time"])),
+            s2(f(ra, &["recovery_vs_duckdb_time"])),
+            s["same_final_state_as_duckdb"]
+        );
+    }
+    let p = &r["pyiceberg"];
+    println!(
+        "\n== PyIceberg upsert() at {} rows + {} events ==\nupsert {} s vs tidemark replay {} s: tidemark {}x faster (target >= 50); same final state: {}",
+        p["rows"],
+        p["events"],
+        s2(f(p, &["pyiceberg_upsert", "seconds"])),
+        s2(f(p, &["tidemark_replay_s"])),
+        s2(f(p, &["upsert_vs_tidemark_replay_time"])),
+        p["same_final_state"]
+    );
+}
+
+// ---- steps (each in its own process) ----
+
+async fn open(dir: &Path) -> CatalogHandle {
+    open_catalog(&CatalogConfig {
+        uri: dir.join("catalog.db").display().to_string(),
+        warehouse: dir.join("warehouse").display().to_string(),
+        name: "bench".into(),
+    })
+    .await
+    .unwrap()
+}
+
+async fn journal(dir: &Path) -> Journal {
+    Journal::open(Arc::new(LocalStore::open(dir.join("journal")).unwrap())).await.unwrap()
+}
+
+async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
+    match name {
+        "gen" => gen_step(dir, args[0].parse().unwrap(), args[1].parse().unwrap()).await,
+        "verify" => {
+            let j = journal(dir).await;
+            let t = Instant::now();
+            let chain = verify(&j, &Default::default(), &mut |_| {}).await.unwrap();
+            let s = t.elapsed().as_secs_f64();
+            assert!(chain.report.ok);
+            let bytes: u64 = chain.manifests.iter().map(|m| m.manifest.object_size).sum();
+            json!({"seconds": s, "bytes": bytes, "mb_per_s": bytes as f64 / 1e6 / s, "peak_rss_mb": peak_rss_mb()})
+        }
+        "recover" => recover_step(dir).await,
+        "apply" => {
+            let j = journal(dir).await;
+            let handle = open(dir).await;
+            let ds: Value = serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap();
+            let until = ds["events"].as_u64().unwrap().min(200_000);
+            let opts = ApplyOptions { until: Some(until), batches_per_commit: 10, ..Default::default() };
+            let t = Instant::now();
+            let r = apply(&j, &handle, TABLE, &opts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+            let s = t.elapsed().as_secs_f64();
+            let n = r.applied_to_position - r.started_after_position;
+            json!({"events": n, "commits": r.commits, "seconds": s, "events_per_s": n as f64 / s, "peak_rss_mb": peak_rss_mb()})
+        }
+        other => panic!("unknown step {other}"),
+    }
+}
+
+/// Snapshot version and delete flag of order `i` (deterministic, nothing stored).
+fn snapshot_row(i: u64) -> (i64, bool) {
+    (1 + (i % 3) as i64, i % 50 == 0)
+}
+
+#[derive(Clone)]
+struct Ev {
+    id: u64,
+    version: i64,
+    deleted: bool,
+    status: &'static str,
+    amount: u64,
+    time: String,
+}
+
+/// The journal: most events touch recent orders (80% the newest tenth, 15% any), 5% new orders;
+/// updates, 5% tombstones, re-inserts of deleted orders, 3% late events (old event time, new
+/// position), 2% identical retries of a recent event.
+fn events_ndjson(rows: u64, events: u64, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let mut state: HashMap<u64, (i64, bool)> = HashMap::new();
+    let mut recent: Vec<Ev> = Vec::with_capacity(1024);
+    let mut out = Vec::with_capacity(events as usize * 230);
+    let mut new_id = rows;
+    for p in 1..=events {
+        let r = rng.below(100);
+        let ev = if r < 2 && !recent.is_empty() {
+            recent[rng.below(recent.len() as u64) as usize].clone()
+        } else {
+            let id = if r < 7 {
+                new_id += 1;
+                new_id
+            } else if rng.below(100) < 84 {
+                rows - 1 - rng.below((rows / 10).max(1))
+            } else {
+                rng.below(rows)
+            };
+            let (v, d) = state.get(&id).copied().unwrap_or(if id < rows { snapshot_row(id) } else { (0, true) });
+            let deleted = !d && rng.chance(5);
+            let late = rng.chance(3);
+            let secs = p % 86_400;
+            let time = if late {
+                format!("2026-10-01T{:02}:{:02}:{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+            } else {
+                format!("2026-11-29T{:02}:{:02}:{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+            };
+            let ev = Ev {
+                id,
+                version: v + 1,
+                deleted,
+                status: if deleted { "cancelled" } else if v == 0 { "placed" } else { "paid" },
+                amount: rng.below(100_000),
+                time,
+            };
+            state.insert(id, (ev.version, ev.deleted));
+            if recent.len() == 1024 {
+                recent[(p % 1024) as usize] = ev.clone();
+            } else {
+                recent.push(ev.clone());
+            }
+            ev
+        };
+        writeln!(
+            out,
+            r#"{{"position":{p},"order_id":"{}","order_version":{},"customer_id":"c-{:06}","status":"{}","amount":"{}.{:02}","currency":"EUR","is_deleted":{},"event_time":"{}"}}"#,
+            order_id(ev.id),
+            ev.version,
+            ev.id % 100_000,
+            ev.status,
+            ev.amount / 100,
+            ev.amount % 100,
+            ev.deleted,
+            ev.time
+        )
+        .unwrap();
+    }
+    out
+}
+
+async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir.join("journal")).unwrap();
+    let t0 = Instant::now();
+    let j = Journal::init(Arc::new(LocalStore::open(dir.join("journal")).unwrap()), orders_spec(), "bench".into(), &SystemClock)
+        .await
+        .unwrap();
+    let handle = open(dir).await;
+    let src = table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
+    let schema = arrow_schema(&src).unwrap();
+    let mut files = Vec::new();
+    for start in (0..rows).step_by(ROWS_PER_FILE) {
+        let ids: Vec<u64> = (start..(start + ROWS_PER_FILE as u64).min(rows)).collect();
+        let (versions, deleted): (Vec<i64>, Vec<bool>) = ids.iter().map(|i| snapshot_row(*i)).unzip();
+        let mut cols = order_columns(&ids, &versions, &deleted);
+        cols.push(Arc::new(Int64Array::from(vec![0i64; ids.len()])));
+        files.extend(write_data_file(&src, &[RecordBatch::try_new(schema.clone(), cols).unwrap()], RandomIds.uuid()).await.unwrap());
+    }
+    let snapshot_files: Vec<String> = files.iter().map(|f| f.file_path().trim_start_matches("file://").to_string()).collect();
+    let summary = HashMap::from([(PROP_LAST_POSITION.to_string(), "0".to_string())]);
+    #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
+    let stamp = CommitStamp { id: RandomIds.uuid(), at: chrono::Utc::now() };
+    let src = commit_overwrite(&handle, &src, &[], files, summary, stamp).await.unwrap();
+    let text = events_ndjson(rows, events, 7);
+    let opts = AppendOptions { batch_size: 10_000, writer_id: "bench".into(), source_name: "bench".into() };
+    append(&j, text.as_slice(), &opts, &SystemClock, &mut |_| {}).await.unwrap();
+    let chain = verify(&j, &Default::default(), &mut |_| {}).await.unwrap();
+    let event_files: Vec<String> =
+        chain.manifests.iter().map(|m| dir.join("journal").join(&m.manifest.object_key).display().to_string()).collect();
+    let peers_input = dir.join("peers-input.json");
+    let input = json!({
+        "snapshot_files": snapshot_files, "event_files": event_files,
+        "catalog_db": dir.join("catalog.db"), "warehouse": dir.join("warehouse"),
+        "catalog_name": "bench", "snapshot_table": TABLE,
+        "key": "order_id", "version": "order_version", "delete": "is_deleted", "position": "journal_position",
+    });
+    std::fs::write(&peers_input, serde_json::to_vec_pretty(&input).unwrap()).unwrap();
+    let ds = json!({
+        "rows": rows, "events": events,
+        "snapshot_metadata": src.metadata_location().unwrap(),
+        "snapshot_id": src.metadata().current_snapshot_id().unwrap(),
+        "snapshot_files": snapshot_files.len(), "event_files": event_files,
+        "ndjson_mb": text.len() as f64 / 1e6,
+        "peers_input": peers_input, "setup_s": t0.elapsed().as_secs_f64(),
+    });
+    std::fs::write(dir.join("dataset.json"), serde_json::to_vec_pretty(&ds).unwrap()).unwrap();
+    ds
+}
+
+async fn recover_step(dir: &Path) -> Value {
+    let ds: Value = serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap();
+    let j = journal(dir).await;
+    let handle = open(dir).await;
+    let events = ds["events"].as_u64().unwrap();
+    let t = Instant::now();
+    let chain = verify(&j, &Default::default(), &mut |_| {}).await.unwrap();
+    assert!(chain.report.ok);
+    let verify_s = t.elapsed().as_secs_f64();
+    let into = format!("bench.recovered_{}", RandomIds.uuid().simple());
+    let ropts = RecoverOptions {
+        recovery_id: into.clone(),
+        source: SnapshotSource {
+            metadata_location: ds["snapshot_metadata"].as_str().unwrap().to_string(),
+            file_io_props: HashMap::new(),
+            prefix_map: None,
+        },
+        choice: SnapshotChoice::SnapshotId(ds["snapshot_id"].as_i64().unwrap()),
+        to: Some(events),
+        into: into.clone(),
+    };
+    let t = Instant::now();
+    let (report, _) = recover(&j, &handle, &ropts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+    let recover_s = t.elapsed().as_secs_f64();
+    assert!(report.validation.ok, "{:?}", report.validation);
+    let peak = peak_rss_mb();
+    let ms = |name: &str| report.steps.iter().find(|s| s.step == name).map_or(0, |s| s.ms) as f64 / 1000.0;
+    // Not measured: the final state's figures, for the comparison with the peers.
+    let table = table::load_table(&handle, &into).await.unwrap();
+    let files = live_data_files(&table).await.unwrap();
+    let schema = arrow_schema(&table).unwrap();
+    let (mut rows, mut tombstones, mut version_sum) = (0u64, 0u64, 0u64);
+    for file in &files {
+        for b in read_files(&table, &[file], &schema, None).await.unwrap() {
+            rows += b.num_rows() as u64;
+            let d = b.column_by_name("is_deleted").unwrap().as_any().downcast_ref::<BooleanArray>().unwrap();
+            tombstones += d.true_count() as u64;
+            let v = b.column_by_name("order_version").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
+            version_sum += v.iter().flatten().sum::<i64>() as u64;
+            debug_assert_eq!(v.null_count(), 0);
+        }
+    }
+    json!({
+        "verify_s": verify_s, "choose_s": ms("choose snapshot"), "seed_s": ms("seed"), "replay_s": ms("replay"),
+        "validate_s": ms("validate"), "total_s": verify_s + recover_s, "peak_rss_mb": peak,
+        "keys_validated": report.validation.keys_expected,
+        "final_state": {"rows": rows, "tombstones": tombstones, "version_sum": version_sum},
+    })
+}

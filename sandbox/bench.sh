@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The benchmark suite in one command (issue 6; docs/performance.md): installs the peers (DuckDB
+# and PyIceberg, in a virtualenv: sandbox/bench_peers.sh), builds tidemark's benchmarks in release
+# mode and runs tidemark beside sha256sum, DuckDB and PyIceberg's upsert() on the same generated
+# data, printing a table with the ratios and writing every figure as JSON.
+#
+#   bash sandbox/bench.sh                      # 1M rows + 100k events, and 10M rows + 1M events
+#   bash sandbox/bench.sh --sizes 1m           # the small size only (a few minutes)
+#
+# Options go to the suite: --sizes LIST (1m, 10m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
+# PyIceberg's upsert runs; default 100k), --work DIR (default: a temporary folder), --out FILE
+# (default: target/bench-suite.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tidemark/target}"
+eval "$(bash sandbox/bench_peers.sh)"
+args=("$@")
+[[ " ${args[*]:-} " == *" --sizes "* ]] || args+=(--sizes 1m,10m)
+[[ " ${args[*]:-} " == *" --out "* ]] || args+=(--out "$PWD/target/bench-suite.json")
+mkdir -p target
+cargo bench -p tidemark-recovery --bench suite -- "${args[@]}"

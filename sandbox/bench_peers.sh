@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A Python virtualenv with the peers of the benchmark suite (sandbox/bench/peers.py): DuckDB and
+# PyIceberg, the tools users would otherwise reach for to rebuild a table from a snapshot and a
+# journal. Creates the venv once (idempotent: an existing venv with the pinned versions is reused)
+# and prints the export line the suite reads:
+#
+#   eval "$(bash sandbox/bench_peers.sh)"     # sets TIDEMARK_BENCH_PYTHON
+#
+# The venv lives at ${TIDEMARK_BENCH_VENV:-$HOME/.cache/tidemark/bench-venv}, apart from the
+# interop venv of sandbox/pyiceberg.sh so that DuckDB never changes what the interop tests run
+# on. Everything but the export line goes to stderr.
+set -euo pipefail
+
+PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.10.0'
+# The same pyarrow as sandbox/pyiceberg.sh: the one PyIceberg 0.10.0 is tested with here.
+PYARROW_SPEC='pyarrow==20.0.0'
+DUCKDB_SPEC='duckdb==2.0.1'
+VENV="${TIDEMARK_BENCH_VENV:-$HOME/.cache/tidemark/bench-venv}"
+# What the venv must hold; a marker file records it so a changed pin reinstalls.
+WANT="$PYICEBERG_SPEC $PYARROW_SPEC $DUCKDB_SPEC"
+CHECK='import pyiceberg.catalog.sql, pyarrow, duckdb'
+
+say() { echo "bench_peers.sh: $*" >&2; }
+
+py="$VENV/bin/python"
+marker="$VENV/.tidemark-bench-peers"
+if [[ -x "$py" && -f "$marker" && "$(cat "$marker")" == "$WANT" ]] \
+    && "$py" -c "$CHECK" >/dev/null 2>&1; then
+    say "reusing $VENV"
+else
+    base="${PYTHON:-python3}"
+    if [[ ! -x "$py" ]]; then
+        say "creating virtualenv $VENV with $("$base" --version 2>&1)"
+        mkdir -p "$(dirname "$VENV")"
+        "$base" -m venv "$VENV"
+    fi
+    say "installing $WANT"
+    "$py" -m pip install -q --disable-pip-version-check \
+        "$PYICEBERG_SPEC" "$PYARROW_SPEC" "$DUCKDB_SPEC" >&2
+    "$py" -c "$CHECK" >&2
+    echo "$WANT" >"$marker"
+    say "installed $("$py" -c 'import pyiceberg, pyarrow, duckdb
+print("pyiceberg", pyiceberg.__version__, "pyarrow", pyarrow.__version__, "duckdb", duckdb.__version__)')"
+fi
+echo "export TIDEMARK_BENCH_PYTHON=$py"
