@@ -83,7 +83,7 @@ fn run_case(rows: u64, batch: u64) {
             cols.extend(columns(&ids, &vers, &del));
             let events = RecordBatch::try_new(spec.event_schema.clone(), cols).unwrap();
             let started = Instant::now();
-            let (nt, stats, _, _) = merge_and_commit(&handle, t, &spec, vec![events], Default::default(), &SystemClock, &RandomIds, 3, None, None)
+            let (nt, stats, _, _) = merge_and_commit(&handle, t, &spec, vec![events], Default::default(), &SystemClock, &RandomIds, 3, None, None, tidemark_recovery::apply::MERGE_CHUNK_ROWS)
                 .await
                 .unwrap();
             times.push((started.elapsed().as_secs_f64(), stats.files_rewritten, stats.updated, stats.inserted));

@@ -49,7 +49,7 @@ fn main() {
                 stale = t.clone(); // two commits behind at the end: its file forks version 4
             }
             let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
-            let mut cols = order_columns(&keys, &vec![1; 10], &vec![false; 10]);
+            let mut cols = order_columns(&keys, &[1; 10], &[false; 10]);
             cols.push(Arc::new(Int64Array::from(vec![n as i64; 10])));
             let batch = RecordBatch::try_new(arrow_schema(&t).unwrap(), cols).unwrap();
             let files = write_data_file(&t, &[batch], RandomIds.uuid()).await.unwrap();

@@ -92,6 +92,7 @@ fn main() {
             choice: SnapshotChoice::SnapshotId(src.metadata().current_snapshot_id().unwrap()),
             to: Some(events),
             into: "bench.recovered".into(),
+            partition_rows: None,
         };
         let t = Instant::now();
         let (report, _) = recover(&journal, &handle, &ropts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();

@@ -56,11 +56,17 @@ fn main() {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map(String::as_str)
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
 }
 
 /// `1m`, `10m`, `100k` or `ROWSxEVENTS`.
@@ -70,7 +76,9 @@ fn size(spec: &str) -> (u64, u64) {
         "1m" => (1_000_000, 100_000),
         "100k" => (100_000, 10_000),
         other => {
-            let (r, e) = other.split_once('x').unwrap_or_else(|| panic!("size {other:?}: 1m, 10m, 100k or ROWSxEVENTS"));
+            let (r, e) = other
+                .split_once('x')
+                .unwrap_or_else(|| panic!("size {other:?}: 1m, 10m, 100k or ROWSxEVENTS"));
             (r.parse().unwrap(), e.parse().unwrap())
         }
     }
@@ -88,7 +96,8 @@ fn child(dir: &Path, name: &str, extra: &[&str]) -> Value {
         .output()
         .unwrap();
     assert!(out.status.success(), "step {name} failed");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("step {name}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("step {name}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn peer(python: Option<&str>, args: &[&str]) -> Value {
@@ -110,10 +119,16 @@ fn peer(python: Option<&str>, args: &[&str]) -> Value {
 
 fn sha256sum(files: &[Value]) -> Value {
     let t = Instant::now();
-    let out = Command::new("sha256sum").args(files.iter().map(|f| f.as_str().unwrap())).output().unwrap();
+    let out = Command::new("sha256sum")
+        .args(files.iter().map(|f| f.as_str().unwrap()))
+        .output()
+        .unwrap();
     let s = t.elapsed().as_secs_f64();
     assert!(out.status.success());
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.as_str().unwrap()).unwrap().len()).sum();
+    let bytes: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f.as_str().unwrap()).unwrap().len())
+        .sum();
     json!({"seconds": s, "bytes": bytes, "mb_per_s": bytes as f64 / 1e6 / s})
 }
 
@@ -126,7 +141,13 @@ fn f(v: &Value, path: &[&str]) -> Option<f64> {
 }
 
 fn same_state(a: &Value, b: &Value) -> Option<bool> {
-    let fig = |v: &Value| Some((v.get("rows")?.as_u64()?, v.get("tombstones")?.as_u64()?, v.get("version_sum")?.as_u64()?));
+    let fig = |v: &Value| {
+        Some((
+            v.get("rows")?.as_u64()?,
+            v.get("tombstones")?.as_u64()?,
+            v.get("version_sum")?.as_u64()?,
+        ))
+    };
     Some(fig(a)? == fig(b)?)
 }
 
@@ -151,15 +172,22 @@ fn orchestrate(args: &[String]) {
     let sizes: Vec<&str> = opt(args, "--sizes").unwrap_or("1m").split(',').collect();
     let upsert = opt(args, "--upsert-size").unwrap_or("100k");
     let scratch = tempfile::tempdir().unwrap();
-    let work = opt(args, "--work").map(PathBuf::from).unwrap_or_else(|| scratch.path().to_path_buf());
-    let out_path = opt(args, "--out").map(PathBuf::from).unwrap_or_else(|| work.join("bench-suite.json"));
+    let work = opt(args, "--work")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| scratch.path().to_path_buf());
+    let out_path = opt(args, "--out")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| work.join("bench-suite.json"));
     let python = std::env::var("TIDEMARK_BENCH_PYTHON").ok().filter(|p| !p.is_empty());
     let python = python.as_deref();
     let mut results = Vec::new();
     for s in &sizes {
         let (rows, events) = size(s);
         let dir = work.join(format!("size-{rows}x{events}"));
-        eprintln!("suite: {s}: generating {rows} rows + {events} events in {}", dir.display());
+        eprintln!(
+            "suite: {s}: generating {rows} rows + {events} events in {}",
+            dir.display()
+        );
         let dataset = child(&dir, "gen", &[&rows.to_string(), &events.to_string()]);
         eprintln!("suite: {s}: journal verify");
         let verify = child(&dir, "verify", &[]);
@@ -170,7 +198,14 @@ fn orchestrate(args: &[String]) {
         eprintln!("suite: {s}: DuckDB");
         let duck_out = dir.join("duckdb-out");
         let _ = std::fs::remove_dir_all(&duck_out);
-        let duck = peer(python, &["duckdb", dataset["peers_input"].as_str().unwrap(), duck_out.to_str().unwrap()]);
+        let duck = peer(
+            python,
+            &[
+                "duckdb",
+                dataset["peers_input"].as_str().unwrap(),
+                duck_out.to_str().unwrap(),
+            ],
+        );
         let _ = std::fs::remove_dir_all(&duck_out);
         eprintln!("suite: {s}: applier throughput");
         let applied = child(&dir, "apply", &[]);
@@ -220,14 +255,43 @@ fn print_table(r: &Value) {
         let t = &s["tidemark"];
         println!("\n== {} rows + {} events ==", s["rows"], s["events"]);
         println!("{:<34} {:>10} {:>12}", "step", "seconds", "peak RSS MB");
-        let row = |name: &str, secs: Option<f64>, rss: Option<f64>| println!("{name:<34} {:>10} {:>12}", s2(secs), s0(rss));
-        row("tidemark journal verify", f(t, &["verify", "seconds"]), f(t, &["verify", "peak_rss_mb"]));
-        row("tidemark seed", f(t, &["recovery", "seed_s"]), None);
-        row("tidemark replay", f(t, &["recovery", "replay_s"]), None);
-        row("tidemark validate", f(t, &["recovery", "validate_s"]), None);
-        row("tidemark total recovery (+verify)", f(t, &["recovery", "total_s"]), f(t, &["recovery", "peak_rss_mb"]));
-        row("sha256sum (event objects)", f(&s["peers"], &["sha256sum", "seconds"]), None);
-        row("DuckDB final state -> Parquet", f(&s["peers"], &["duckdb", "seconds"]), f(&s["peers"], &["duckdb", "peak_rss_mb"]));
+        let row =
+            |name: &str, secs: Option<f64>, rss: Option<f64>| println!("{name:<34} {:>10} {:>12}", s2(secs), s0(rss));
+        row(
+            "tidemark journal verify",
+            f(t, &["verify", "seconds"]),
+            f(t, &["verify", "peak_rss_mb"]),
+        );
+        row(
+            "tidemark seed",
+            f(t, &["recovery", "seed_s"]),
+            f(t, &["recovery", "step_peak_rss_mb", "seed"]),
+        );
+        row(
+            "tidemark replay",
+            f(t, &["recovery", "replay_s"]),
+            f(t, &["recovery", "step_peak_rss_mb", "replay"]),
+        );
+        row(
+            "tidemark validate",
+            f(t, &["recovery", "validate_s"]),
+            f(t, &["recovery", "step_peak_rss_mb", "validate"]),
+        );
+        row(
+            "tidemark total recovery (+verify)",
+            f(t, &["recovery", "total_s"]),
+            f(t, &["recovery", "peak_rss_mb"]),
+        );
+        row(
+            "sha256sum (event objects)",
+            f(&s["peers"], &["sha256sum", "seconds"]),
+            None,
+        );
+        row(
+            "DuckDB final state -> Parquet",
+            f(&s["peers"], &["duckdb", "seconds"]),
+            f(&s["peers"], &["duckdb", "peak_rss_mb"]),
+        );
         println!(
             "applier: {} events/s into a {}-row table ({} events, peak RSS {} MB)",
             s0(f(t, &["apply", "events_per_s"])),
@@ -269,7 +333,9 @@ async fn open(dir: &Path) -> CatalogHandle {
 }
 
 async fn journal(dir: &Path) -> Journal {
-    Journal::open(Arc::new(LocalStore::open(dir.join("journal")).unwrap())).await.unwrap()
+    Journal::open(Arc::new(LocalStore::open(dir.join("journal")).unwrap()))
+        .await
+        .unwrap()
 }
 
 async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
@@ -290,9 +356,15 @@ async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
             let handle = open(dir).await;
             let ds: Value = serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap();
             let until = ds["events"].as_u64().unwrap().min(200_000);
-            let opts = ApplyOptions { until: Some(until), batches_per_commit: 10, ..Default::default() };
+            let opts = ApplyOptions {
+                until: Some(until),
+                batches_per_commit: 10,
+                ..Default::default()
+            };
             let t = Instant::now();
-            let r = apply(&j, &handle, TABLE, &opts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+            let r = apply(&j, &handle, TABLE, &opts, &SystemClock, &RandomIds, &mut |_| {})
+                .await
+                .unwrap();
             let s = t.elapsed().as_secs_f64();
             let n = r.applied_to_position - r.started_after_position;
             json!({"events": n, "commits": r.commits, "seconds": s, "events_per_s": n as f64 / s, "peak_rss_mb": peak_rss_mb()})
@@ -303,7 +375,7 @@ async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
 
 /// Snapshot version and delete flag of order `i` (deterministic, nothing stored).
 fn snapshot_row(i: u64) -> (i64, bool) {
-    (1 + (i % 3) as i64, i % 50 == 0)
+    (1 + (i % 3) as i64, i.is_multiple_of(50))
 }
 
 #[derive(Clone)]
@@ -338,20 +410,39 @@ fn events_ndjson(rows: u64, events: u64, seed: u64) -> Vec<u8> {
             } else {
                 rng.below(rows)
             };
-            let (v, d) = state.get(&id).copied().unwrap_or(if id < rows { snapshot_row(id) } else { (0, true) });
+            let (v, d) = state
+                .get(&id)
+                .copied()
+                .unwrap_or(if id < rows { snapshot_row(id) } else { (0, true) });
             let deleted = !d && rng.chance(5);
             let late = rng.chance(3);
             let secs = p % 86_400;
             let time = if late {
-                format!("2026-10-01T{:02}:{:02}:{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+                format!(
+                    "2026-10-01T{:02}:{:02}:{:02}Z",
+                    secs / 3600,
+                    (secs / 60) % 60,
+                    secs % 60
+                )
             } else {
-                format!("2026-11-29T{:02}:{:02}:{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+                format!(
+                    "2026-11-29T{:02}:{:02}:{:02}Z",
+                    secs / 3600,
+                    (secs / 60) % 60,
+                    secs % 60
+                )
             };
             let ev = Ev {
                 id,
                 version: v + 1,
                 deleted,
-                status: if deleted { "cancelled" } else if v == 0 { "placed" } else { "paid" },
+                status: if deleted {
+                    "cancelled"
+                } else if v == 0 {
+                    "placed"
+                } else {
+                    "paid"
+                },
                 amount: rng.below(100_000),
                 time,
             };
@@ -384,9 +475,14 @@ async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir.join("journal")).unwrap();
     let t0 = Instant::now();
-    let j = Journal::init(Arc::new(LocalStore::open(dir.join("journal")).unwrap()), orders_spec(), "bench".into(), &SystemClock)
-        .await
-        .unwrap();
+    let j = Journal::init(
+        Arc::new(LocalStore::open(dir.join("journal")).unwrap()),
+        orders_spec(),
+        "bench".into(),
+        &SystemClock,
+    )
+    .await
+    .unwrap();
     let handle = open(dir).await;
     let src = table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
     let schema = arrow_schema(&src).unwrap();
@@ -396,19 +492,44 @@ async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
         let (versions, deleted): (Vec<i64>, Vec<bool>) = ids.iter().map(|i| snapshot_row(*i)).unzip();
         let mut cols = order_columns(&ids, &versions, &deleted);
         cols.push(Arc::new(Int64Array::from(vec![0i64; ids.len()])));
-        files.extend(write_data_file(&src, &[RecordBatch::try_new(schema.clone(), cols).unwrap()], RandomIds.uuid()).await.unwrap());
+        files.extend(
+            write_data_file(
+                &src,
+                &[RecordBatch::try_new(schema.clone(), cols).unwrap()],
+                RandomIds.uuid(),
+            )
+            .await
+            .unwrap(),
+        );
     }
-    let snapshot_files: Vec<String> = files.iter().map(|f| f.file_path().trim_start_matches("file://").to_string()).collect();
+    let snapshot_files: Vec<String> = files
+        .iter()
+        .map(|f| f.file_path().trim_start_matches("file://").to_string())
+        .collect();
     let summary = HashMap::from([(PROP_LAST_POSITION.to_string(), "0".to_string())]);
     #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
-    let stamp = CommitStamp { id: RandomIds.uuid(), at: chrono::Utc::now() };
-    let src = commit_overwrite(&handle, &src, &[], files, summary, stamp).await.unwrap();
+    let stamp = CommitStamp {
+        id: RandomIds.uuid(),
+        at: chrono::Utc::now(),
+    };
+    let src = commit_overwrite(&handle, &src, &[], files, summary, stamp)
+        .await
+        .unwrap();
     let text = events_ndjson(rows, events, 7);
-    let opts = AppendOptions { batch_size: 10_000, writer_id: "bench".into(), source_name: "bench".into() };
-    append(&j, text.as_slice(), &opts, &SystemClock, &mut |_| {}).await.unwrap();
+    let opts = AppendOptions {
+        batch_size: 10_000,
+        writer_id: "bench".into(),
+        source_name: "bench".into(),
+    };
+    append(&j, text.as_slice(), &opts, &SystemClock, &mut |_| {})
+        .await
+        .unwrap();
     let chain = verify(&j, &Default::default(), &mut |_| {}).await.unwrap();
-    let event_files: Vec<String> =
-        chain.manifests.iter().map(|m| dir.join("journal").join(&m.manifest.object_key).display().to_string()).collect();
+    let event_files: Vec<String> = chain
+        .manifests
+        .iter()
+        .map(|m| dir.join("journal").join(&m.manifest.object_key).display().to_string())
+        .collect();
     let peers_input = dir.join("peers-input.json");
     let input = json!({
         "snapshot_files": snapshot_files, "event_files": event_files,
@@ -449,12 +570,23 @@ async fn recover_step(dir: &Path) -> Value {
         choice: SnapshotChoice::SnapshotId(ds["snapshot_id"].as_i64().unwrap()),
         to: Some(events),
         into: into.clone(),
+        partition_rows: None,
     };
+    // Peak memory per step: read at the end of each step, then reset (Linux: clear_refs 5).
+    let mut step_peaks = serde_json::Map::new();
+    let mut overall = peak_rss_mb();
     let t = Instant::now();
-    let (report, _) = recover(&j, &handle, &ropts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+    let (report, _) = recover(&j, &handle, &ropts, &SystemClock, &RandomIds, &mut |s| {
+        let p = peak_rss_mb();
+        overall = overall.max(p);
+        step_peaks.insert(s.step.clone(), json!(p));
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    })
+    .await
+    .unwrap();
     let recover_s = t.elapsed().as_secs_f64();
     assert!(report.validation.ok, "{:?}", report.validation);
-    let peak = peak_rss_mb();
+    let peak = overall.max(peak_rss_mb());
     let ms = |name: &str| report.steps.iter().find(|s| s.step == name).map_or(0, |s| s.ms) as f64 / 1000.0;
     // Not measured: the final state's figures, for the comparison with the peers.
     let table = table::load_table(&handle, &into).await.unwrap();
@@ -464,9 +596,19 @@ async fn recover_step(dir: &Path) -> Value {
     for file in &files {
         for b in read_files(&table, &[file], &schema, None).await.unwrap() {
             rows += b.num_rows() as u64;
-            let d = b.column_by_name("is_deleted").unwrap().as_any().downcast_ref::<BooleanArray>().unwrap();
+            let d = b
+                .column_by_name("is_deleted")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .unwrap();
             tombstones += d.true_count() as u64;
-            let v = b.column_by_name("order_version").unwrap().as_any().downcast_ref::<Int64Array>().unwrap();
+            let v = b
+                .column_by_name("order_version")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
             version_sum += v.iter().flatten().sum::<i64>() as u64;
             debug_assert_eq!(v.null_count(), 0);
         }
@@ -474,6 +616,7 @@ async fn recover_step(dir: &Path) -> Value {
     json!({
         "verify_s": verify_s, "choose_s": ms("choose snapshot"), "seed_s": ms("seed"), "replay_s": ms("replay"),
         "validate_s": ms("validate"), "total_s": verify_s + recover_s, "peak_rss_mb": peak,
+        "step_peak_rss_mb": step_peaks,
         "keys_validated": report.validation.keys_expected,
         "final_state": {"rows": rows, "tombstones": tombstones, "version_sum": version_sum},
     })

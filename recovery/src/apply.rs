@@ -32,8 +32,12 @@ use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
-use crate::table::read::{files_for_keys, prunable, read_files};
+use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, prunable, read_files};
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, live_data_files, write_data_file};
+
+/// Rows of the table one merge chunk reads at most (about; a chunk never splits a file, nor two
+/// files whose key ranges overlap).
+pub const MERGE_CHUNK_ROWS: u64 = 1_000_000;
 
 /// Rows per data file written by a merge.
 pub const ROWS_PER_FILE: usize = 100_000;
@@ -100,6 +104,8 @@ pub struct ApplyOptions {
     pub failpoint: Option<String>,
     /// Checked before every commit (the route fence of `tidemark apply --route`).
     pub guard: Option<Guard>,
+    /// Rows of the table one merge chunk reads at most (memory bound; see [`MERGE_CHUNK_ROWS`]).
+    pub chunk_rows: u64,
 }
 
 /// The route fence as a commit guard: refuses once the route moved past the generation the
@@ -134,6 +140,7 @@ impl Default for ApplyOptions {
             max_attempts: 5,
             failpoint: None,
             guard: None,
+            chunk_rows: MERGE_CHUNK_ROWS,
         }
     }
 }
@@ -262,6 +269,7 @@ pub async fn merge_and_commit(
     max_attempts: usize,
     skip_if_applied: Option<u64>,
     guard: Option<&dyn CommitGuard>,
+    chunk_rows: u64,
 ) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
     let name = table.identifier().to_string();
     let schema = arrow_schema(&table)?;
@@ -288,36 +296,47 @@ pub async fn merge_and_commit(
         } else {
             files.iter().collect()
         };
-        let current = read_files(&table, &candidates, &schema, Some(&cur_schema)).await?;
-        let out = merge::merge(spec, current, cur_schema.clone(), events.clone(), schema.clone()).await?;
-        let mut stats = out.stats.clone();
-        if out.upserts.is_empty() && out.files_to_rewrite.is_empty() {
+        // Key-range chunks of the candidate files, each merged on its own with the events of its
+        // range, so that memory follows the chunk size rather than the table (or unit) size.
+        let (chunks, cuts) = chunk_by_key(&candidates, key_field_id, chunk_rows);
+        let chunk_events = split_by_chunk(spec, &events, &cuts, chunks.len())?;
+        let mut stats = MergeStats::default();
+        let mut files_to_rewrite = Vec::new();
+        let mut added = Vec::new();
+        for (chunk, chunk_events) in chunks.iter().zip(chunk_events) {
+            if chunk_events.is_empty() {
+                continue;
+            }
+            let current = read_files(&table, chunk, &schema, Some(&cur_schema)).await?;
+            let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
+            stats.add(&out.stats);
+            files_to_rewrite.extend(out.files_to_rewrite);
+            let mut rows = out.kept_rows;
+            rows.extend(out.upserts);
+            // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the
+            // next batch's key bounds prune most of them and a rewrite touches only what it must.
+            for batch in &sort_by_key(&schema, &rows, &spec.spec.key_column)? {
+                let mut offset = 0;
+                while offset < batch.num_rows() {
+                    let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+                    added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
+                    offset += len;
+                }
+            }
+        }
+        if added.is_empty() && files_to_rewrite.is_empty() {
             return Ok((table, stats, retries, false));
         }
-        let mut rows = out.kept_rows;
-        rows.extend(out.upserts);
-        let sorted = sort_by_key(&schema, &rows, &spec.spec.key_column)?;
         let stamp = CommitStamp {
             id: ids.uuid(),
             at: clock.now(),
         };
-        // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the next
-        // batch's key bounds prune most of them and a rewrite touches only what it must.
-        let mut added = Vec::new();
-        for batch in &sorted {
-            let mut offset = 0;
-            while offset < batch.num_rows() {
-                let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-                added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
-                offset += len;
-            }
-        }
         if let Some(g) = guard {
             g.check().await.map_err(ApplyError::Fenced)?;
         }
-        match commit_overwrite(handle, &table, &out.files_to_rewrite, added, summary.clone(), stamp).await {
+        match commit_overwrite(handle, &table, &files_to_rewrite, added, summary.clone(), stamp).await {
             Ok(t) => {
-                stats.files_rewritten = out.files_to_rewrite.len() as u64;
+                stats.files_rewritten = files_to_rewrite.len() as u64;
                 return Ok((t, stats, retries, true));
             }
             Err(TableError::CommitConflict { .. }) if attempt < max_attempts => {
@@ -336,6 +355,33 @@ pub async fn merge_and_commit(
         table: name,
         attempts: max_attempts,
     })
+}
+
+/// The rows of `events` per key-range chunk (see [`chunk_by_key`]).
+fn split_by_chunk(
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: &[RecordBatch],
+    cuts: &[crate::reference::Cell],
+    chunks: usize,
+) -> Result<Vec<Vec<RecordBatch>>, ApplyError> {
+    let mut out: Vec<Vec<RecordBatch>> = vec![Vec::new(); chunks];
+    if chunks == 1 {
+        out[0] = events.to_vec();
+        return Ok(out);
+    }
+    let key_t = spec.types[spec.key_index];
+    for b in events {
+        let col = b.column(spec.event_column(spec.key_index));
+        let mut idx: Vec<Vec<u32>> = vec![Vec::new(); chunks];
+        for r in 0..b.num_rows() {
+            idx[chunk_of(cuts, &cell(col.as_ref(), key_t, r))].push(r as u32);
+        }
+        for (c, rows) in idx.into_iter().enumerate().filter(|(_, r)| !r.is_empty()) {
+            let take = arrow::array::UInt32Array::from(rows);
+            out[c].push(take_record_batch(b, &take).map_err(|e| MergeError::Input(e.to_string()))?);
+        }
+    }
+    Ok(out)
 }
 
 fn sort_by_key(
@@ -478,6 +524,7 @@ pub async fn apply(
             opts.max_attempts,
             Some(to),
             opts.guard.as_ref().map(|g| g.0.as_ref()),
+            opts.chunk_rows,
         )
         .await?;
         table = t;

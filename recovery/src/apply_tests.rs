@@ -268,3 +268,84 @@ async fn concurrent_appliers_lose_nothing() {
     .unwrap();
     assert_eq!(table_rows(&handle, "shop.orders").await, reference_of(&j).await.rows);
 }
+
+/// One order event line.
+fn ev(p: u64, key: &str, version: i64, deleted: bool, amount: u64) -> String {
+    format!(
+        r#"{{"position":{p},"order_id":"{key}","order_version":{version},"customer_id":"c-1","status":"paid","amount":"{amount}.00","currency":"EUR","is_deleted":{deleted},"event_time":"2026-11-29T08:00:00Z"}}"#
+    ) + "\n"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_merged_in_key_range_chunks_equals_the_reference() {
+    // Six batches of ten new keys each (k000..k059): one data file per batch, disjoint ranges.
+    // Then one unit of 40 events across every range: updates, tombstones, retries, and new keys
+    // between and after the existing ranges.
+    let mut text = String::new();
+    let mut p = 0;
+    for k in 0..60u64 {
+        p += 1;
+        text += &ev(p, &format!("k{k:03}"), 1, false, k);
+    }
+    for i in 0..40u64 {
+        p += 1;
+        let k = (i * 7) % 60;
+        text += &match i % 5 {
+            0 => ev(p, &format!("k{k:03}"), 2, true, k),
+            1 => ev(p, &format!("k{k:03}5"), 1, false, i), // a new key inside a file's range
+            2 => ev(p, &format!("k{:03}", 100 + i), 1, false, i), // after every range
+            _ => ev(p, &format!("k{k:03}"), 3, false, 1000 + i),
+        };
+    }
+    p += 1;
+    text += &ev(p, "k007", 3, false, 1000 + 1); // an identical retry of position 62's event
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &text, 10).await;
+    let want = reference_of(&j).await.rows;
+    let mut tables = Vec::new();
+    for (name, chunk_rows) in [("chunked", 1), ("whole", crate::apply::MERGE_CHUNK_ROWS)] {
+        std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        let handle = catalog_in(&dir.path().join(name)).await;
+        apply(
+            &j,
+            &handle,
+            "shop.orders",
+            &ApplyOptions {
+                until: Some(60),
+                chunk_rows,
+                ..Default::default()
+            },
+            &clock(),
+            &SeededIds::new(2),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+        let t = table::load_table(&handle, "shop.orders").await.unwrap();
+        assert_eq!(
+            live_data_files(&t).await.unwrap().len(),
+            6,
+            "one file per batch of new keys"
+        );
+        let r = apply(
+            &j,
+            &handle,
+            "shop.orders",
+            &ApplyOptions {
+                batches_per_commit: 100,
+                chunk_rows,
+                ..Default::default()
+            },
+            &clock(),
+            &SeededIds::new(3),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.commits, 1);
+        let rows = table_rows(&handle, "shop.orders").await;
+        assert_eq!(rows, want, "{name}");
+        tables.push(rows);
+    }
+    assert_eq!(tables[0], tables[1]);
+}

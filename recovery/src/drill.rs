@@ -400,6 +400,7 @@ pub async fn run(
         },
         to: None,
         into: "shop.orders_recovered".into(),
+        partition_rows: None,
     };
     let route_at_start = routes
         .read()

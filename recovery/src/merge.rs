@@ -90,6 +90,19 @@ pub struct MergeStats {
     pub rows_kept: u64,
 }
 
+impl MergeStats {
+    /// Adds the counts of another unit's (or chunk's) merge.
+    pub fn add(&mut self, o: &MergeStats) {
+        self.events += o.events;
+        self.inserted += o.inserted;
+        self.updated += o.updated;
+        self.unchanged += o.unchanged;
+        self.tombstones_written += o.tombstones_written;
+        self.files_rewritten += o.files_rewritten;
+        self.rows_kept += o.rows_kept;
+    }
+}
+
 fn q(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }

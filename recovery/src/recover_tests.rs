@@ -172,6 +172,7 @@ impl Story {
             choice: SnapshotChoice::Checkpoint { at_or_before: Some(20) },
             to,
             into: into.to_string(),
+            partition_rows: None,
         }
     }
 }
@@ -369,6 +370,65 @@ async fn validation_names_an_injected_wrong_row() {
     assert_eq!(report.validation.missing, 1);
     assert_eq!(report.validation.first_mismatches[0].key, "F07");
     assert_eq!(report.validation.first_mismatches[0].kind, "missing");
+
+    // The same verdict when validation partitions by key hash and spills (3 rows a partition).
+    let partitioned = RecoverOptions {
+        partition_rows: Some(3),
+        ..opts.clone()
+    };
+    let (p, _) = recover(
+        &s.journal,
+        &target,
+        &partitioned,
+        &clock(),
+        &SeededIds::new(11),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(!p.validation.ok);
+    assert_eq!(
+        (
+            p.validation.keys_expected,
+            p.validation.rows_found,
+            p.validation.missing,
+            p.validation.extra
+        ),
+        (report.validation.keys_expected, report.validation.rows_found, 1, 0)
+    );
+    assert_eq!(p.validation.first_mismatches, report.validation.first_mismatches);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let whole = s.opts(&meta, "shop.orders_whole", None);
+    let (a, _) = recover(&s.journal, &target, &whole, &clock(), &SeededIds::new(12), &mut |_| {})
+        .await
+        .unwrap();
+    for rows in [1, 2, 5, 7] {
+        let mut opts = s.opts(&meta, &format!("shop.orders_p{rows}"), None);
+        opts.partition_rows = Some(rows);
+        let (b, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(13), &mut |_| {})
+            .await
+            .unwrap();
+        assert!(b.validation.ok, "{rows}: {:?}", b.validation);
+        assert_eq!(
+            (
+                b.validation.keys_expected,
+                b.validation.rows_found,
+                b.validation.tombstones_expected
+            ),
+            (
+                a.validation.keys_expected,
+                a.validation.rows_found,
+                a.validation.tombstones_expected
+            ),
+            "{rows}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -134,6 +134,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         choice,
         to: args.to,
         into: args.into.clone(),
+        partition_rows: None,
     };
     let mut progress = Progress::new("recover", args.common.quiet);
     let (report, t) = recover(&journal, &handle, &opts, &SystemClock, &RandomIds, &mut |s| {

@@ -24,7 +24,7 @@ use crate::apply::ApplyError;
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{MergeError, MergeStats};
-use crate::table::{TableError, arrow_schema};
+use crate::table::TableError;
 use snapshot::{SnapshotChoice, SnapshotSource, TrustedSnapshot};
 use validate::ValidationReport;
 
@@ -85,6 +85,9 @@ pub struct RecoverOptions {
     pub to: Option<u64>,
     /// The new table, `namespace.name`.
     pub into: String,
+    /// Rows per validation partition and per replay merge chunk (the memory bound); default
+    /// [`validate::PARTITION_ROWS`] and [`crate::apply::MERGE_CHUNK_ROWS`].
+    pub partition_rows: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -190,8 +193,18 @@ pub async fn recover(
     );
 
     let t = Instant::now();
-    let (table, replay_stats, replay_resumed) =
-        replay::replay(journal, handle, table, &snap, h, &opts.recovery_id, clock, ids).await?;
+    let (table, replay_stats, replay_resumed) = replay::replay(
+        journal,
+        handle,
+        table,
+        &snap,
+        h,
+        &opts.recovery_id,
+        clock,
+        ids,
+        opts.partition_rows.unwrap_or(crate::apply::MERGE_CHUNK_ROWS),
+    )
+    .await?;
     step(
         "replay",
         t,
@@ -206,11 +219,16 @@ pub async fn recover(
     );
 
     let t = Instant::now();
-    let schema = arrow_schema(&table)?;
     let (events, _, _) = replay::verified_events(journal, &snap, h).await?;
-    let expected = validate::reference_state(&journal.spec, &snap, &schema, &events).await?;
-    let found = validate::table_rows(&journal.spec, &table).await?;
-    let validation = validate::compare(&journal.spec, &expected, found);
+    let validation = validate::validate(
+        &journal.spec,
+        &snap,
+        &table,
+        &events,
+        &spill_dir(),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+    )
+    .await?;
     step(
         "validate",
         t,
@@ -241,4 +259,13 @@ pub async fn recover(
         total_ms: started.elapsed().as_millis() as u64,
     };
     Ok((report, table))
+}
+
+/// A new folder name for the validation's spill files: under `$TIDEMARK_SPILL_DIR`, or the
+/// system's temporary folder; unique per process and call.
+fn spill_dir() -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    root.join(format!("tidemark-validate-{}-{n}", std::process::id()))
 }

@@ -77,6 +77,7 @@ pub async fn replay(
     recovery_id: &str,
     clock: &dyn Clock,
     ids: &dyn Ids,
+    chunk_rows: u64,
 ) -> Result<(Table, MergeStats, bool), RecoverError> {
     let done = table.metadata().snapshots().any(|s| {
         let p = &s.summary().additional_properties;
@@ -97,9 +98,20 @@ pub async fn replay(
     summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string());
     summary.insert(PROP_MANIFEST_DIGEST.to_string(), digest);
     summary.insert("tidemark.boundary-h".to_string(), h.to_string());
-    let (table, stats, _, _) =
-        merge_and_commit(handle, table, &journal.spec, events, summary, clock, ids, 3, None, None)
-            .await
-            .map_err(RecoverError::from_apply)?;
+    let (table, stats, _, _) = merge_and_commit(
+        handle,
+        table,
+        &journal.spec,
+        events,
+        summary,
+        clock,
+        ids,
+        3,
+        None,
+        None,
+        chunk_rows,
+    )
+    .await
+    .map_err(RecoverError::from_apply)?;
     Ok((table, stats, false))
 }

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use arrow::array::Array;
+
 use arrow::array::RecordBatch;
 use iceberg::table::Table;
 use serde::Serialize;
@@ -199,4 +201,267 @@ pub async fn table_rows(spec: &CompiledSpec, table: &Table) -> Result<Vec<RefRow
     let files = live_data_files(table).await?;
     let batches = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None).await?;
     Ok(rows_of(spec, &batches))
+}
+
+/// Rows of one side that one validation partition holds at most (on average). Above this many
+/// rows in the table, validation partitions by key hash and spills to disk.
+pub const PARTITION_ROWS: u64 = 250_000;
+
+/// Partitions folded and compared at the same time.
+const PARTITIONS_AT_ONCE: usize = 2;
+
+/// Validates `table` against the reference of the snapshot plus `events` (see the module
+/// documentation), in memory bounded by `partition_rows` (see [`PARTITION_ROWS`]) rather than by
+/// the table's size.
+///
+/// Small tables are compared whole. Larger ones are split by a hash of the key into partitions:
+/// each side (the snapshot's files, then the table's files) is read one file at a time and its
+/// rows are written, per partition, to an Arrow IPC spill file under `spill_dir`; the events are
+/// split in memory. Every key lands in exactly one partition on both sides, so the reference fold,
+/// the duplicate check and the key-by-key comparison are each complete within a partition. The
+/// partitions are then folded and compared [`PARTITIONS_AT_ONCE`] at a time and their reports
+/// summed. The spill folder is removed afterwards, also on error.
+pub async fn validate(
+    spec: &CompiledSpec,
+    snap: &TrustedSnapshot,
+    table: &Table,
+    events: &[RecordBatch],
+    spill_dir: &std::path::Path,
+    partition_rows: u64,
+) -> Result<ValidationReport, RecoverError> {
+    let schema = arrow_schema(table)?;
+    let files = live_data_files(table).await?;
+    let rows: u64 = files
+        .iter()
+        .map(|f| f.record_count())
+        .sum::<u64>()
+        .max(snap.record_count);
+    let parts = rows.div_ceil(partition_rows.max(1)).max(1) as usize;
+    if parts == 1 {
+        let expected = reference_state(spec, snap, &schema, events).await?;
+        let found = table_rows(spec, table).await?;
+        return Ok(compare(spec, &expected, found));
+    }
+    let spill = Spill::create(spill_dir, parts)?;
+    let io_err = |e: std::io::Error| RecoverError::Validation {
+        message: format!("validation spill under {}: {e}", spill_dir.display()),
+    };
+    // The snapshot's rows, then the table's, one file at a time.
+    for path in &snap.data_files {
+        let batches = read_paths(&snap.file_io, &snap.metadata_location, &[path.as_str()], &schema, None).await?;
+        spill.write(spec, Side::Snapshot, &batches).map_err(io_err)?;
+    }
+    for file in &files {
+        let batches = read_files(table, &[file], &schema, None).await?;
+        spill.write(spec, Side::Table, &batches).map_err(io_err)?;
+    }
+    let spill = std::sync::Arc::new(spill.finish().map_err(io_err)?);
+    let mut event_parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts];
+    for b in events {
+        for (p, part) in split(spec, b, parts).map_err(io_err)? {
+            event_parts[p].push(part);
+        }
+    }
+    // A fixed pool of workers takes the partitions in turn: the same threads (and so the same
+    // allocator arenas) are reused, which keeps the resident memory at a partition's worth per
+    // worker instead of growing with the number of partitions.
+    let event_parts = std::sync::Arc::new(event_parts);
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let workers: Vec<_> = (0..PARTITIONS_AT_ONCE.min(parts))
+        .map(|_| {
+            let (spec, spill, event_parts, next) = (spec.clone(), spill.clone(), event_parts.clone(), next.clone());
+            tokio::task::spawn_blocking(move || {
+                let mut reports = Vec::new();
+                loop {
+                    let p = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if p >= parts {
+                        return Ok(reports);
+                    }
+                    reports.push((p, validate_partition(&spec, &spill, p, &event_parts[p])?));
+                }
+            })
+        })
+        .collect();
+    let mut reports: Vec<(usize, ValidationReport)> = Vec::with_capacity(parts);
+    for w in workers {
+        let r: Result<Vec<(usize, ValidationReport)>, RecoverError> =
+            w.await.map_err(|e| RecoverError::Validation {
+                message: format!("a validation worker panicked: {e}"),
+            })?;
+        reports.extend(r?);
+    }
+    reports.sort_by_key(|(p, _)| *p);
+    let mut total = ValidationReport {
+        format_version: FORMAT_VERSION,
+        ok: true,
+        ..Default::default()
+    };
+    for (_, r) in reports {
+        total.keys_expected += r.keys_expected;
+        total.rows_found += r.rows_found;
+        total.tombstones_expected += r.tombstones_expected;
+        total.missing += r.missing;
+        total.extra += r.extra;
+        total.version_mismatches += r.version_mismatches;
+        total.delete_flag_mismatches += r.delete_flag_mismatches;
+        total.value_mismatches += r.value_mismatches;
+        total.duplicate_keys += r.duplicate_keys;
+        total.ok &= r.ok;
+        let room = FIRST_MISMATCHES.saturating_sub(total.first_mismatches.len());
+        total.first_mismatches.extend(r.first_mismatches.into_iter().take(room));
+    }
+    Ok(total)
+}
+
+fn validate_partition(
+    spec: &CompiledSpec,
+    spill: &Spilled,
+    p: usize,
+    events: &[RecordBatch],
+) -> Result<ValidationReport, RecoverError> {
+    let read = |side: Side| {
+        spill.read(side, p).map_err(|e| RecoverError::Validation {
+            message: format!("validation spill partition {p}: {e}"),
+        })
+    };
+    let mut state = RefState::seeded(spec.clone(), rows_of(spec, &read(Side::Snapshot)?)).map_err(|m| {
+        RecoverError::Validation {
+            message: format!("the trusted snapshot: {m}"),
+        }
+    })?;
+    state
+        .apply(&rows_of(spec, events))
+        .map_err(|c| RecoverError::Validation {
+            message: format!("the reference fold refused the events: {c}"),
+        })?;
+    let found = rows_of(spec, &read(Side::Table)?);
+    Ok(compare(spec, &state.rows, found))
+}
+
+#[derive(Clone, Copy)]
+enum Side {
+    Snapshot,
+    Table,
+}
+
+/// Open spill files: one IPC writer per side and partition, created on first use.
+struct Spill {
+    dir: SpillDir,
+    parts: usize,
+    writers: std::sync::Mutex<Vec<Option<arrow::ipc::writer::FileWriter<std::io::BufWriter<std::fs::File>>>>>,
+}
+
+/// The written spill files.
+struct Spilled {
+    dir: SpillDir,
+    parts: usize,
+}
+
+/// Removes the spill folder when dropped.
+struct SpillDir(std::path::PathBuf);
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl SpillDir {
+    fn file(&self, side: Side, p: usize) -> std::path::PathBuf {
+        let s = match side {
+            Side::Snapshot => "snapshot",
+            Side::Table => "table",
+        };
+        self.0.join(format!("{s}-{p:05}.arrow"))
+    }
+}
+
+impl Spill {
+    fn create(dir: &std::path::Path, parts: usize) -> Result<Spill, RecoverError> {
+        std::fs::create_dir_all(dir).map_err(|e| RecoverError::Validation {
+            message: format!("cannot create the validation spill folder {}: {e}", dir.display()),
+        })?;
+        Ok(Spill {
+            dir: SpillDir(dir.to_path_buf()),
+            parts,
+            writers: std::sync::Mutex::new((0..2 * parts).map(|_| None).collect()),
+        })
+    }
+
+    fn write(&self, spec: &CompiledSpec, side: Side, batches: &[RecordBatch]) -> std::io::Result<()> {
+        let mut writers = self.writers.lock().expect("spill lock");
+        for b in batches {
+            for (p, part) in split(spec, b, self.parts)? {
+                let slot = &mut writers[side as usize * self.parts + p];
+                if slot.is_none() {
+                    let f = std::io::BufWriter::new(std::fs::File::create(self.dir.file(side, p))?);
+                    *slot = Some(
+                        arrow::ipc::writer::FileWriter::try_new(f, &part.schema()).map_err(std::io::Error::other)?,
+                    );
+                }
+                slot.as_mut()
+                    .expect("just set")
+                    .write(&part)
+                    .map_err(std::io::Error::other)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> std::io::Result<Spilled> {
+        for w in self.writers.into_inner().expect("spill lock").iter_mut().flatten() {
+            w.finish().map_err(std::io::Error::other)?;
+        }
+        Ok(Spilled {
+            dir: self.dir,
+            parts: self.parts,
+        })
+    }
+}
+
+impl Spilled {
+    fn read(&self, side: Side, p: usize) -> std::io::Result<Vec<RecordBatch>> {
+        debug_assert!(p < self.parts);
+        let path = self.dir.file(side, p);
+        if !path.exists() {
+            return Ok(Vec::new()); // no row of this side hashed here
+        }
+        let reader =
+            arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(std::fs::File::open(&path)?), None)
+                .map_err(std::io::Error::other)?;
+        reader.map(|b| b.map_err(std::io::Error::other)).collect()
+    }
+}
+
+/// The rows of `batch` per partition of the key's hash (a fixed hash, the same in every run).
+fn split(spec: &CompiledSpec, batch: &RecordBatch, parts: usize) -> std::io::Result<Vec<(usize, RecordBatch)>> {
+    use std::hash::{Hash, Hasher};
+    let schema = batch.schema();
+    let key = batch.column(
+        schema
+            .index_of(&spec.spec.key_column)
+            .map_err(|e| std::io::Error::other(e.to_string()))?,
+    );
+    let mut idx: Vec<Vec<u32>> = vec![Vec::new(); parts];
+    let strings = key.as_any().downcast_ref::<arrow::array::StringArray>();
+    for r in 0..batch.num_rows() {
+        let mut h = std::hash::DefaultHasher::new();
+        match strings {
+            Some(s) if !s.is_null(r) => s.value(r).hash(&mut h),
+            _ => crate::reference::cell(key.as_ref(), spec.types[spec.key_index], r).hash(&mut h),
+        }
+        idx[(h.finish() % parts as u64) as usize].push(r as u32);
+    }
+    let mut out = Vec::new();
+    for (p, rows) in idx.into_iter().enumerate() {
+        if rows.is_empty() {
+            continue;
+        }
+        let take = arrow::array::UInt32Array::from(rows);
+        out.push((
+            p,
+            arrow::compute::take_record_batch(batch, &take).map_err(|e| std::io::Error::other(e.to_string()))?,
+        ));
+    }
+    Ok(out)
 }

@@ -21,7 +21,7 @@ use super::{TableError, iceberg_err};
 use crate::reference::Cell;
 
 /// The key bounds of a data file as cells, when the manifest records them.
-fn key_bounds(file: &DataFile, key_field_id: i32) -> Option<(Cell, Cell)> {
+pub fn key_bounds(file: &DataFile, key_field_id: i32) -> Option<(Cell, Cell)> {
     let lit = |d: &iceberg::spec::Datum| match d.literal() {
         PrimitiveLiteral::String(s) => Some(Cell::Str(s.clone())),
         PrimitiveLiteral::Long(v) => Some(Cell::Long(*v)),
@@ -63,6 +63,46 @@ pub async fn read_files(
         with_file,
     )
     .await
+}
+
+/// Groups `files` into chunks of about `chunk_rows` rows that cover disjoint key ranges: a cut is
+/// made only where no file's key range spans it (by the manifests' key bounds). Returns the
+/// chunks and the cuts between them (`cuts[i]` is the lowest key of chunk `i + 1`), so that
+/// every key belongs to exactly one chunk ([`chunk_of`]). Without bounds on every file, one chunk.
+pub fn chunk_by_key<'a>(
+    files: &[&'a DataFile],
+    key_field_id: i32,
+    chunk_rows: u64,
+) -> (Vec<Vec<&'a DataFile>>, Vec<Cell>) {
+    let bounded: Option<Vec<(Cell, Cell, &DataFile)>> = files
+        .iter()
+        .map(|f| key_bounds(f, key_field_id).map(|(lo, hi)| (lo, hi, *f)))
+        .collect();
+    let Some(mut bounded) = bounded else {
+        return (vec![files.to_vec()], Vec::new());
+    };
+    bounded.sort_by(|a, b| a.0.cmp(&b.0));
+    let (mut chunks, mut cuts) = (vec![Vec::new()], Vec::new());
+    let (mut rows, mut max_hi): (u64, Option<Cell>) = (0, None);
+    for (lo, hi, f) in bounded {
+        let can_cut = max_hi.as_ref().is_some_and(|m| *m < lo);
+        if rows >= chunk_rows && can_cut {
+            chunks.push(Vec::new());
+            cuts.push(lo.clone());
+            rows = 0;
+        }
+        rows += f.record_count();
+        chunks.last_mut().expect("one chunk at least").push(f);
+        if max_hi.as_ref().is_none_or(|m| *m < hi) {
+            max_hi = Some(hi);
+        }
+    }
+    (chunks, cuts)
+}
+
+/// The chunk of [`chunk_by_key`] that `key` belongs to.
+pub fn chunk_of(cuts: &[Cell], key: &Cell) -> usize {
+    cuts.partition_point(|c| c <= key)
 }
 
 /// [`read_files`] for Parquet files given by path (`name` is the table, for messages).
