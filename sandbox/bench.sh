@@ -8,7 +8,7 @@
 #   bash sandbox/bench.sh --sizes 1m           # the small size only (a few minutes)
 #
 # Options go to the suite: --sizes LIST (1m, 10m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
-# PyIceberg's upsert runs; default 100k), --work DIR (default: a temporary folder), --out FILE
+# PyIceberg's upsert runs; default: the largest of --sizes), --work DIR (default: a temporary folder), --out FILE
 # (default: target/bench-suite.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
-use tidemark_recovery::drill::{self, DrillOptions};
+use tidemark_recovery::drill::{self, DrillCheck, DrillOptions};
 use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 use tidemark_recovery::gameday::{self, GamedayOptions};
 use tidemark_recovery::ids::RandomIds;
@@ -53,23 +53,37 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
     })
     .await?;
     let md_path = args.report.unwrap_or_else(|| work.join("drill-report.md"));
-    std::fs::write(&md_path, report.markdown()).with_context(|| format!("writing {}", md_path.display()))?;
-    if args.common.json {
-        print_json(&report)?;
+    finish(
+        "drill",
+        &report,
+        &report.markdown(),
+        &report.checks,
+        &md_path,
+        args.common.json,
+    )
+}
+
+/// Writes the Markdown report, prints it (or the JSON), and exits 4 naming the failed checks.
+fn finish<R: serde::Serialize>(
+    what: &str,
+    report: &R,
+    markdown: &str,
+    checks: &[DrillCheck],
+    md_path: &std::path::Path,
+    json: bool,
+) -> anyhow::Result<()> {
+    std::fs::write(md_path, markdown).with_context(|| format!("writing {}", md_path.display()))?;
+    if json {
+        print_json(report)?;
     } else {
-        println!("{}", report.markdown());
+        println!("{markdown}");
         println!("report: {}", md_path.display());
     }
-    if !report.ok {
-        let failed: Vec<&str> = report
-            .checks
-            .iter()
-            .filter(|c| !c.ok)
-            .map(|c| c.check.as_str())
-            .collect();
+    let failed: Vec<&str> = checks.iter().filter(|c| !c.ok).map(|c| c.check.as_str()).collect();
+    if !failed.is_empty() {
         return Err(exit_error(
             VERIFY_FAILED,
-            format!("drill failed checks: {}", failed.join(", ")),
+            format!("{what} failed checks: {}", failed.join("; ")),
         ));
     }
     Ok(())
@@ -116,26 +130,14 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
     })
     .await?;
     let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
-    std::fs::write(&md_path, report.markdown()).with_context(|| format!("writing {}", md_path.display()))?;
-    if args.common.json {
-        print_json(&report)?;
-    } else {
-        println!("{}", report.markdown());
-        println!("report: {}", md_path.display());
-    }
-    if !report.ok {
-        let failed: Vec<&str> = report
-            .checks
-            .iter()
-            .filter(|c| !c.ok)
-            .map(|c| c.check.as_str())
-            .collect();
-        return Err(exit_error(
-            VERIFY_FAILED,
-            format!("game day failed checks: {}", failed.join("; ")),
-        ));
-    }
-    Ok(())
+    finish(
+        "game day",
+        &report,
+        &report.markdown(),
+        &report.checks,
+        &md_path,
+        args.common.json,
+    )
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

@@ -184,7 +184,16 @@ pub async fn reference_state(
 ) -> Result<BTreeMap<Cell, RefRow>, RecoverError> {
     let paths: Vec<&str> = snap.data_files.iter().map(String::as_str).collect();
     let seed = read_paths(&snap.file_io, &snap.metadata_location, &paths, table_schema, None).await?;
-    let mut state = RefState::seeded(spec.clone(), rows_of(spec, &seed)).map_err(|m| RecoverError::Validation {
+    fold(spec, &seed, events)
+}
+
+/// The reference fold of snapshot rows and events (each as batches).
+fn fold(
+    spec: &CompiledSpec,
+    seed: &[RecordBatch],
+    events: &[RecordBatch],
+) -> Result<BTreeMap<Cell, RefRow>, RecoverError> {
+    let mut state = RefState::seeded(spec.clone(), rows_of(spec, seed)).map_err(|m| RecoverError::Validation {
         message: format!("the trusted snapshot: {m}"),
     })?;
     state
@@ -324,18 +333,9 @@ fn validate_partition(
             message: format!("validation spill partition {p}: {e}"),
         })
     };
-    let mut state = RefState::seeded(spec.clone(), rows_of(spec, &read(Side::Snapshot)?)).map_err(|m| {
-        RecoverError::Validation {
-            message: format!("the trusted snapshot: {m}"),
-        }
-    })?;
-    state
-        .apply(&rows_of(spec, events))
-        .map_err(|c| RecoverError::Validation {
-            message: format!("the reference fold refused the events: {c}"),
-        })?;
+    let expected = fold(spec, &read(Side::Snapshot)?, events)?;
     let found = rows_of(spec, &read(Side::Table)?);
-    Ok(compare(spec, &state.rows, found))
+    Ok(compare(spec, &expected, found))
 }
 
 #[derive(Clone, Copy)]
