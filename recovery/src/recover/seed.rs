@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 
+use futures::StreamExt;
 use iceberg::Catalog;
 use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
@@ -77,16 +78,38 @@ pub async fn seed(
     props.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());
     let t = table::create_table_with_properties(handle, into, spec, props).await?;
     let schema = arrow_schema(&t)?;
-    let paths: Vec<&str> = snap.data_files.iter().map(String::as_str).collect();
-    let rows = read_paths(&snap.file_io, &snap.metadata_location, &paths, &schema, None).await?;
-    let mut added = Vec::new();
-    for batch in &rows {
-        let mut offset = 0;
-        while offset < batch.num_rows() {
-            let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-            added.extend(write_data_file(&t, &[batch.slice(offset, len)], ids.uuid()).await?);
-            offset += len;
+    // One source file at a time (two in flight), so memory follows the file size, not the
+    // table's; each is rewritten as files of at most ROWS_PER_FILE rows.
+    let copy_file = |path: String| {
+        let (t, schema) = (&t, &schema);
+        async move {
+            let batches = read_paths(&snap.file_io, &snap.metadata_location, &[path.as_str()], schema, None).await?;
+            let mut added = Vec::new();
+            let (mut group, mut rows) = (Vec::new(), 0);
+            for batch in batches {
+                let mut offset = 0;
+                while offset < batch.num_rows() {
+                    let len = (ROWS_PER_FILE - rows).min(batch.num_rows() - offset);
+                    group.push(batch.slice(offset, len));
+                    (rows, offset) = (rows + len, offset + len);
+                    if rows == ROWS_PER_FILE {
+                        added.extend(write_data_file(t, &std::mem::take(&mut group), ids.uuid()).await?);
+                        rows = 0;
+                    }
+                }
+            }
+            if !group.is_empty() {
+                added.extend(write_data_file(t, &group, ids.uuid()).await?);
+            }
+            Ok::<_, RecoverError>(added)
         }
+    };
+    let mut added = Vec::new();
+    let mut copies = futures::stream::iter(snap.data_files.clone())
+        .map(copy_file)
+        .buffered(2);
+    while let Some(files) = copies.next().await {
+        added.extend(files?);
     }
     let mut summary = HashMap::new();
     summary.insert(PROP_STEP.to_string(), "seed".to_string());
