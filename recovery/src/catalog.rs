@@ -266,13 +266,54 @@ pub async fn open_catalog_with_props(
         conn.close().await.map_err(|e| unreachable(e.to_string()))?;
     }
 
+    // On PostgreSQL, iceberg-catalog-sql creates its tables with `CREATE TABLE IF NOT EXISTS`,
+    // which two sessions running it at once on a fresh database can still fail (on the unique
+    // index of `pg_type`). A session advisory lock serializes the first-use initialization
+    // between processes; it is released when that session closes, right after.
+    let init_lock = match dialect {
+        Dialect::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&uri)
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(INIT_LOCK)
+                .execute(&mut c)
+                .await
+                .map_err(|e| unreachable(format!("taking the initialization lock: {e}")))?;
+            Some(c)
+        }
+        Dialect::Sqlite => None,
+    };
+    let handle = open_initialized(cfg, &uri, shown.clone(), dialect, warehouse, file_io_props).await;
+    if let Some(c) = init_lock {
+        // Closing the session releases the lock (also when closing fails: the server ends it).
+        let _ = c.close().await;
+    }
+    handle
+}
+
+/// Advisory lock key of the catalog's first-use initialization on PostgreSQL ("tidemark").
+const INIT_LOCK: i64 = 0x7469_6465_6d61_726b;
+
+async fn open_initialized(
+    cfg: &CatalogConfig,
+    uri: &str,
+    shown: String,
+    dialect: Dialect,
+    warehouse: String,
+    file_io_props: HashMap<String, String>,
+) -> Result<CatalogHandle, TableError> {
+    let unreachable = |detail: String| TableError::CatalogUnreachable {
+        uri: shown.clone(),
+        detail,
+    };
     sqlx::any::install_default_drivers();
     // A short acquire timeout so that an unreachable server fails the command in seconds, not
     // after the pool's default 30 s.
     let pool = AnyPoolOptions::new()
         .max_connections(2)
         .acquire_timeout(Duration::from_secs(10))
-        .connect(&uri)
+        .connect(uri)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
 
@@ -286,7 +327,7 @@ pub async fn open_catalog_with_props(
     };
     // Catalog props are forwarded to the catalog's FileIO, which is how S3 settings reach it.
     let mut props = file_io_props.clone();
-    props.insert(SQL_CATALOG_PROP_URI.to_string(), uri.clone());
+    props.insert(SQL_CATALOG_PROP_URI.to_string(), uri.to_string());
     props.insert(SQL_CATALOG_PROP_WAREHOUSE.to_string(), warehouse.clone());
     props.insert(SQL_CATALOG_PROP_BIND_STYLE.to_string(), bind_style.to_string());
     let catalog = SqlCatalogBuilder::default()

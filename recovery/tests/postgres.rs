@@ -76,23 +76,12 @@ fn config(uri: &str, dir: &Path, name: &str) -> CatalogConfig {
     }
 }
 
-/// Opens the catalog, one test at a time: iceberg-catalog-sql creates its tables with
-/// `CREATE TABLE IF NOT EXISTS`, which PostgreSQL does not make safe against the same statement
-/// running concurrently on a fresh database (one of them can fail on the unique index of
-/// `pg_type`). A session advisory lock serializes the opens across threads and across processes
-/// (cargo-nextest runs each test in a process of its own).
+/// Opens the catalog (tidemark serializes the first-use initialization on PostgreSQL itself; see
+/// `a_new_catalog_opened_by_many_at_once`).
 async fn open(cfg: &CatalogConfig) -> CatalogHandle {
-    const OPEN_LOCK: i64 = 0x7469_6465_6d61_726b; // "tidemark"
-    let mut lock = PgConnection::connect(&cfg.uri).await.unwrap();
-    sqlx::query("SELECT pg_advisory_lock($1)")
-        .bind(OPEN_LOCK)
-        .execute(&mut lock)
+    let handle = open_catalog(cfg)
         .await
-        .unwrap();
-    let handle = open_catalog(cfg).await;
-    // Closing the session releases the lock.
-    lock.close().await.unwrap();
-    let handle = handle.unwrap_or_else(|e| panic!("open the catalog {} on PostgreSQL: {e}", cfg.name));
+        .unwrap_or_else(|e| panic!("open the catalog {} on PostgreSQL: {e}", cfg.name));
     assert_eq!(handle.dialect(), Dialect::Postgres);
     handle
 }
@@ -567,4 +556,35 @@ async fn history_backup_rebuild_and_restore_on_postgres() {
     assert!(report.applied, "{report:?}");
     assert!(report.tables.iter().all(|t| t.action == RestoreAction::Register));
     assert_eq!(table_rows(&restored, TABLE).await, table_rows(&handle, TABLE).await);
+}
+
+/// Several processes opening a catalog on a fresh database (here: a fresh schema) at once: the
+/// first-use `CREATE TABLE IF NOT EXISTS` of iceberg-catalog-sql is serialized by tidemark's
+/// advisory lock, so every open succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_catalog_opened_by_many_at_once() {
+    let Some(uri) = pg_uri("a_new_catalog_opened_by_many_at_once") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique_name("race", dir.path());
+    let mut c = PgConnection::connect(&uri).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {name}"))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    c.close().await.unwrap();
+    let scoped = with_search_path(&uri, &name);
+    let opens: Vec<_> = (0..6)
+        .map(|i| {
+            let cfg = config(&scoped, dir.path(), &format!("{name}_{i}"));
+            tokio::spawn(async move { open_catalog(&cfg).await.map(|_| ()) })
+        })
+        .collect();
+    for o in opens {
+        o.await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("a concurrent first open failed: {e}"));
+    }
+    assert!(columns(&uri, &name).await.contains(&"iceberg_type".to_string()));
 }
