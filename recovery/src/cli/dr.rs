@@ -67,6 +67,9 @@ pub enum ReplicaCommand {
         /// Check each object by size, or by sha256 (reads the copy back).
         #[arg(long, value_enum, default_value = "size")]
         verify: Verify,
+        /// NS.TABLE=METADATA_FILE: the expected head of a table whose chain cannot decide.
+        #[arg(long = "hint")]
+        hints: Vec<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -129,13 +132,22 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
             tables,
             order,
             verify,
+            hints,
             common,
         } => {
+            let mut map = std::collections::HashMap::new();
+            for h in hints {
+                let (table, file) = h
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}"))?;
+                map.insert(table.to_string(), file.to_string());
+            }
             let opts = CopyOptions {
                 tables,
                 order,
                 verify,
                 stop_after: None,
+                hints: map,
             };
             let mut progress = Progress::new("replica copy", common.quiet);
             let report = copy::copy(&from, &to, &opts, &mut |line| {

@@ -86,6 +86,9 @@ pub struct CopyOptions {
     pub verify: Verify,
     /// Stop after this many objects were written (a simulated crash, for tests and drills).
     pub stop_after: Option<usize>,
+    /// `namespace.name` → the expected head (key, URL or file name), for a table whose chain
+    /// alone cannot decide (as `catalog rebuild --hint`).
+    pub hints: HashMap<String, String>,
 }
 
 impl Default for CopyOptions {
@@ -95,6 +98,7 @@ impl Default for CopyOptions {
             order: CopyOrder::Safe,
             verify: Verify::Size,
             stop_after: None,
+            hints: HashMap::new(),
         }
     }
 }
@@ -274,7 +278,10 @@ async fn run(
         };
         if !interrupted {
             let r = match phase {
-                None => copy_table_safe(&mut copier, &from_base, files, &mut out, progress).await,
+                None => {
+                    let hint = opts.hints.get(&files.ident()).map(String::as_str);
+                    copy_table_safe(&mut copier, &from_base, files, hint, &mut out, progress).await
+                }
                 Some(p) => copy_folder(&mut copier, files, p, &mut out).await,
             };
             match r {
@@ -455,6 +462,7 @@ async fn copy_table_safe(
     copier: &mut Copier<'_>,
     base: &str,
     files: &TableFiles,
+    hint: Option<&str>,
     out: &mut CopyTable,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Result<(), Stopped>, String> {
@@ -470,7 +478,7 @@ async fn copy_table_safe(
             parsed.push((key.clone(), json));
         }
     }
-    let choice = choose_head(&parsed, None);
+    let choice = choose_head(&parsed, hint);
     let Some(head) = choice.head else {
         out.refused = choice.refused;
         return Ok(Ok(()));

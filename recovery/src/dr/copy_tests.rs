@@ -12,11 +12,11 @@ use super::{CopyOptions, CopyOrder, Phase, Verify, copy, copy_phase};
 use crate::catalog::CatalogHandle;
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::replica::check;
-use crate::dr::test_support::{append, row_count, tag_and_branch};
+use crate::dr::test_support::{append, row_count, tag_and_branch, try_append};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
-use crate::table::create_or_load_table;
 use crate::table::test_support::catalog_in;
+use crate::table::{TableError, create_or_load_table};
 
 /// A source catalog in `dir/src` with `shop.orders` (3 commits, a tag and a branch) and
 /// `shop.customers` (1 commit).
@@ -192,4 +192,34 @@ async fn a_data_first_copy_under_a_live_writer_is_caught_then_healed_by_a_safe_c
     };
     let e = copy(&from, &to, &bad, &mut |_| {}).await.unwrap_err().to_string();
     assert!(e.contains("shop.nope"), "{e}");
+}
+
+#[tokio::test]
+async fn an_undecidable_head_is_refused_unless_a_hint_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(63);
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    let handle = catalog_in(&dir.path().join("src")).await;
+    let mut t = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
+        .await
+        .unwrap();
+    t = append(&handle, &t, &ids, 1).await;
+    let before = t.clone();
+    t = append(&handle, &t, &ids, 2).await;
+    // A writer one commit behind loses its race: its file ties with the head.
+    let lost = try_append(&handle, &before, &ids, 3).await;
+    assert!(matches!(lost, Err(TableError::CommitConflict { .. })), "{lost:?}");
+    let from = dir.path().join("src/warehouse").display().to_string();
+    let to = dir.path().join("replica").display().to_string();
+    let r = copy(&from, &to, &CopyOptions::default(), &mut |_| {}).await.unwrap();
+    assert!(r.tables[0].refused.is_some(), "{r:?}");
+    assert!(!r.is_complete());
+    let head = t.metadata_location().unwrap().rsplit('/').next().unwrap().to_string();
+    let opts = CopyOptions {
+        hints: HashMap::from([("shop.orders".to_string(), head.clone())]),
+        ..Default::default()
+    };
+    let r = copy(&from, &to, &opts, &mut |_| {}).await.unwrap();
+    assert!(r.is_complete(), "{r:?}");
+    assert!(r.tables[0].head.as_deref().unwrap().ends_with(&head));
 }

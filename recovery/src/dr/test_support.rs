@@ -13,11 +13,18 @@ use crate::benchdata::order_columns;
 use crate::catalog::CatalogHandle;
 use crate::ids::{Ids, SeededIds};
 use crate::table::read::read_files;
-use crate::table::{CommitStamp, arrow_schema, commit_overwrite, commit_refs, live_data_files, write_data_file};
+use crate::table::{
+    CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, live_data_files, write_data_file,
+};
 
 /// Appends orders `n*100 .. n*100+10` at version 1 (journal position `n`), committed at
 /// 1,800,000,000 + `n` seconds.
 pub async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
+    try_append(handle, table, ids, n).await.unwrap()
+}
+
+/// [`append`], returning the commit's error (a lost race, for a stale `table`).
+pub async fn try_append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Result<Table, TableError> {
     let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
     let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
     cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
@@ -27,9 +34,7 @@ pub async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u
         id: ids.uuid(),
         at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
     };
-    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp)
-        .await
-        .unwrap()
+    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp).await
 }
 
 /// Tags the current snapshot `tag` and starts branch `branch` at it.
@@ -58,7 +63,7 @@ pub async fn tag_and_branch(handle: &CatalogHandle, table: &Table, tag: &str, br
 }
 
 /// Rows of the table's current snapshot.
-pub async fn row_count(table: &Table) -> Result<usize, crate::table::TableError> {
+pub async fn row_count(table: &Table) -> Result<usize, TableError> {
     let files = live_data_files(table).await?;
     let refs: Vec<_> = files.iter().collect();
     let schema = arrow_schema(table)?;
