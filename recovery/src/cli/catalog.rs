@@ -3,7 +3,6 @@
 //! `tidemark catalog backup | state | restore`: content-addressed catalog backups and a restore
 //! that fails closed.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -91,13 +90,7 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             hints,
             common,
         } => {
-            let mut map = HashMap::new();
-            for h in hints {
-                let (table, file) = h
-                    .split_once('=')
-                    .ok_or_else(|| anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}"))?;
-                map.insert(table.to_string(), file.to_string());
-            }
+            let map = super::parse_hints(hints)?;
             let warehouse = catalog.default_warehouse()?;
             let handle = catalog.open().await?;
             let report = rebuild(&warehouse, &handle, namespace.as_deref(), &map).await?;

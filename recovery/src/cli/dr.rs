@@ -135,13 +135,7 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
             hints,
             common,
         } => {
-            let mut map = std::collections::HashMap::new();
-            for h in hints {
-                let (table, file) = h
-                    .split_once('=')
-                    .ok_or_else(|| anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}"))?;
-                map.insert(table.to_string(), file.to_string());
-            }
+            let map = super::parse_hints(hints)?;
             let opts = CopyOptions {
                 tables,
                 order,

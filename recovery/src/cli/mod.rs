@@ -99,6 +99,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `--hint NS.TABLE=METADATA_FILE` options as a map.
+pub fn parse_hints(hints: Vec<String>) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    hints
+        .into_iter()
+        .map(|h| match h.split_once('=') {
+            Some((table, file)) => Ok((table.to_string(), file.to_string())),
+            None => Err(anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}")),
+        })
+        .collect()
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);

@@ -4,15 +4,14 @@
 use std::path::Path;
 
 use iceberg::TableIdent;
-use tidemark_journal::spec::CompiledSpec;
 use tidemark_journal::store::{ObjectStore, PutMode, local::LocalStore};
 
 use super::{BackupError, Expected, RestoreAction, backup, load, restore, state};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
-use crate::dr::test_support::{append, row_count, tag_and_branch};
+use crate::dr::test_support::{append, row_count, table_with, tag_and_branch};
 use crate::ids::SeededIds;
 use crate::table::test_support::catalog_in;
-use crate::table::{create_or_load_table, live_data_files, load_table, parse_ident};
+use crate::table::{live_data_files, load_table, parse_ident};
 
 async fn pointer(handle: &CatalogHandle, table: &str) -> Option<String> {
     let ident: TableIdent = parse_ident(table).unwrap();
@@ -35,17 +34,9 @@ async fn backup_is_idempotent_and_restore_refuses_a_moved_catalog() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(71);
     let handle = catalog_in(dir.path()).await;
-    let mut orders = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    for n in 1..=2 {
-        orders = append(&handle, &orders, &ids, n).await;
-    }
+    let mut orders = table_with(&handle, "shop.orders", &ids, 1..=2).await;
     orders = tag_and_branch(&handle, &orders, "eod", "audit").await;
-    let customers = create_or_load_table(&handle, "shop.customers", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    append(&handle, &customers, &ids, 9).await;
+    table_with(&handle, "shop.customers", &ids, 9..=9).await;
     let store = LocalStore::create(dir.path().join("backups")).unwrap();
 
     let first = backup(&handle, None, &store).await.unwrap();
@@ -133,16 +124,8 @@ async fn restore_into_a_new_catalog_verifies_every_object_before_changing_anythi
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(72);
     let handle = catalog_in(dir.path()).await;
-    let mut orders = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    for n in 1..=2 {
-        orders = append(&handle, &orders, &ids, n).await;
-    }
-    let customers = create_or_load_table(&handle, "shop.customers", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    let customers = append(&handle, &customers, &ids, 9).await;
+    let orders = table_with(&handle, "shop.orders", &ids, 1..=2).await;
+    let customers = table_with(&handle, "shop.customers", &ids, 9..=9).await;
     let store = LocalStore::create(dir.path().join("backups")).unwrap();
     let id = backup(&handle, None, &store).await.unwrap().id;
     let b = load(&store, &id).await.unwrap();

@@ -12,7 +12,7 @@ use super::{CopyOptions, CopyOrder, Phase, Verify, copy, copy_phase};
 use crate::catalog::CatalogHandle;
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::replica::check;
-use crate::dr::test_support::{append, row_count, tag_and_branch, try_append};
+use crate::dr::test_support::{append, row_count, table_with, tag_and_branch, try_append};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
 use crate::table::test_support::catalog_in;
@@ -23,18 +23,10 @@ use crate::table::{TableError, create_or_load_table};
 async fn source(dir: &Path, ids: &SeededIds) -> (CatalogHandle, Table) {
     std::fs::create_dir_all(dir.join("src")).unwrap();
     let handle = catalog_in(&dir.join("src")).await;
-    let mut orders = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    for n in 1..=2 {
-        orders = append(&handle, &orders, ids, n).await;
-    }
+    let mut orders = table_with(&handle, "shop.orders", ids, 1..=2).await;
     orders = tag_and_branch(&handle, &orders, "eod", "audit").await;
     orders = append(&handle, &orders, ids, 3).await;
-    let customers = create_or_load_table(&handle, "shop.customers", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    append(&handle, &customers, ids, 9).await;
+    table_with(&handle, "shop.customers", ids, 9..=9).await;
     (handle, orders)
 }
 

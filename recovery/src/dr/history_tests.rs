@@ -4,7 +4,7 @@
 use tidemark_journal::spec::CompiledSpec;
 
 use super::{FieldHistory, HistoryFileError, HistoryRecord, RefHistory, TableHistory, compare, load, record, save};
-use crate::dr::test_support::append;
+use crate::dr::test_support::{append, table_with};
 use crate::ids::SeededIds;
 use crate::table::create_or_load_table;
 use crate::table::test_support::catalog_in;
@@ -22,12 +22,7 @@ async fn a_commit_shows_as_row_and_snapshot_count_changes() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(11);
     let handle = catalog_in(dir.path()).await;
-    let mut orders = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    for n in 1..=2 {
-        orders = append(&handle, &orders, &ids, n).await;
-    }
+    let mut orders = table_with(&handle, "shop.orders", &ids, 1..=2).await;
     let empty = create_or_load_table(&handle, "a.b.empty", &CompiledSpec::orders())
         .await
         .unwrap();

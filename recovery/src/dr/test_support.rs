@@ -23,6 +23,22 @@ pub async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u
     try_append(handle, table, ids, n).await.unwrap()
 }
 
+/// Creates `name` (the orders spec) and makes one [`append`] for each of `commits`.
+pub async fn table_with(
+    handle: &CatalogHandle,
+    name: &str,
+    ids: &SeededIds,
+    commits: std::ops::RangeInclusive<u64>,
+) -> Table {
+    let mut t = crate::table::create_or_load_table(handle, name, &tidemark_journal::spec::CompiledSpec::orders())
+        .await
+        .unwrap();
+    for n in commits {
+        t = append(handle, &t, ids, n).await;
+    }
+    t
+}
+
 /// [`append`], returning the commit's error (a lost race, for a stale `table`).
 pub async fn try_append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Result<Table, TableError> {
     let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
