@@ -529,7 +529,7 @@ pub async fn apply(
         .await?;
         table = t;
         report.retries += retries;
-        add_stats(&mut report.merge, &stats);
+        report.merge.add(&stats);
         state = AppliedState {
             position: to,
             manifest_sequence: last_manifest.manifest.sequence,
@@ -556,14 +556,4 @@ pub async fn apply(
     report.snapshot_id = table.metadata().current_snapshot_id();
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
-}
-
-fn add_stats(total: &mut MergeStats, s: &MergeStats) {
-    total.events += s.events;
-    total.inserted += s.inserted;
-    total.updated += s.updated;
-    total.unchanged += s.unchanged;
-    total.tombstones_written += s.tombstones_written;
-    total.files_rewritten += s.files_rewritten;
-    total.rows_kept += s.rows_kept;
 }

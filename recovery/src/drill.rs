@@ -98,17 +98,22 @@ impl DrillReport {
                 st.detail
             );
         }
-        s += "\n| check | result | detail |\n|---|---|---|\n";
-        for c in &self.checks {
-            s += &format!(
-                "| {} | {} | {} |\n",
-                c.check,
-                if c.ok { "ok" } else { "FAIL" },
-                c.detail
-            );
-        }
-        s
+        s + &checks_markdown(&self.checks)
     }
+}
+
+/// The checks as a Markdown table (after a blank line).
+pub(crate) fn checks_markdown(checks: &[DrillCheck]) -> String {
+    let mut s = "\n| check | result | detail |\n|---|---|---|\n".to_string();
+    for c in checks {
+        s += &format!(
+            "| {} | {} | {} |\n",
+            c.check,
+            if c.ok { "ok" } else { "FAIL" },
+            c.detail
+        );
+    }
+    s
 }
 
 #[derive(Debug, thiserror::Error)]

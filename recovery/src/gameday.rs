@@ -141,16 +141,7 @@ impl GamedayReport {
                 );
             }
         }
-        s += "\n| check | result | detail |\n|---|---|---|\n";
-        for c in &self.checks {
-            s += &format!(
-                "| {} | {} | {} |\n",
-                c.check,
-                if c.ok { "ok" } else { "FAIL" },
-                c.detail
-            );
-        }
-        s
+        s + &crate::drill::checks_markdown(&self.checks)
     }
 }
 

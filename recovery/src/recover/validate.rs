@@ -49,6 +49,24 @@ pub struct ValidationReport {
     pub first_mismatches: Vec<Mismatch>,
 }
 
+impl ValidationReport {
+    /// Adds another partition's verdict (counts summed, mismatches listed up to the limit).
+    fn add(&mut self, r: ValidationReport) {
+        self.keys_expected += r.keys_expected;
+        self.rows_found += r.rows_found;
+        self.tombstones_expected += r.tombstones_expected;
+        self.missing += r.missing;
+        self.extra += r.extra;
+        self.version_mismatches += r.version_mismatches;
+        self.delete_flag_mismatches += r.delete_flag_mismatches;
+        self.value_mismatches += r.value_mismatches;
+        self.duplicate_keys += r.duplicate_keys;
+        self.ok &= r.ok;
+        let room = FIRST_MISMATCHES.saturating_sub(self.first_mismatches.len());
+        self.first_mismatches.extend(r.first_mismatches.into_iter().take(room));
+    }
+}
+
 /// Compares table rows with the expected state, key by key.
 pub fn compare(spec: &CompiledSpec, expected: &BTreeMap<Cell, RefRow>, found_rows: Vec<RefRow>) -> ValidationReport {
     let mut r = ValidationReport {
@@ -306,18 +324,7 @@ pub async fn validate(
         ..Default::default()
     };
     for (_, r) in reports {
-        total.keys_expected += r.keys_expected;
-        total.rows_found += r.rows_found;
-        total.tombstones_expected += r.tombstones_expected;
-        total.missing += r.missing;
-        total.extra += r.extra;
-        total.version_mismatches += r.version_mismatches;
-        total.delete_flag_mismatches += r.delete_flag_mismatches;
-        total.value_mismatches += r.value_mismatches;
-        total.duplicate_keys += r.duplicate_keys;
-        total.ok &= r.ok;
-        let room = FIRST_MISMATCHES.saturating_sub(total.first_mismatches.len());
-        total.first_mismatches.extend(r.first_mismatches.into_iter().take(room));
+        total.add(r);
     }
     Ok(total)
 }
