@@ -187,7 +187,12 @@ pub async fn copy_phase(
 }
 
 fn merge_reports(mut a: CopyReport, b: CopyReport) -> CopyReport {
-    for (ta, tb) in a.tables.iter_mut().zip(b.tables) {
+    // By name: a table created between the two listings is only in the second.
+    for tb in b.tables {
+        let Some(ta) = a.tables.iter_mut().find(|t| t.table == tb.table) else {
+            a.tables.push(tb);
+            continue;
+        };
         ta.copied += tb.copied;
         ta.skipped += tb.skipped;
         ta.repaired += tb.repaired;
