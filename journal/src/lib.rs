@@ -19,6 +19,8 @@ pub mod journal;
 pub mod paths;
 pub mod spec;
 pub mod store;
+#[cfg(feature = "test-support")]
+pub mod test_support;
 pub mod verify;
 pub mod writer;
 

@@ -1,8 +1,6 @@
 //! Journal scenarios, each on a local folder and on S3: append and verify, every refusal of bad
 //! input, and every way the chain can break (tamper, deleted version, rewrite, fork, gap).
 
-mod common;
-
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -14,6 +12,7 @@ use tidemark_journal::store::{ObjectStore, PutMode};
 use tidemark_journal::verify::{VerifiedChain, VerifyOptions, verify};
 use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_journal::{Journal, JournalError, paths};
+use tidemark_journal::{on_both, test_support};
 use tidemark_schemas::{AppendReport, Checkpoint, FORMAT_VERSION};
 
 fn clock() -> StepClock {
@@ -388,6 +387,8 @@ async fn checkpoints_are_create_only(store: Arc<dyn ObjectStore>) {
 }
 
 on_both!(
+    bucket = "tm-journal",
+    prefix = "journal";
     append_then_verify,
     bad_input_writes_nothing,
     missing_journal_is_named,
@@ -405,7 +406,7 @@ on_both!(
 /// Only possible on a folder: flip one byte of a stored version in place.
 #[tokio::test]
 async fn flipped_byte_is_a_checksum_mismatch() {
-    let (store, dir) = common::local();
+    let (store, dir) = test_support::local();
     let j = journal_with(store.clone(), 12, 4).await;
     let m = j.read_manifest(2, None).await.unwrap().manifest;
     let versions = dir
