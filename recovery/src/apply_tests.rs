@@ -59,6 +59,21 @@ pub(crate) async fn table_rows(handle: &CatalogHandle, name: &str) -> BTreeMap<C
     out
 }
 
+/// Applies everything verified to `shop.orders` with the default options and the test clock.
+pub(crate) async fn apply_all(j: &Journal, handle: &CatalogHandle, ids: &SeededIds) -> crate::apply::ApplyReport {
+    apply(
+        j,
+        handle,
+        "shop.orders",
+        &ApplyOptions::default(),
+        &clock(),
+        ids,
+        &mut |_| {},
+    )
+    .await
+    .unwrap()
+}
+
 /// The reference fold of the journal, unit by unit as the applier sees it (one manifest a unit).
 async fn reference_of(j: &Journal) -> RefState {
     reference::fold_journal(j).await.unwrap()
@@ -85,17 +100,7 @@ async fn applied_table_equals_the_reference_and_checkpoints_follow() {
     .await
     .unwrap();
     assert_eq!((r.started_after_position, r.applied_to_position), (0, 120));
-    let r = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let r = apply_all(&j, &handle, &ids).await;
     assert_eq!((r.started_after_position, r.applied_to_position), (120, 300));
     assert_eq!(table_rows(&handle, "shop.orders").await, reference_of(&j).await.rows);
     let t = table::load_table(&handle, "shop.orders").await.unwrap();
@@ -111,17 +116,7 @@ async fn applied_table_equals_the_reference_and_checkpoints_follow() {
         "the partial manifest's checkpoint: {cps:?}"
     );
     // Nothing left: a second run applies nothing and commits nothing.
-    let again = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let again = apply_all(&j, &handle, &ids).await;
     assert_eq!(again.commits, 0);
 }
 
@@ -153,34 +148,14 @@ async fn a_stop_between_commit_and_checkpoint_changes_nothing() {
         40,
         "the second commit has no checkpoint yet"
     );
-    let r = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(3),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let r = apply_all(&j, &handle, &SeededIds::new(3)).await;
     assert!(r.recovered_checkpoint, "the missing checkpoint is detected and written");
     assert_eq!(r.started_after_position, 80, "positions 41..=80 are not applied twice");
     // The same state as an uninterrupted run into another table.
     let other = tempfile::tempdir().unwrap();
     let j2 = journal_in(&other.path().join("journal"), &text, 40).await;
     let h2 = catalog_in(other.path()).await;
-    apply(
-        &j2,
-        &h2,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(4),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    apply_all(&j2, &h2, &SeededIds::new(4)).await;
     assert_eq!(
         table_rows(&handle, "shop.orders").await,
         table_rows(&h2, "shop.orders").await

@@ -16,6 +16,7 @@ use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::writer::{AppendOptions, append};
 
 use crate::apply::{ApplyOptions, apply};
+use crate::apply_tests::apply_all;
 use crate::catalog::CatalogHandle;
 use crate::fault::delete_rows;
 use crate::ids::SeededIds;
@@ -101,17 +102,7 @@ async fn story() -> Story {
         .unwrap();
     let source = catalog_in(&root.join("source")).await;
     append_text(&journal, &phase1()).await;
-    apply(
-        &journal,
-        &source,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(1),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    apply_all(&journal, &source, &SeededIds::new(1)).await;
     // The bad cleanup job.
     let r = delete_rows(
         &source,
@@ -124,17 +115,7 @@ async fn story() -> Story {
     .unwrap();
     assert_eq!(r.rows_deleted, 4);
     append_text(&journal, &phase2()).await;
-    apply(
-        &journal,
-        &source,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(3),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    apply_all(&journal, &source, &SeededIds::new(3)).await;
     // Replication copies the warehouse, damage included.
     copy_dir(&root.join("source/warehouse"), &root.join("dr/warehouse"));
     Story {
