@@ -30,7 +30,7 @@ use iceberg::{Catalog, ErrorKind, NamespaceIdent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tidemark_journal::store::{self, ObjectStore, PutMode, StoreError};
+use tidemark_journal::store::{self, GetResult, ObjectStore, PutMode, StoreError};
 
 use super::rebuild::{DrError, warehouse_base};
 use super::replica::{MissingFile, missing_files};
@@ -208,25 +208,30 @@ fn key_in<'a>(base: &str, location: &'a str) -> Option<&'a str> {
     location.strip_prefix(base)?.strip_prefix('/')
 }
 
-/// Reads what [`BackupTable`] records for `table` at `location`: the metadata file's ETag and
-/// size, and the watermark (every referenced object must exist).
-async fn describe(
-    handle: &CatalogHandle,
+/// The current version of the metadata file `location` in the warehouse at `base`; the outer
+/// error says the file is outside the warehouse.
+async fn get_metadata(
     warehouse: &dyn ObjectStore,
     base: &str,
+    location: &str,
+) -> Result<Result<GetResult, StoreError>, String> {
+    let key =
+        key_in(base, location).ok_or_else(|| format!("metadata file {location} is outside the warehouse {base}"))?;
+    Ok(warehouse.get(key, None).await)
+}
+
+/// What [`BackupTable`] records for `table` whose metadata file `location` was read as `got`:
+/// the file's ETag and size, and the watermark (with the referenced objects that are missing).
+async fn describe(
+    handle: &CatalogHandle,
     table: &str,
     location: &str,
+    got: &GetResult,
 ) -> Result<(BackupTable, Vec<MissingFile>), BackupError> {
     let not = |reason: String| BackupError::NotBackedUp {
         table: table.to_string(),
         reason,
     };
-    let key = key_in(base, location)
-        .ok_or_else(|| not(format!("its metadata file {location} is outside the warehouse {base}")))?;
-    let got = warehouse
-        .get(key, None)
-        .await
-        .map_err(|e| not(format!("cannot read its metadata file {location}: {e}")))?;
     let json: Value =
         serde_json::from_slice(&got.body).map_err(|e| not(format!("metadata file {location} is not JSON: {e}")))?;
     let io = file_io(handle.file_io_props());
@@ -268,7 +273,15 @@ pub async fn snapshot_catalog(handle: &CatalogHandle, namespace: Option<&str>) -
         let Some(location) = pointer else {
             continue; // a view or a half-created row: nothing to restore
         };
-        let (entry, missing) = describe(handle, warehouse.as_ref(), &base, &table, &location).await?;
+        let got = match get_metadata(warehouse.as_ref(), &base, &location).await {
+            Ok(Ok(got)) => got,
+            Ok(Err(e)) => {
+                let reason = format!("cannot read its metadata file {location}: {e}");
+                return Err(BackupError::NotBackedUp { table, reason });
+            }
+            Err(reason) => return Err(BackupError::NotBackedUp { table, reason }),
+        };
+        let (entry, missing) = describe(handle, &table, &location, &got).await?;
         if let Some(m) = missing.first() {
             return Err(BackupError::NotBackedUp {
                 table,
@@ -566,44 +579,34 @@ async fn verify_table(
     base: &str,
     t: &BackupTable,
 ) -> Result<(Vec<MissingFile>, Option<String>), BackupError> {
-    let meta = key_in(base, &t.metadata_location).map(|key| async move { warehouse.head(key, None).await });
-    match meta {
-        None => {
-            return Ok((
-                Vec::new(),
-                Some(format!(
-                    "metadata file {} is outside the warehouse {base}",
-                    t.metadata_location
-                )),
-            ));
+    let got = match get_metadata(warehouse, base, &t.metadata_location).await {
+        Err(reason) => return Ok((Vec::new(), Some(reason))),
+        Ok(Err(e)) if e.is_not_found() => {
+            let m = MissingFile {
+                path: t.metadata_location.clone(),
+                what: "metadata file".into(),
+            };
+            return Ok((vec![m], None));
         }
-        Some(head) => match head.await {
-            Err(e) if e.is_not_found() => {
-                let m = MissingFile {
-                    path: t.metadata_location.clone(),
-                    what: "metadata file".into(),
-                };
-                return Ok((vec![m], None));
-            }
-            Err(source) => {
-                return Err(BackupError::Dr(DrError::Open {
-                    warehouse: base.to_string(),
-                    source,
-                }));
-            }
-            Ok(m) if m.etag != t.metadata_etag || m.size != t.metadata_size => {
-                return Ok((
-                    Vec::new(),
-                    Some(format!(
-                        "metadata file {} changed since the backup (ETag {} size {}, recorded {} size {})",
-                        t.metadata_location, m.etag, m.size, t.metadata_etag, t.metadata_size
-                    )),
-                ));
-            }
-            Ok(_) => {}
-        },
+        Ok(Err(source)) => {
+            return Err(BackupError::Dr(DrError::Open {
+                warehouse: base.to_string(),
+                source,
+            }));
+        }
+        Ok(Ok(got)) => got,
+    };
+    let m = &got.meta;
+    if m.etag != t.metadata_etag || m.size != t.metadata_size {
+        return Ok((
+            Vec::new(),
+            Some(format!(
+                "metadata file {} changed since the backup (ETag {} size {}, recorded {} size {})",
+                t.metadata_location, m.etag, m.size, t.metadata_etag, t.metadata_size
+            )),
+        ));
     }
-    let (now, missing) = describe(handle, warehouse, base, &t.table, &t.metadata_location).await?;
+    let (now, missing) = describe(handle, &t.table, &t.metadata_location, &got).await?;
     if !missing.is_empty() {
         return Ok((missing, None));
     }
