@@ -266,8 +266,8 @@ pub async fn validate(
     let parts = rows.div_ceil(partition_rows.max(1)).max(1) as usize;
     if parts == 1 {
         let expected = reference_state(spec, snap, &schema, events).await?;
-        let found = table_rows(spec, table).await?;
-        return Ok(compare(spec, &expected, found));
+        let found = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None).await?;
+        return Ok(compare(spec, &expected, rows_of(spec, &found)));
     }
     let spill = Spill::create(spill_dir, parts)?;
     let io_err = |e: std::io::Error| RecoverError::Validation {
