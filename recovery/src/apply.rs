@@ -32,7 +32,7 @@ use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
-use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, prunable, read_files};
+use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, prunable, read_files, split_rows};
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, live_data_files, write_data_file};
 
 /// Rows of the table one merge chunk reads at most (about; a chunk never splits a file, nor two
@@ -372,13 +372,10 @@ fn split_by_chunk(
     let key_t = spec.types[spec.key_index];
     for b in events {
         let col = b.column(spec.event_column(spec.key_index));
-        let mut idx: Vec<Vec<u32>> = vec![Vec::new(); chunks];
-        for r in 0..b.num_rows() {
-            idx[chunk_of(cuts, &cell(col.as_ref(), key_t, r))].push(r as u32);
-        }
-        for (c, rows) in idx.into_iter().enumerate().filter(|(_, r)| !r.is_empty()) {
-            let take = arrow::array::UInt32Array::from(rows);
-            out[c].push(take_record_batch(b, &take).map_err(|e| MergeError::Input(e.to_string()))?);
+        let parts = split_rows(b, chunks, |r| chunk_of(cuts, &cell(col.as_ref(), key_t, r)))
+            .map_err(|e| MergeError::Input(e.to_string()))?;
+        for (c, part) in parts {
+            out[c].push(part);
         }
     }
     Ok(out)

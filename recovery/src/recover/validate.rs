@@ -17,7 +17,7 @@ use tidemark_schemas::FORMAT_VERSION;
 use super::RecoverError;
 use super::snapshot::TrustedSnapshot;
 use crate::reference::{Cell, RefRow, RefState, rows_of};
-use crate::table::read::{read_files, read_paths};
+use crate::table::read::{read_files, read_paths, split_rows};
 use crate::table::{arrow_schema, live_data_files};
 
 /// How many mismatches the report lists.
@@ -449,26 +449,14 @@ fn split(spec: &CompiledSpec, batch: &RecordBatch, parts: usize) -> std::io::Res
             .index_of(&spec.spec.key_column)
             .map_err(|e| std::io::Error::other(e.to_string()))?,
     );
-    let mut idx: Vec<Vec<u32>> = vec![Vec::new(); parts];
     let strings = key.as_any().downcast_ref::<arrow::array::StringArray>();
-    for r in 0..batch.num_rows() {
+    split_rows(batch, parts, |r| {
         let mut h = std::hash::DefaultHasher::new();
         match strings {
             Some(s) if !s.is_null(r) => s.value(r).hash(&mut h),
             _ => crate::reference::cell(key.as_ref(), spec.types[spec.key_index], r).hash(&mut h),
         }
-        idx[(h.finish() % parts as u64) as usize].push(r as u32);
-    }
-    let mut out = Vec::new();
-    for (p, rows) in idx.into_iter().enumerate() {
-        if rows.is_empty() {
-            continue;
-        }
-        let take = arrow::array::UInt32Array::from(rows);
-        out.push((
-            p,
-            arrow::compute::take_record_batch(batch, &take).map_err(|e| std::io::Error::other(e.to_string()))?,
-        ));
-    }
-    Ok(out)
+        (h.finish() % parts as u64) as usize
+    })
+    .map_err(|e| std::io::Error::other(e.to_string()))
 }

@@ -100,6 +100,29 @@ pub fn chunk_by_key<'a>(
     (chunks, cuts)
 }
 
+/// The rows of `batch` by group: `group_of(row)` (below `groups`) names each row's group; the
+/// result has one batch per non-empty group, in group order.
+pub fn split_rows(
+    batch: &RecordBatch,
+    groups: usize,
+    mut group_of: impl FnMut(usize) -> usize,
+) -> Result<Vec<(usize, RecordBatch)>, arrow::error::ArrowError> {
+    let mut idx: Vec<Vec<u32>> = vec![Vec::new(); groups];
+    for r in 0..batch.num_rows() {
+        idx[group_of(r)].push(r as u32);
+    }
+    idx.into_iter()
+        .enumerate()
+        .filter(|(_, rows)| !rows.is_empty())
+        .map(|(g, rows)| {
+            Ok((
+                g,
+                arrow::compute::take_record_batch(batch, &arrow::array::UInt32Array::from(rows))?,
+            ))
+        })
+        .collect()
+}
+
 /// The chunk of [`chunk_by_key`] that `key` belongs to.
 pub fn chunk_of(cuts: &[Cell], key: &Cell) -> usize {
     cuts.partition_point(|c| c <= key)
