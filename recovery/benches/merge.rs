@@ -17,10 +17,10 @@ use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 use tidemark_recovery::apply::merge_and_commit;
-use tidemark_recovery::benchdata::{order_columns as columns, peak_rss_mb};
+use tidemark_recovery::benchdata::{commit_orders, order_columns as columns, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
-use tidemark_recovery::ids::{Ids, RandomIds};
-use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, write_data_file};
+use tidemark_recovery::ids::RandomIds;
+use tidemark_recovery::table;
 
 fn run_case(rows: u64, batch: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -37,21 +37,11 @@ fn run_case(rows: u64, batch: u64) {
         };
         let handle = open_catalog(&cfg).await.unwrap();
         let mut t = table::create_or_load_table(&handle, "bench.orders", &spec).await.unwrap();
-        let schema = arrow_schema(&t).unwrap();
         // Seed: `rows` orders at version 1, in sorted files of 100,000 rows.
         let seed_start = Instant::now();
-        let mut files = Vec::new();
-        let per_file = 100_000u64;
-        for start in (0..rows).step_by(per_file as usize) {
-            let ids: Vec<u64> = (start..(start + per_file).min(rows)).collect();
-            let mut cols = columns(&ids, &vec![1; ids.len()], &vec![false; ids.len()]);
-            cols.push(Arc::new(Int64Array::from_iter_values(ids.iter().map(|i| *i as i64 + 1))));
-            let b = RecordBatch::try_new(schema.clone(), cols).unwrap();
-            files.extend(write_data_file(&t, &[b], RandomIds.uuid()).await.unwrap());
-        }
         #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
-        let stamp = CommitStamp { id: RandomIds.uuid(), at: chrono::Utc::now() };
-        t = commit_overwrite(&handle, &t, &[], files, Default::default(), stamp).await.unwrap();
+        let now = chrono::Utc::now();
+        t = commit_orders(&handle, &t, rows, |i| (1, false, i as i64 + 1), Default::default(), &RandomIds, now).await.unwrap();
         let seed_s = seed_start.elapsed().as_secs_f64();
 
         let mut rng = Rng::new(batch);

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Int64Array, RecordBatch};
 use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
@@ -16,13 +15,13 @@ use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
 use tidemark_journal::writer::{AppendOptions, append};
-use tidemark_recovery::apply::{PROP_LAST_POSITION, ROWS_PER_FILE};
-use tidemark_recovery::benchdata::{order_columns, order_id, peak_rss_mb};
+use tidemark_recovery::apply::PROP_LAST_POSITION;
+use tidemark_recovery::benchdata::{commit_orders, order_id, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
-use tidemark_recovery::ids::{Ids, RandomIds};
+use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use tidemark_recovery::recover::{RecoverOptions, recover};
-use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, write_data_file};
+use tidemark_recovery::table::{self};
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -46,18 +45,9 @@ fn main() {
         // The source snapshot: `rows` orders at version 1, holding journal position 0.
         let t0 = Instant::now();
         let src = table::create_or_load_table(&handle, "bench.orders", &journal.spec).await.unwrap();
-        let schema = arrow_schema(&src).unwrap();
-        let mut files = Vec::new();
-        for start in (0..rows).step_by(ROWS_PER_FILE) {
-            let ids: Vec<u64> = (start..(start + ROWS_PER_FILE as u64).min(rows)).collect();
-            let mut cols = order_columns(&ids, &vec![1; ids.len()], &vec![false; ids.len()]);
-            cols.push(Arc::new(Int64Array::from(vec![0i64; ids.len()])));
-            files.extend(write_data_file(&src, &[RecordBatch::try_new(schema.clone(), cols).unwrap()], RandomIds.uuid()).await.unwrap());
-        }
         let summary = HashMap::from([(PROP_LAST_POSITION.to_string(), "0".to_string())]);
         #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
-        let stamp = CommitStamp { id: RandomIds.uuid(), at: chrono::Utc::now() };
-        let src = commit_overwrite(&handle, &src, &[], files, summary, stamp).await.unwrap();
+        let src = commit_orders(&handle, &src, rows, |_| (1, false, 0), summary, &RandomIds, chrono::Utc::now()).await.unwrap();
         // The journal after it: mostly recent orders, some new, a few tombstones.
         let mut rng = Rng::new(7);
         let mut versions: HashMap<u64, i64> = HashMap::new();

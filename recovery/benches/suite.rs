@@ -25,7 +25,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, BooleanArray, Int64Array, RecordBatch};
+use arrow::array::{Array, BooleanArray, Int64Array};
 use serde_json::{Value, json};
 use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
@@ -34,14 +34,14 @@ use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
 use tidemark_journal::writer::{AppendOptions, append};
-use tidemark_recovery::apply::{ApplyOptions, PROP_LAST_POSITION, ROWS_PER_FILE, apply};
-use tidemark_recovery::benchdata::{order_columns, order_id, peak_rss_mb};
+use tidemark_recovery::apply::{ApplyOptions, PROP_LAST_POSITION, apply};
+use tidemark_recovery::benchdata::{commit_orders, order_id, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use tidemark_recovery::recover::{RecoverOptions, recover};
 use tidemark_recovery::table::read::read_files;
-use tidemark_recovery::table::{self, CommitStamp, arrow_schema, commit_overwrite, live_data_files, write_data_file};
+use tidemark_recovery::table::{self, arrow_schema, live_data_files};
 
 const TABLE: &str = "bench.orders";
 
@@ -497,36 +497,21 @@ async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
     .unwrap();
     let handle = open(dir).await;
     let src = table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
-    let schema = arrow_schema(&src).unwrap();
-    let mut files = Vec::new();
-    for start in (0..rows).step_by(ROWS_PER_FILE) {
-        let ids: Vec<u64> = (start..(start + ROWS_PER_FILE as u64).min(rows)).collect();
-        let (versions, deleted): (Vec<i64>, Vec<bool>) = ids.iter().map(|i| snapshot_row(*i)).unzip();
-        let mut cols = order_columns(&ids, &versions, &deleted);
-        cols.push(Arc::new(Int64Array::from(vec![0i64; ids.len()])));
-        files.extend(
-            write_data_file(
-                &src,
-                &[RecordBatch::try_new(schema.clone(), cols).unwrap()],
-                RandomIds.uuid(),
-            )
-            .await
-            .unwrap(),
-        );
-    }
-    let snapshot_files: Vec<String> = files
+    let summary = HashMap::from([(PROP_LAST_POSITION.to_string(), "0".to_string())]);
+    let row = |i: u64| {
+        let (version, deleted) = snapshot_row(i);
+        (version, deleted, 0)
+    };
+    #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
+    let src = commit_orders(&handle, &src, rows, row, summary, &RandomIds, chrono::Utc::now())
+        .await
+        .unwrap();
+    let snapshot_files: Vec<String> = live_data_files(&src)
+        .await
+        .unwrap()
         .iter()
         .map(|f| f.file_path().trim_start_matches("file://").to_string())
         .collect();
-    let summary = HashMap::from([(PROP_LAST_POSITION.to_string(), "0".to_string())]);
-    #[allow(clippy::disallowed_methods)] // a benchmark reads the wall clock
-    let stamp = CommitStamp {
-        id: RandomIds.uuid(),
-        at: chrono::Utc::now(),
-    };
-    let src = commit_overwrite(&handle, &src, &[], files, summary, stamp)
-        .await
-        .unwrap();
     let text = events_ndjson(rows, events, 7);
     let opts = AppendOptions {
         batch_size: 10_000,

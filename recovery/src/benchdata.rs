@@ -1,10 +1,20 @@
 //! Synthetic order rows for benchmarks: Arrow columns in the orders spec's order, built directly
 //! (no JSON) so that setting up a table of millions of rows is not what a benchmark measures.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Decimal128Array, Int64Array, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    ArrayRef, BooleanArray, Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use chrono::{DateTime, Utc};
+use iceberg::table::Table;
 use tidemark_journal::spec::UTC;
+
+use crate::apply::ROWS_PER_FILE;
+use crate::catalog::CatalogHandle;
+use crate::ids::Ids;
+use crate::table::{CommitStamp, TableError, arrow_schema, commit_overwrite, write_data_file};
 
 pub fn order_id(i: u64) -> String {
     format!("o-{i:09}")
@@ -38,6 +48,39 @@ pub fn order_columns(ids: &[u64], versions: &[i64], deleted: &[bool]) -> Vec<Arr
                 .with_timezone(UTC),
         ),
     ]
+}
+
+/// Writes orders `0..rows` into `table` as key-sorted files of [`ROWS_PER_FILE`] rows and commits
+/// them in one snapshot with `summary`: order `i` gets `row(i)` = (version, deleted, position).
+pub async fn commit_orders(
+    handle: &CatalogHandle,
+    table: &Table,
+    rows: u64,
+    row: impl Fn(u64) -> (i64, bool, i64),
+    summary: HashMap<String, String>,
+    ids: &dyn Ids,
+    at: DateTime<Utc>,
+) -> Result<Table, TableError> {
+    let schema = arrow_schema(table)?;
+    let mut files = Vec::new();
+    for start in (0..rows).step_by(ROWS_PER_FILE) {
+        let orders: Vec<u64> = (start..(start + ROWS_PER_FILE as u64).min(rows)).collect();
+        let (mut versions, mut deleted, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+        for (v, d, p) in orders.iter().map(|i| row(*i)) {
+            versions.push(v);
+            deleted.push(d);
+            positions.push(p);
+        }
+        let mut cols = order_columns(&orders, &versions, &deleted);
+        cols.push(Arc::new(Int64Array::from(positions)));
+        let batch = RecordBatch::try_new(schema.clone(), cols).map_err(|e| TableError::BatchSchema {
+            table: table.identifier().to_string(),
+            detail: e.to_string(),
+        })?;
+        files.extend(write_data_file(table, &[batch], ids.uuid()).await?);
+    }
+    let stamp = CommitStamp { id: ids.uuid(), at };
+    commit_overwrite(handle, table, &[], files, summary, stamp).await
 }
 
 /// Peak resident memory of this process so far (VmHWM), in MB.
