@@ -957,9 +957,7 @@ fn wipe(url: &str) {
         .unwrap();
     rt.block_on(async {
         let store = tidemark_journal::store::open(url).await.unwrap();
-        for o in tidemark_journal::store::list_all(store.as_ref(), "").await.unwrap() {
-            store.delete(&o.key).await.unwrap();
-        }
+        tidemark_journal::store::delete_all(store.as_ref(), "").await.unwrap();
         assert!(
             tidemark_journal::store::list_all(store.as_ref(), "")
                 .await

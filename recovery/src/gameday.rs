@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::spec::CompiledSpec;
-use tidemark_journal::store::{self, list_all};
+use tidemark_journal::store;
 use tidemark_schemas::FORMAT_VERSION;
 
 use crate::benchdata::order_columns;
@@ -308,11 +308,7 @@ fn pointers_of(tables: &[Table]) -> HashMap<String, String> {
 /// Deletes every object under `url`.
 async fn wipe(url: &str) -> Result<usize, String> {
     let s = store::open(url).await.map_err(|e| e.to_string())?;
-    let objects = list_all(s.as_ref(), "").await.map_err(|e| e.to_string())?;
-    for o in &objects {
-        s.delete(&o.key).await.map_err(|e| e.to_string())?;
-    }
-    Ok(objects.len())
+    store::delete_all(s.as_ref(), "").await.map_err(|e| e.to_string())
 }
 
 /// Steps 3–7 against the replica warehouse `dr_url` (holding the source's keys), into `dr`.

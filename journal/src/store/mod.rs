@@ -187,6 +187,15 @@ pub async fn list_all(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Objec
     }
 }
 
+/// Deletes every current object under `prefix` (a delete marker on a versioned store); how many.
+pub async fn delete_all(store: &dyn ObjectStore, prefix: &str) -> Result<usize> {
+    let objects = list_all(store, prefix).await?;
+    for o in &objects {
+        store.delete(&o.key).await?;
+    }
+    Ok(objects.len())
+}
+
 /// Opens a store from a URL: a plain path or `file://` URL (local folder) or `s3://bucket/prefix`.
 pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
     if let Some(rest) = url.strip_prefix("s3://") {
