@@ -978,34 +978,18 @@ fn region_loss(s: &Scratch, root: &str) {
     let (src, dst, backups) = (format!("{root}/src"), format!("{root}/dst"), format!("{root}/backups"));
     let catalog = applied(s, &journal, Some(&src), 1000);
     let record_a = s.path_str("a.json");
-    let cat = |c: &str| vec!["--catalog".to_string(), c.to_string()];
-    let args = |v: Vec<String>| v;
-    let run = |v: Vec<String>| s.run(&v.iter().map(String::as_str).collect::<Vec<_>>());
-    let with_wh = |c: &str, w: &str| {
-        let mut v = cat(c);
-        v.extend(["--warehouse".to_string(), w.to_string()]);
-        v
+    // A command against the source catalog and warehouse.
+    let on_src = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend(["--catalog", &catalog, "--warehouse", &src]);
+        s.run(&v)
     };
-    let mut v = args(vec![
-        "history".into(),
-        "record".into(),
-        "--out".into(),
-        record_a.clone(),
-    ]);
-    v.extend(with_wh(&catalog, &src));
-    run(v).ok();
+    on_src(&["history", "record", "--out", &record_a]).ok();
 
     // Backup: content-derived id, idempotent.
-    let mut v = args(vec![
-        "catalog".into(),
-        "backup".into(),
-        "--to".into(),
-        backups.clone(),
-        "--json".into(),
-    ]);
-    v.extend(with_wh(&catalog, &src));
-    let b1 = run(v.clone()).ok().json();
-    let b2 = run(v).ok().json();
+    let backup = ["catalog", "backup", "--to", &backups, "--json"];
+    let b1 = on_src(&backup).ok().json();
+    let b2 = on_src(&backup).ok().json();
     assert_eq!(b1["id"], b2["id"]);
     assert_eq!(
         (b1["already_stored"].as_bool(), b2["already_stored"].as_bool()),
@@ -1013,9 +997,7 @@ fn region_loss(s: &Scratch, root: &str) {
     );
     let id = b1["id"].as_str().unwrap().to_string();
     let state = s.path_str("state.json");
-    let mut v = args(vec!["catalog".into(), "state".into(), "--out".into(), state.clone()]);
-    v.extend(with_wh(&catalog, &src));
-    run(v).ok();
+    on_src(&["catalog", "state", "--out", &state]).ok();
 
     // The consistent copy, twice: the second writes nothing.
     let copy = vec!["replica", "copy", "--from", &src, "--to", &dst, "--json"];
@@ -1031,43 +1013,27 @@ fn region_loss(s: &Scratch, root: &str) {
         .ok();
 
     // A bad write moves the catalog; the restore is refused over it, then forced.
-    let mut v = args(vec![
-        "fault".into(),
-        "delete".into(),
-        "--table".into(),
-        "shop.orders".into(),
-        "--where".into(),
-        "order_version = 1".into(),
-    ]);
-    v.extend(with_wh(&catalog, &src));
-    run(v).ok();
-    let mut restore = args(vec![
-        "catalog".into(),
-        "restore".into(),
-        "--from".into(),
-        backups.clone(),
-        "--id".into(),
-        id.clone(),
-        "--expect".into(),
-        state.clone(),
-        "--json".into(),
-    ]);
-    restore.extend(with_wh(&catalog, &src));
-    let refused = run(restore.clone()).fails(5, &["moved"]).json();
+    on_src(&[
+        "fault",
+        "delete",
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_version = 1",
+    ])
+    .ok();
+    let restore = [
+        "catalog", "restore", "--from", &backups, "--id", &id, "--expect", &state, "--json",
+    ];
+    let refused = on_src(&restore).fails(5, &["moved"]).json();
     assert_eq!(refused["applied"], false);
     assert_eq!(refused["tables"][0]["action"], "conflict");
-    restore.push("--allow-replace".into());
-    let done = run(restore).ok().json();
+    let mut forced = restore.to_vec();
+    forced.push("--allow-replace");
+    let done = on_src(&forced).ok().json();
     assert_eq!(done["tables"][0]["action"], "replace", "{done}");
     let record_r = s.path_str("restored.json");
-    let mut v = args(vec![
-        "history".into(),
-        "record".into(),
-        "--out".into(),
-        record_r.clone(),
-    ]);
-    v.extend(with_wh(&catalog, &src));
-    run(v).ok();
+    on_src(&["history", "record", "--out", &record_r]).ok();
     s.run(&["history", "compare", &record_a, &record_r]).ok();
 
     // The source region is lost. The replica is rewritten to its own prefix and rebuilt into a
