@@ -26,7 +26,6 @@ use iceberg::spec::{SnapshotReference, SnapshotRetention};
 use iceberg::table::Table;
 use iceberg::{Catalog, ErrorKind};
 use serde::Serialize;
-use serde_json::Value;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::spec::CompiledSpec;
 use tidemark_journal::store;
@@ -354,17 +353,9 @@ async fn recover_catalog(
     let mut heads: Vec<Option<String>> = Vec::with_capacity(found.len());
     for (files, out) in found.iter().zip(tables.iter_mut()) {
         let tt = Instant::now();
-        let mut parsed = Vec::new();
-        for key in &files.metadata_keys {
-            let body = dr_store
-                .get(key, None)
-                .await
-                .map_err(|e| fail("choose")(e.to_string()))?
-                .body;
-            if let Ok(json) = serde_json::from_slice::<Value>(&body) {
-                parsed.push((key.clone(), json));
-            }
-        }
+        let (parsed, _) = rebuild::read_metadata(dr_store.as_ref(), files)
+            .await
+            .map_err(|e| fail("choose")(e.to_string()))?;
         let choice = choose_head(&parsed, None);
         out.strays = choice.strays.len();
         out.head = choice.head.as_deref().map(|h| file_name(h).to_string());

@@ -471,18 +471,10 @@ async fn copy_table_safe(
     out: &mut CopyTable,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Result<(), Stopped>, String> {
-    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
-    for key in &files.metadata_keys {
-        let got = copier
-            .src
-            .get(key, None)
-            .await
-            .map_err(|e| format!("cannot read metadata file {key}: {e}"))?;
-        // An unparsable file cannot be a published head (see rebuild); it is not copied.
-        if let Ok(json) = serde_json::from_slice::<Value>(&got.body) {
-            parsed.push((key.clone(), json));
-        }
-    }
+    // An unparsable file cannot be a published head (see rebuild); it is not copied.
+    let (parsed, _) = rebuild::read_metadata(copier.src, files)
+        .await
+        .map_err(|e| e.to_string())?;
     let choice = choose_head(&parsed, hint);
     let Some(head) = choice.head else {
         out.refused = choice.refused;

@@ -165,6 +165,28 @@ pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Resul
     Ok(out)
 }
 
+/// One table's metadata files, read: `(key, json)` for each that parses, and `(key, error)` for
+/// each that does not (a torn write or copy).
+pub(crate) async fn read_metadata(
+    store: &dyn ObjectStore,
+    files: &TableFiles,
+) -> Result<(Vec<(String, Value)>, Vec<(String, String)>), DrError> {
+    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
+    let mut unparsable = Vec::new();
+    for key in &files.metadata_keys {
+        let got = store.get(key, None).await.map_err(|source| DrError::Read {
+            table: files.ident(),
+            key: key.clone(),
+            source: Box::new(source),
+        })?;
+        match serde_json::from_slice::<Value>(&got.body) {
+            Ok(json) => parsed.push((key.clone(), json)),
+            Err(e) => unparsable.push((key.clone(), e.to_string())),
+        }
+    }
+    Ok((parsed, unparsable))
+}
+
 /// The outcome of [`choose_head`]. Exactly one of `head` and `refused` is set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeadChoice {
@@ -500,19 +522,7 @@ async fn rebuild_table(
             source: Box::new(source),
         })?;
 
-    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
-    let mut unreadable = Vec::new();
-    for key in &files.metadata_keys {
-        let got = store.get(key, None).await.map_err(|source| DrError::Read {
-            table: table.clone(),
-            key: key.clone(),
-            source: Box::new(source),
-        })?;
-        match serde_json::from_slice::<Value>(&got.body) {
-            Ok(json) => parsed.push((key.clone(), json)),
-            Err(e) => unreadable.push((key.clone(), e.to_string())),
-        }
-    }
+    let (parsed, unreadable) = read_metadata(store, files).await?;
     // An explicit hint wins over the pointer of a catalog being rebuilt into.
     let mut choice = choose_head(&parsed, hint.or(existing.as_deref()));
     let mut outcome = TableOutcome {

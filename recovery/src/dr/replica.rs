@@ -178,18 +178,9 @@ async fn check_table(
     files: &TableFiles,
     out: &mut ReplicaTable,
 ) -> Result<(), String> {
-    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
-    for key in &files.metadata_keys {
-        let got = store
-            .get(key, None)
-            .await
-            .map_err(|e| format!("cannot read metadata file {key}: {e}"))?;
-        // An unparsable file (a torn copy) is no candidate; the head's chain steps over it.
-        match serde_json::from_slice::<Value>(&got.body) {
-            Ok(json) => parsed.push((key.clone(), json)),
-            Err(_) => out.unparsable_metadata.push(key.clone()),
-        }
-    }
+    let (parsed, unparsable) = rebuild::read_metadata(store, files).await.map_err(|e| e.to_string())?;
+    // An unparsable file (a torn copy) is no candidate; the head's chain steps over it.
+    out.unparsable_metadata = unparsable.into_iter().map(|(key, _)| key).collect();
     let choice = choose_head(&parsed, None);
     let Some(head_key) = choice.head else {
         out.refused = choice.refused;
