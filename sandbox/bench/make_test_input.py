@@ -38,47 +38,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-from pyiceberg.schema import Schema
-from pyiceberg.types import (
-    BooleanType,
-    DecimalType,
-    LongType,
-    NestedField,
-    StringType,
-    TimestamptzType,
-)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+import pyiceberg_tool  # noqa: E402
 
 CATALOG_NAME = "bench"
 NAMESPACE = "bench"
 TABLE = "bench.orders"
 
-SCHEMA = Schema(
-    NestedField(1, "order_id", StringType(), required=True),
-    NestedField(2, "order_version", LongType(), required=True),
-    NestedField(3, "customer_id", StringType(), required=True),
-    NestedField(4, "status", StringType(), required=True),
-    NestedField(5, "amount", DecimalType(18, 2), required=True),
-    NestedField(6, "currency", StringType(), required=True),
-    NestedField(7, "is_deleted", BooleanType(), required=True),
-    NestedField(8, "event_time", TimestamptzType(), required=True),
-    NestedField(9, "journal_position", LongType(), required=True),
-    schema_id=0,
-    identifier_field_ids=[1],
-)
-
-ORDER_FIELDS = [
-    pa.field("order_id", pa.string(), nullable=False),
-    pa.field("order_version", pa.int64(), nullable=False),
-    pa.field("customer_id", pa.string(), nullable=False),
-    pa.field("status", pa.string(), nullable=False),
-    pa.field("amount", pa.decimal128(18, 2), nullable=False),
-    pa.field("currency", pa.string(), nullable=False),
-    pa.field("is_deleted", pa.bool_(), nullable=False),
-    pa.field("event_time", pa.timestamp("us", tz="UTC"), nullable=False),
-]
-POSITION_FIELD = pa.field("journal_position", pa.int64(), nullable=False)
-SNAPSHOT_SCHEMA = pa.schema(ORDER_FIELDS + [POSITION_FIELD])
-EVENT_SCHEMA = pa.schema([POSITION_FIELD] + ORDER_FIELDS)
+# The orders table as the interoperability tool defines it (field ids 1..9, identifier order_id).
+SCHEMA, SNAPSHOT_SCHEMA = pyiceberg_tool.SCHEMA, pyiceberg_tool.ARROW_SCHEMA
+POSITION_FIELD = SNAPSHOT_SCHEMA.field("journal_position")
+EVENT_SCHEMA = pa.schema([POSITION_FIELD] + [f for f in SNAPSHOT_SCHEMA if f.name != "journal_position"])
 
 # 2026-09-21T13:46:40Z in microseconds, as recovery/src/benchdata.rs uses.
 BASE_TIME_US = 1_790_000_000_000_000
