@@ -22,6 +22,7 @@ use parquet::file::properties::WriterProperties;
 use serde_json::Value;
 
 use crate::error::{JournalError, Result};
+use crate::json_line;
 use crate::spec::{ColumnType, CompiledSpec, UTC};
 
 /// Parquet key-value metadata written into every event object.
@@ -61,7 +62,9 @@ impl ColumnBuilder {
         }
     }
 
-    fn append(&mut self, v: Option<&Value>) -> std::result::Result<(), String> {
+    /// Appends one value; `literal` is its source text (a decimal sent as a JSON number is read
+    /// from its digits, never through `f64`).
+    fn append(&mut self, v: Option<&Value>, literal: Option<&str>) -> std::result::Result<(), String> {
         let Some(v) = v.filter(|v| !v.is_null()) else {
             self.append_null();
             return Ok(());
@@ -88,7 +91,10 @@ impl ColumnBuilder {
             ColumnBuilder::Dec(b, p, s) => {
                 let text = match v {
                     Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
+                    Value::Number(n) => match literal {
+                        Some(lit) => json_line::number_literal_as_decimal(lit)?,
+                        None => n.to_string(),
+                    },
                     _ => return Err(expected("a decimal (string or number)", v)),
                 };
                 b.append_value(parse_decimal(&text, *p, *s)?)
@@ -251,7 +257,11 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
                 break;
             }
             self.line_no += 1;
-            let line = self.buf.trim();
+            let mut line = self.buf.trim();
+            if self.line_no == 1 {
+                // A UTF-8 byte-order mark (as some editors and Windows tools write) is not data.
+                line = line.strip_prefix('\u{feff}').unwrap_or(line).trim_start();
+            }
             if line.is_empty() {
                 continue;
             }
@@ -260,6 +270,7 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
             let Value::Object(mut obj) = value else {
                 return Err(self.input_error("an event is a JSON object"));
             };
+            let literals = literal_fields(line).map_err(|m| self.input_error(m))?;
             match obj.remove("format_version") {
                 None => {}
                 Some(v) if v.as_u64() == Some(u64::from(tidemark_schemas::FORMAT_VERSION)) => {}
@@ -284,8 +295,9 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
                 if !c.nullable && v.as_ref().is_none_or(Value::is_null) {
                     return Err(self.input_error(format!("missing field `{}` (position {position})", c.name)));
                 }
-                builders[i]
-                    .append(v.as_ref())
+                let literal = literals.iter().find(|(k, _)| k == &c.name).map(|(_, r)| &line[r.clone()]);
+                check_identity(spec, i, v.as_ref())
+                    .and_then(|()| builders[i].append(v.as_ref(), literal))
                     .map_err(|m| self.input_error(format!("field `{}` (position {position}): {m}", c.name)))?;
             }
             if let Some(extra) = obj.keys().next() {
@@ -317,6 +329,38 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
     pub fn next_position(&self) -> u64 {
         self.next_position
     }
+}
+
+/// The line's top-level fields with their literal text; a field named twice is refused (which of
+/// the two a JSON reader keeps differs between readers, so the event is ambiguous).
+fn literal_fields(line: &str) -> std::result::Result<Vec<(String, std::ops::Range<usize>)>, String> {
+    let fields = json_line::object_fields(line)?;
+    let mut seen = std::collections::HashSet::with_capacity(fields.len());
+    for (k, _) in &fields {
+        if !seen.insert(k.as_str()) {
+            return Err(format!(
+                "field `{k}` appears twice in one event; send each field once"
+            ));
+        }
+    }
+    Ok(fields)
+}
+
+/// The key and the version identify an event: an empty key or a negative version is refused.
+fn check_identity(spec: &CompiledSpec, column: usize, v: Option<&Value>) -> std::result::Result<(), String> {
+    if column == spec.key_index
+        && let Some(Value::String(s)) = v
+        && s.trim().is_empty()
+    {
+        return Err(format!("the key is empty ({s:?}); every event needs a key"));
+    }
+    if column == spec.version_index
+        && let Some(n) = v.and_then(Value::as_i64)
+        && n < 0
+    {
+        return Err(format!("the version {n} is negative; versions start at 0"));
+    }
+    Ok(())
 }
 
 fn writer_properties(spec: &CompiledSpec) -> WriterProperties {
@@ -532,5 +576,73 @@ mod tests {
             let err = r.next_batch(10).unwrap_err().to_string();
             assert!(err.contains(want), "{err:?} should contain {want:?}");
         }
+    }
+
+    fn amounts(input: &str) -> Vec<i128> {
+        let spec = CompiledSpec::orders();
+        let mut r = NdjsonReader::new(&spec, input.as_bytes(), "in", 1);
+        let b = r.next_batch(10).unwrap().unwrap();
+        let amount = spec.spec.columns.iter().position(|c| c.name == "amount").unwrap();
+        let col = b.column(spec.event_column(amount));
+        let d = col.as_any().downcast_ref::<arrow_array::Decimal128Array>().unwrap();
+        (0..d.len()).map(|i| d.value(i)).collect()
+    }
+
+    #[test]
+    fn decimal_numbers_are_read_from_their_digits() {
+        let input = [
+            line(1, "").replace(r#""amount":"1.50""#, r#""amount":1234567890123456.78"#),
+            line(2, "").replace(r#""amount":"1.50""#, r#""amount":0.1"#),
+            line(3, "").replace(r#""amount":"1.50""#, r#""amount":-12.5e-1"#),
+            line(4, "").replace(r#""amount":"1.50""#, r#""amount":9007199254740993"#),
+        ]
+        .join("\n");
+        assert_eq!(
+            amounts(&input),
+            vec![123456789012345678, 10, -125, 900719925474099300]
+        );
+        // Digits that do not fit the scale are refused, not rounded.
+        let spec = CompiledSpec::orders();
+        let bad = line(1, "").replace(r#""amount":"1.50""#, r#""amount":1.005"#);
+        let err = NdjsonReader::new(&spec, bad.as_bytes(), "in", 1)
+            .next_batch(10)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("field `amount` (position 1)") && err.contains("more than 2"), "{err}");
+    }
+
+    #[test]
+    fn ambiguous_identity_is_refused_and_a_bom_is_skipped() {
+        let spec = CompiledSpec::orders();
+        let cases = [
+            (
+                format!("{}\n{}", line(1, ""), line(2, r#","status":"paid""#)),
+                "in:2: field `status` appears twice",
+            ),
+            (
+                line(1, "").replace(r#""order_id":"o-1""#, r#""order_id":"""#),
+                "in:1: field `order_id` (position 1): the key is empty",
+            ),
+            (
+                line(1, "").replace(r#""order_version":1"#, r#""order_version":-3"#),
+                "in:1: field `order_version` (position 1): the version -3 is negative",
+            ),
+        ];
+        for (input, want) in cases {
+            let err = NdjsonReader::new(&spec, input.as_bytes(), "in", 1)
+                .next_batch(10)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{err:?} should contain {want:?}");
+        }
+        let with_bom = format!("\u{feff}{}\n{}\n", line(1, ""), line(2, ""));
+        let b = NdjsonReader::new(&spec, with_bom.as_bytes(), "in", 1)
+            .next_batch(10)
+            .unwrap()
+            .unwrap();
+        assert_eq!(b.num_rows(), 2);
+        // A byte-order mark anywhere but at the start is not skipped.
+        let late = format!("{}\n\u{feff}{}\n", line(1, ""), line(2, ""));
+        assert!(NdjsonReader::new(&spec, late.as_bytes(), "in", 1).next_batch(10).is_err());
     }
 }

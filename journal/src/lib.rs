@@ -2,7 +2,8 @@
 //!
 //! * [`store`] — the object-store layer and its contract (local folder, S3).
 //! * [`paths`] — every key the journal writes, built in one place.
-//! * [`spec`] and [`codec`] — the table spec, NDJSON input, and the Parquet event objects.
+//! * [`spec`] and [`codec`] — the table spec, NDJSON input, and the Parquet event objects;
+//!   [`json_line`] keeps what a JSON parser loses (duplicate keys, a number's literal digits).
 //! * [`writer`] — `append`: event object first, then the manifest (create-only); a batch counts
 //!   only once both exist.
 //! * [`verify`] — walks the manifest chain and proves a contiguous range of positions.
@@ -16,6 +17,7 @@ pub mod codec;
 pub mod error;
 pub mod generate;
 pub mod journal;
+pub mod json_line;
 pub mod paths;
 pub mod spec;
 pub mod store;
