@@ -219,6 +219,8 @@ pub struct NdjsonReader<'a, R> {
     line_no: u64,
     next_position: u64,
     buf: String,
+    /// Input line of each row of the last batch.
+    lines: Vec<u64>,
 }
 
 impl<'a, R: BufRead> NdjsonReader<'a, R> {
@@ -230,6 +232,7 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
             line_no: 0,
             next_position: expected_first,
             buf: String::new(),
+            lines: Vec::new(),
         }
     }
 
@@ -247,6 +250,7 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
         let mut positions = Int64Builder::with_capacity(batch_size);
         let mut builders: Vec<ColumnBuilder> = spec.types.iter().map(|t| ColumnBuilder::new(*t, batch_size)).collect();
         let mut rows = 0usize;
+        self.lines.clear();
         while rows < batch_size {
             self.buf.clear();
             let n = self
@@ -312,6 +316,7 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
                 )));
             }
             positions.append_value(position as i64);
+            self.lines.push(self.line_no);
             self.next_position += 1;
             rows += 1;
         }
@@ -323,6 +328,11 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
         let batch = RecordBatch::try_new(spec.event_schema.clone(), columns)
             .map_err(|e| self.input_error(format!("cannot build a batch: {e}")))?;
         Ok(Some(batch))
+    }
+
+    /// The input line of each row of the batch the last [`Self::next_batch`] returned.
+    pub fn last_lines(&self) -> &[u64] {
+        &self.lines
     }
 
     /// The position the next event must have.

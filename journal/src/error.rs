@@ -24,6 +24,24 @@ pub enum JournalError {
         expected: u64,
         received: u64,
     },
+    #[error(
+        "{source_name}:{second_line}: the event at position {second_position} has key {key} version {version} like {}, with a different payload: a conflict (the merge could never apply both); nothing was written: give the changed event a higher version, or drop one of the two",
+        first_event(*.first_line, *.first_position)
+    )]
+    ConflictingEvent {
+        source_name: String,
+        key: String,
+        version: i64,
+        /// `None`: the first event is already in the journal.
+        first_line: Option<u64>,
+        first_position: u64,
+        second_line: u64,
+        second_position: u64,
+    },
+    #[error(
+        "resolution {key} already keeps position {kept}, not {asked}; a resolution is never replaced"
+    )]
+    ResolutionExists { key: String, kept: u64, asked: u64 },
     #[error("invalid table spec: {0}")]
     Spec(String),
     #[error(
@@ -61,6 +79,13 @@ pub enum JournalError {
     },
     #[error("{context}: {message}")]
     Format { context: String, message: String },
+}
+
+fn first_event(line: Option<u64>, position: u64) -> String {
+    match line {
+        Some(l) => format!("line {l} (position {position})"),
+        None => format!("position {position}, already in the journal"),
+    }
 }
 
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;

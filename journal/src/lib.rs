@@ -8,17 +8,21 @@
 //!   only once both exist.
 //! * [`verify`] — walks the manifest chain and proves a contiguous range of positions.
 //! * [`checkpoint`] — create-only checkpoint records of the pipeline.
+//! * [`conflict`] — append refuses two events with one key and version and different payloads;
+//!   [`resolution`] records an operator's way past a conflict the journal already holds.
 //! * [`capability`] — probes a store for what the journal relies on.
 
 pub mod capability;
 pub mod checkpoint;
 pub mod clock;
 pub mod codec;
+pub mod conflict;
 pub mod error;
 pub mod generate;
 pub mod journal;
 pub mod json_line;
 pub mod paths;
+pub mod resolution;
 pub mod spec;
 pub mod store;
 #[cfg(feature = "test-support")]

@@ -6,6 +6,7 @@
 //! events/<sequence:020>-<sha256 prefix>.parquet one batch of events (content-addressed suffix)
 //! manifests/<sequence:020>.json                 the batch's manifest, create-only
 //! checkpoints/<table uuid>/<position:020>.json  pipeline checkpoints, create-only
+//! resolutions/<sha256 of key, version>.json     an operator's resolution of a conflict, create-only
 //! _probe/<writer>/<nonce>                       capability probes (removed after the probe)
 //! ```
 
@@ -14,6 +15,18 @@ pub const EVENTS_PREFIX: &str = "events/";
 pub const MANIFESTS_PREFIX: &str = "manifests/";
 pub const CHECKPOINTS_PREFIX: &str = "checkpoints/";
 pub const PROBE_PREFIX: &str = "_probe/";
+pub const RESOLUTIONS_PREFIX: &str = "resolutions/";
+
+/// The key of the resolution of `key` at `version`: one per (key, version), whatever the key's
+/// characters (the name is a digest of both, so any key text maps to one safe file name).
+pub fn resolution_key(key: &str, version: i64) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(key.as_bytes());
+    h.update([0u8]);
+    h.update(version.to_string().as_bytes());
+    format!("{RESOLUTIONS_PREFIX}{}.json", hex::encode(h.finalize()))
+}
 
 pub fn manifest_key(sequence: u64) -> String {
     format!("{MANIFESTS_PREFIX}{sequence:020}.json")

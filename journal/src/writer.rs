@@ -7,7 +7,8 @@
 //! for one sequence cannot both win: the loser gets [`JournalError::ConcurrentWriter`].
 //!
 //! The whole input is parsed and checked before the first write, so that bad input (a malformed
-//! line, a wrong type, a position that does not continue the journal) writes nothing.
+//! line, a wrong type, a position that does not continue the journal, a conflict: see
+//! [`crate::conflict`]) writes nothing.
 
 use std::io::BufRead;
 use std::time::Instant;
@@ -19,6 +20,7 @@ use tidemark_schemas::{AppendReport, FORMAT_VERSION, Manifest};
 use crate::capability;
 use crate::clock::Clock;
 use crate::codec::{self, NdjsonReader};
+use crate::conflict;
 use crate::error::{JournalError, Result};
 use crate::journal::Journal;
 use crate::paths;
@@ -45,6 +47,19 @@ pub async fn append<R: BufRead>(
     journal: &Journal,
     input: R,
     opts: &AppendOptions,
+    clock: &dyn Clock,
+    progress: &mut dyn FnMut(&AppendProgress),
+) -> Result<AppendReport> {
+    append_with_window(journal, input, opts, conflict::window(), clock, progress).await
+}
+
+/// [`append`] checking conflicts against the journal's last `conflict_window` positions
+/// (`0`: against the input only; see [`crate::conflict`]).
+pub async fn append_with_window<R: BufRead>(
+    journal: &Journal,
+    input: R,
+    opts: &AppendOptions,
+    conflict_window: u64,
     clock: &dyn Clock,
     progress: &mut dyn FnMut(&AppendProgress),
 ) -> Result<AppendReport> {
@@ -76,8 +91,10 @@ pub async fn append<R: BufRead>(
         .await?;
 
     let mut reader = NdjsonReader::new(&journal.spec, input, opts.source_name.clone(), expected_first);
+    let mut conflicts = conflict::ConflictIndex::for_append(journal, conflict_window).await?;
     let mut batches = Vec::new();
     while let Some(batch) = reader.next_batch(opts.batch_size)? {
+        conflicts.check(&opts.source_name, &batch, reader.last_lines())?;
         batches.push(batch);
     }
 

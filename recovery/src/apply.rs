@@ -228,13 +228,15 @@ async fn write_checkpoint(
     Ok(checkpoint::write(journal.store.as_ref(), &cp).await?)
 }
 
-/// Reads the events of `manifests` with positions in `(after, to]`.
+/// Reads the events of `manifests` with positions in `(after, to]`, without the events a
+/// recorded resolution voids (`tidemark_journal::resolution`).
 pub async fn read_events(
     journal: &Journal,
     manifests: &[&StoredManifest],
     after: u64,
     to: u64,
 ) -> Result<Vec<RecordBatch>, ApplyError> {
+    let resolutions = tidemark_journal::resolution::Resolutions::load(journal).await?;
     let mut out = Vec::new();
     for m in manifests {
         let got = journal
@@ -248,7 +250,7 @@ pub async fn read_events(
             let hi = (to + 1).saturating_sub(first).min(b.num_rows() as u64) as usize;
             // Batches are position-contiguous from `first` (verified), so offsets are positions.
             if hi > lo {
-                out.push(b.slice(lo, hi - lo));
+                out.push(resolutions.filter(journal, b.slice(lo, hi - lo))?);
             }
         }
     }

@@ -169,9 +169,36 @@ async fn a_conflicting_payload_commits_nothing() {
             r#"{{"position":{p},"order_id":"o-1","order_version":1,"customer_id":"c","status":"{status}","amount":"1.00","currency":"EUR","is_deleted":false,"event_time":"2026-11-29T08:00:00Z"}}"#
         )
     };
-    let text = format!("{}\n{}\n", e(1, "placed"), e(2, "paid"));
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &text, 10).await;
+    let j = journal_in(&dir.path().join("journal"), &format!("{}\n", e(1, "placed")), 10).await;
+    // Append refuses the conflict, in one input and against the stored journal ...
+    let opts = AppendOptions {
+        batch_size: 10,
+        writer_id: "w".into(),
+        source_name: "retry.ndjson".into(),
+    };
+    let both = format!("{}\n{}\n", e(2, "placed"), e(3, "paid"));
+    let err = append(&j, both.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap_err();
+    assert!(
+        err.to_string().starts_with("retry.ndjson:2: the event at position 3 has key o-1 version 1 like line 1 (position 2)"),
+        "{err}"
+    );
+    let err = append(&j, format!("{}\n", e(2, "paid")).as_bytes(), &opts, &clock(), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("like position 1, already in the journal"), "{err}");
+    assert_eq!(j.head().await.unwrap().unwrap().manifest.last_position, 1, "nothing was written");
+    // ... but a journal written without that check (or older than its window) can hold one.
+    tidemark_journal::writer::append_with_window(
+        &j,
+        format!("{}\n", e(2, "paid")).as_bytes(),
+        &opts,
+        0,
+        &clock(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
     let handle = catalog_in(dir.path()).await;
     let err = apply(
         &j,
@@ -197,6 +224,38 @@ async fn a_conflicting_payload_commits_nothing() {
             .unwrap()
             .is_empty()
     );
+    // The way past it: a recorded resolution keeps position 1 and voids position 2.
+    let r = tidemark_journal::resolution::resolve(&j, "o-1", 1, 1, "the producer re-sent v1 by mistake", &clock())
+        .await
+        .unwrap();
+    assert_eq!(r.void_positions, vec![2]);
+    let again = tidemark_journal::resolution::resolve(&j, "o-1", 1, 2, "changed my mind", &clock())
+        .await
+        .unwrap_err();
+    assert!(matches!(again, tidemark_journal::JournalError::ResolutionExists { kept: 1, asked: 2, .. }), "{again}");
+    let report = apply(
+        &j,
+        &handle,
+        "shop.orders",
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(6),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.applied_to_position, 2);
+    let rows = table_rows(&handle, "shop.orders").await;
+    let row = &rows[&Cell::Str("o-1".into())];
+    assert_eq!((row.cells[3].clone(), row.position), (Cell::Str("placed".into()), 1));
+    // A retry of the kept event is still welcome; another payload for key and version is refused.
+    append(&j, format!("{}\n", e(3, "placed")).as_bytes(), &opts, &clock(), &mut |_| {})
+        .await
+        .unwrap();
+    let err = append(&j, format!("{}\n", e(4, "paid")).as_bytes(), &opts, &clock(), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("already in the journal"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,7 +52,11 @@ fn journal_code(e: &JournalError) -> u8 {
         JournalError::Store(s) => store_code(s),
         JournalError::NotInitialized { .. } => NOT_FOUND,
         JournalError::AlreadyInitialized { .. } => CONFLICT,
-        JournalError::Input { .. } | JournalError::PositionMismatch { .. } | JournalError::Spec(_) => BAD_INPUT,
+        JournalError::Input { .. }
+        | JournalError::PositionMismatch { .. }
+        | JournalError::ConflictingEvent { .. }
+        | JournalError::Spec(_) => BAD_INPUT,
+        JournalError::ResolutionExists { .. } => CONFLICT,
         JournalError::Capability { .. } => CAPABILITY,
         JournalError::ConcurrentWriter { .. } | JournalError::CheckpointConflict { .. } => CONFLICT,
         JournalError::Corrupt { .. } | JournalError::ChainBroken { .. } | JournalError::Format { .. } => VERIFY_FAILED,

@@ -110,6 +110,26 @@ pub struct Manifest {
     pub written_at: String,
 }
 
+/// An operator's resolution of a conflict the journal already holds: of the events with this
+/// key and version, only the one at `keep_position` counts; every other is void (ignored by
+/// apply, recovery, validation and the append conflict check). Written create-only at
+/// `resolutions/<sha256 of key and version>.json`; never replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Resolution {
+    pub format_version: u32,
+    pub journal_id: String,
+    /// The key's value as text.
+    pub key: String,
+    pub version: i64,
+    pub keep_position: u64,
+    /// The other positions holding this key and version when the resolution was written.
+    pub void_positions: Vec<u64>,
+    /// Why, in the operator's words.
+    pub reason: String,
+    pub written_at: String,
+}
+
 /// A pipeline checkpoint: the table was committed first, then this was written (create-only) at
 /// `checkpoints/<table_uuid>/<position:020>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -18,6 +18,7 @@ fn all_schemas() -> Vec<(&'static str, Value)> {
         ),
         ("manifest", serde_json::to_value(schema_for!(Manifest)).unwrap()),
         ("checkpoint", serde_json::to_value(schema_for!(Checkpoint)).unwrap()),
+        ("resolution", serde_json::to_value(schema_for!(Resolution)).unwrap()),
         ("route", serde_json::to_value(schema_for!(Route)).unwrap()),
         (
             "verify-report",
@@ -125,6 +126,18 @@ fn written_objects_validate_against_the_checked_in_schemas() {
     })
     .unwrap();
     validate("checkpoint", &checkpoint).unwrap();
+    let resolution = serde_json::to_value(Resolution {
+        format_version: FORMAT_VERSION,
+        journal_id: "j-1".into(),
+        key: "o-1".into(),
+        version: 3,
+        keep_position: 17,
+        void_positions: vec![41],
+        reason: "the producer re-sent version 3 with a wrong amount".into(),
+        written_at: "2026-11-29T09:00:03Z".into(),
+    })
+    .unwrap();
+    validate("resolution", &resolution).unwrap();
     let event = json!({"position": 1, "order_id": "o-1", "order_version": 1, "customer_id": "c-1",
         "status": "placed", "amount": "12.50", "currency": "EUR", "is_deleted": false,
         "event_time": "2026-11-29T08:00:00Z"});
