@@ -120,7 +120,11 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 R::Journal(j) => journal_code(j),
                 R::Table(t) => table_code(t),
                 R::Merge(m) if m.is_conflict() => VERIFY_FAILED,
-                R::MissingFile { .. } | R::ChainBroken { .. } | R::Validation { .. } => VERIFY_FAILED,
+                R::MissingFile { .. }
+                | R::ChainBroken { .. }
+                | R::Validation { .. }
+                | R::OtherJournal { .. }
+                | R::CheckpointMismatch { .. } => VERIFY_FAILED,
                 R::BeyondVerified { .. }
                 | R::NoCheckpoint { .. }
                 | R::UnknownSnapshot { .. }

@@ -488,3 +488,87 @@ async fn a_fenced_writer_never_commits_after_the_route_moved() {
         .to_string();
     assert_eq!(before, after, "the fenced writer committed nothing");
 }
+
+/// The id of the source table's snapshot whose own summary records `position`.
+async fn snapshot_at(s: &Story, position: u64) -> i64 {
+    let t = table::load_table(&s.source, "shop.orders").await.unwrap();
+    t.metadata()
+        .snapshots()
+        .find(|snap| {
+            snap.summary().additional_properties.get("tidemark.last-position") == Some(&position.to_string())
+        })
+        .map(|snap| snap.snapshot_id())
+        .expect("a snapshot at that position")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
+    use tidemark_journal::checkpoint;
+    use tidemark_journal::store::PutMode;
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    // The lie: checkpoint 20 rewritten to name the snapshot of position 15, its key, position,
+    // manifest sequence and digest kept consistent.
+    let cps = checkpoint::list(s.journal.store.as_ref(), &Default::default()).await.unwrap();
+    let mut lie = cps.iter().find(|c| c.position == 20).unwrap().clone();
+    lie.snapshot_id = snapshot_at(&s, 15).await;
+    let key = tidemark_journal::paths::checkpoint_key(&lie.table_uuid, 20);
+    s.journal
+        .store
+        .put(&key, serde_json::to_vec(&lie).unwrap().into(), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let err = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.orders_lied", None),
+        &clock(),
+        &SeededIds::new(20),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, RecoverError::CheckpointMismatch { ref field, .. } if field == "position"),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains(&key) && msg.contains("own summary records 15"), "{msg}");
+    assert_eq!(crate::exit::code_of(&anyhow::Error::new(err)), crate::exit::VERIFY_FAILED);
+    assert!(
+        table::load_table(&target, "shop.orders_lied").await.is_err(),
+        "nothing was seeded"
+    );
+    // The snapshot itself, chosen by id, is recovered by its own record (position 15).
+    let mut by_id = s.opts(&meta, "shop.orders_by_id", None);
+    by_id.choice = SnapshotChoice::SnapshotId(lie.snapshot_id);
+    let (report, _) = recover(&s.journal, &target, &by_id, &clock(), &SeededIds::new(21), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(report.snapshot_position, 15);
+    assert!(report.validation.ok, "{:?}", report.validation);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_recorded_from_another_journal_is_refused() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    // Another journal with the same positions (and here even the same events).
+    std::fs::create_dir_all(s.root.join("other")).unwrap();
+    let store = Arc::new(LocalStore::open(s.root.join("other")).unwrap());
+    let other = Journal::init(store, orders_spec(), "j-other".into(), &clock())
+        .await
+        .unwrap();
+    append_text(&other, &(phase1() + &phase2())).await;
+    let mut opts = s.opts(&meta, "shop.orders_other", None);
+    opts.choice = SnapshotChoice::SnapshotId(snapshot_at(&s, 20).await);
+    let err = recover(&other, &target, &opts, &clock(), &SeededIds::new(22), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RecoverError::OtherJournal { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("journal j-story") && msg.contains("not of journal j-other"), "{msg}");
+    assert_eq!(crate::exit::code_of(&anyhow::Error::new(err)), crate::exit::VERIFY_FAILED);
+}

@@ -1,4 +1,4 @@
-//! `tidemark journal init | append | verify | status | checkpoints`.
+//! `tidemark journal init | append | verify | status | checkpoints | resolve`.
 
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -61,6 +61,24 @@ pub enum JournalCommand {
     Status {
         #[arg(long)]
         journal: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Record which event of a conflicting key and version counts; the others become void.
+    Resolve {
+        #[arg(long)]
+        journal: String,
+        /// The key's value as text.
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        version: i64,
+        /// The position of the event that counts.
+        #[arg(long)]
+        keep_position: u64,
+        /// Why, recorded in the resolution.
+        #[arg(long)]
+        reason: String,
         #[command(flatten)]
         common: Common,
     },
@@ -174,6 +192,27 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                     ),
                     _ => println!("nothing to append"),
                 }
+            }
+            Ok(())
+        }
+        JournalCommand::Resolve {
+            journal,
+            key,
+            version,
+            keep_position,
+            reason,
+            common,
+        } => {
+            let j = open(&journal).await?;
+            let r =
+                tidemark_journal::resolution::resolve(&j, &key, version, keep_position, &reason, &SystemClock).await?;
+            if common.json {
+                print_json(&r)?;
+            } else {
+                println!(
+                    "key {} version {}: position {} counts; void: {:?}",
+                    r.key, r.version, r.keep_position, r.void_positions
+                );
             }
             Ok(())
         }

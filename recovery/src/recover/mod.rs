@@ -1,5 +1,6 @@
 //! Recovery to a journal boundary H, one file per step:
-//! [`snapshot`] (choose the trusted snapshot, prove its files exist), [`seed`] (a new table owning
+//! [`snapshot`] (choose the trusted snapshot, prove its files exist, and with [`trust`] that the
+//! position it holds is the one it records itself, from this journal), [`seed`] (a new table owning
 //! copies of its rows), [`replay`] (verified events after the snapshot's position up to H),
 //! [`validate`] (every key against an independent reference), then the route flip (in
 //! `tidemark_router`), done by the caller only when validation passed.
@@ -10,6 +11,7 @@
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
+pub mod trust;
 pub mod validate;
 
 use std::time::Instant;
@@ -49,6 +51,25 @@ pub enum RecoverError {
         "snapshot {snapshot_id} has no checkpoint and no tidemark summary: the journal position it holds is unknown"
     )]
     NoPosition { snapshot_id: i64 },
+    #[error(
+        "snapshot {snapshot_id} holds positions of journal {found} (recorded by snapshot {recorded_by}), not of journal {expected}: those positions are other events; recover with that snapshot's own journal"
+    )]
+    OtherJournal {
+        snapshot_id: i64,
+        recorded_by: i64,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "checkpoint {checkpoint} names snapshot {snapshot_id} with {field} {checkpoint_value}, but the snapshot's own summary records {snapshot_value}: the checkpoint cannot be trusted (rewritten, restored or copied from elsewhere) and nothing was written; choose the snapshot by its own record with --snapshot-id, or another --at-or-before"
+    )]
+    CheckpointMismatch {
+        checkpoint: String,
+        snapshot_id: i64,
+        field: String,
+        checkpoint_value: String,
+        snapshot_value: String,
+    },
     #[error("H = {h} is beyond the verified range of the journal ({range})")]
     BeyondVerified { h: u64, range: String },
     #[error("the journal does not verify: {kind} at {key}: {message}")]
@@ -219,10 +240,13 @@ pub async fn recover(
     );
 
     let t = Instant::now();
-    let (events, _, _) = replay::verified_events(journal, &snap, h).await?;
+    // The reference starts from the position the snapshot records itself, read again from its
+    // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
+    let reference = reference_snapshot(&opts.source, &snap).await?;
+    let (events, _, _) = replay::verified_events(journal, &reference, h).await?;
     let validation = validate::validate(
         &journal.spec,
-        &snap,
+        &reference,
         &table,
         &events,
         &spill_dir(),
@@ -259,6 +283,27 @@ pub async fn recover(
         total_ms: started.elapsed().as_millis() as u64,
     };
     Ok((report, table))
+}
+
+/// `snap` with the journal position its own summary records, read afresh from the source's
+/// metadata file.
+async fn reference_snapshot(
+    source: &SnapshotSource,
+    snap: &TrustedSnapshot,
+) -> Result<TrustedSnapshot, RecoverError> {
+    let (meta, _, _) = snapshot::load_metadata(source).await?;
+    let own = meta
+        .snapshot_by_id(snap.snapshot_id)
+        .and_then(|s| trust::recorded_position(&meta, s))
+        .ok_or(RecoverError::NoPosition {
+            snapshot_id: snap.snapshot_id,
+        })?;
+    Ok(TrustedSnapshot {
+        position: own.position,
+        manifest_sequence: own.manifest_sequence,
+        manifest_digest: own.manifest_digest,
+        ..snap.clone()
+    })
 }
 
 /// A new folder name for the validation's spill files: under `$TIDEMARK_SPILL_DIR`, or the

@@ -4,7 +4,8 @@
 //! optionally through a prefix map (a replica copied under another root still names the source's
 //! absolute paths until its metadata is rewritten). It is chosen by checkpoint (the newest at or
 //! before a position), by snapshot id, or by tag, and it must come with the journal position it
-//! holds. Every file it references — manifest list, manifests, data files — must exist; the first
+//! holds: the position its own summary records, from the journal given, with which a checkpoint
+//! naming it must agree ([`super::trust`]). Every file it references — manifest list, manifests, data files — must exist; the first
 //! missing one is named and nothing is seeded.
 
 use std::collections::HashMap;
@@ -16,8 +17,7 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
 
-use super::RecoverError;
-use crate::apply::{PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE};
+use super::{RecoverError, trust};
 
 /// Rewrites a path's prefix: `from` → `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +61,8 @@ pub struct TrustedSnapshot {
     pub table_uuid: String,
     pub snapshot_id: i64,
     pub metadata_location: String,
-    /// The journal position the snapshot holds (from its checkpoint or its summary).
+    /// The journal position the snapshot holds: what its own summary records (a checkpoint naming
+    /// the snapshot was checked to agree).
     pub position: u64,
     pub manifest_sequence: u64,
     pub manifest_digest: String,
@@ -159,35 +160,14 @@ pub async fn choose(
         .ok_or_else(|| RecoverError::UnknownSnapshot {
             what: format!("snapshot {snapshot_id} in {}", source.metadata_location),
         })?;
-    // The position the snapshot holds: its checkpoint, or the summary of its newest tidemark commit.
-    let (position, manifest_sequence, manifest_digest) = match cp {
-        Some(c) => (c.position, c.manifest_sequence, c.manifest_digest),
-        None => {
-            let cps = checkpoint::list(journal.store.as_ref(), &filter).await?;
-            match cps.into_iter().rev().find(|c| c.snapshot_id == snapshot_id) {
-                Some(c) => (c.position, c.manifest_sequence, c.manifest_digest),
-                None => {
-                    let mut s = Some(snapshot.clone());
-                    let mut found = None;
-                    while let Some(snap) = s {
-                        let p = &snap.summary().additional_properties;
-                        if let Some(pos) = p.get(PROP_LAST_POSITION).and_then(|v| v.parse::<u64>().ok()) {
-                            found = Some((
-                                pos,
-                                p.get(PROP_MANIFEST_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0),
-                                p.get(PROP_MANIFEST_DIGEST).cloned().unwrap_or_default(),
-                            ));
-                            break;
-                        }
-                        s = snap
-                            .parent_snapshot_id()
-                            .and_then(|id| meta.snapshot_by_id(id).cloned());
-                    }
-                    found.ok_or(RecoverError::NoPosition { snapshot_id })?
-                }
-            }
-        }
-    };
+    // The position the snapshot holds is what its own summary records (the newest tidemark
+    // commit in its ancestry), from the journal given; a checkpoint naming it must agree.
+    // (A snapshot chosen by id or tag is taken by its own record alone.)
+    let recorded = trust::recorded_position(&meta, snapshot);
+    trust::check(journal, snapshot_id, recorded.as_ref(), cp.as_ref())?;
+    let recorded = recorded.ok_or(RecoverError::NoPosition { snapshot_id })?;
+    let (position, manifest_sequence, manifest_digest) =
+        (recorded.position, recorded.manifest_sequence, recorded.manifest_digest);
     let map = source.prefix_map.as_ref();
     let list_path = PrefixMap::apply(map, snapshot.manifest_list());
     let list = ManifestList::parse_with_version(&read(&io, &list_path, "manifest list").await?, FormatVersion::V2)
