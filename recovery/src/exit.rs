@@ -110,7 +110,7 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 R::Store(s) => store_code(s),
                 R::NotFound { .. } => NOT_FOUND,
                 R::AlreadyExists { .. } | R::StaleRoute { .. } | R::Fenced { .. } => CONFLICT,
-                R::Format { .. } => VERIFY_FAILED,
+                R::Format { .. } | R::NotNewest { .. } => VERIFY_FAILED,
                 R::InvalidFlip { .. } => BAD_INPUT,
             };
         }

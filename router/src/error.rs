@@ -1,7 +1,8 @@
 //! The router's errors. Each carries the facts (route, generations, ETags, key) in fields, and
 //! its message says what the operator does next. A CLI maps them to exit codes by kind:
 //! `StaleRoute`, `Fenced` and `AlreadyExists` are conflicts (someone else decided first),
-//! `NotFound` is not found, `Format` is a damaged object, `InvalidFlip` is bad input.
+//! `NotFound` is not found, `Format` and `NotNewest` are a damaged or rolled-back route,
+//! `InvalidFlip` is bad input.
 
 use tidemark_journal::store::StoreError;
 
@@ -29,11 +30,25 @@ pub enum RouteError {
     },
 
     #[error(
-        "writer fenced: the route moved from generation {started_generation} (when this writer started) to generation {current_generation}; another controller now owns the table, so stop writing and re-read the route with `tidemark route show`"
+        "writer fenced: the route moved from generation {started_generation} (version {started_version}, when this writer started) to generation {current_generation} (version {current_version}); another controller now owns the table, so stop writing and re-read the route with `tidemark route show`"
     )]
     Fenced {
         started_generation: u64,
+        started_version: String,
         current_generation: u64,
+        current_version: String,
+    },
+
+    #[error(
+        "route {route} is not the newest decision of its own history: the current version {current_version} is generation {current_generation}, but the older version {other_version} is {}; an older route was put back, so nothing routes through it: put the newest version back as the current one (see `tidemark route show`), then decide again with `tidemark route flip`",
+        if *.other_generation > *.current_generation { format!("generation {other_generation}") } else { format!("the first version of generation {other_generation}, a different route") }
+    )]
+    NotNewest {
+        route: String,
+        current_generation: u64,
+        current_version: String,
+        other_generation: u64,
+        other_version: String,
     },
 
     #[error(

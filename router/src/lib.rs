@@ -5,6 +5,7 @@
 //! * [`route`] — [`RouteStore`]: read, init (create-only), flip (compare-and-swap), history,
 //!   resolve.
 //! * [`fence`] — [`Fence`]: a writer's check that the route has not moved since it started.
+//! * [`lineage`] — the current route must be the newest decision of its own version history.
 //! * [`error`] — [`RouteError`].
 //!
 //! # Contract
@@ -20,11 +21,15 @@
 //!   A refused flip writes nothing.
 //! * **Readers resolve per query.** [`RouteStore::resolve`] reads the current version on every
 //!   call; the store's read-after-write makes a flip visible to the next query.
-//! * **Writers are fenced.** A writer holds a [`Fence`] on the generation it started under and
-//!   checks it before each commit (see [`fence`] for the window this leaves).
+//! * **Writers are fenced.** A writer holds a [`Fence`] on the route version it started under
+//!   (generation, ETag, version id) and checks it before each commit (see [`fence`] for the
+//!   window this leaves).
+//! * **No rollback.** A current route below (or beside) a generation in its own history is
+//!   refused by readers, fences and flips ([`lineage`]); a flip never repeats a generation.
 
 pub mod error;
 pub mod fence;
+pub mod lineage;
 pub mod paths;
 pub mod route;
 

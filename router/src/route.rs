@@ -6,7 +6,9 @@
 //! `If-Match` on that ETag. The store's conditional write is the only arbiter: of any number of
 //! controllers that read the same route and flip, exactly one write lands; every other gets
 //! [`RouteError::StaleRoute`] and has changed nothing. The early check only turns an obvious
-//! loser away before it writes; it is not what makes the flip safe.
+//! loser away before it writes; it is not what makes the flip safe. A current route that is not
+//! the newest decision of its own history (an older version put back) is refused before any
+//! write ([`crate::lineage`]), so a flip never writes a generation that already exists.
 
 use std::sync::Arc;
 
@@ -40,11 +42,22 @@ pub struct FlipRequest {
 #[derive(Debug, Clone)]
 pub struct RouteStore {
     store: Arc<dyn ObjectStore>,
+    /// Stored versions decoded so far (they never change), for [`RouteStore::check_lineage`].
+    versions: VersionCache,
 }
+
+type VersionCache = Arc<std::sync::Mutex<std::collections::HashMap<String, Option<Route>>>>;
 
 impl RouteStore {
     pub fn new(store: Arc<dyn ObjectStore>) -> Self {
-        RouteStore { store }
+        RouteStore {
+            store,
+            versions: VersionCache::default(),
+        }
+    }
+
+    pub(crate) fn version_cache(&self) -> &VersionCache {
+        &self.versions
     }
 
     /// Opens the route at a URL: a folder, a `file://` URL or `s3://bucket/prefix`.
@@ -77,9 +90,13 @@ impl RouteStore {
 
     /// The route readers use, read afresh on every call: readers call this per query, so a flip
     /// is visible to the next query without any cache to invalidate.
+    /// A route rolled back to an older version is refused ([`crate::lineage`]).
     pub async fn resolve(&self) -> Result<Route> {
         match self.read().await? {
-            Some((route, _, _)) => Ok(route),
+            Some((route, _, version_id)) => {
+                self.check_lineage(&route, &version_id).await?;
+                Ok(route)
+            }
             None => Err(RouteError::NotFound { route: self.url() }),
         }
     }
@@ -114,12 +131,13 @@ impl RouteStore {
             )));
         }
         let generation = expected_generation + 1;
-        let Some((current, etag, _)) = self.read().await? else {
+        let Some((current, etag, version_id)) = self.read().await? else {
             return Err(RouteError::NotFound { route: self.url() });
         };
         if etag != expected_etag {
             return Err(self.stale(expected_etag, expected_generation, Some(current.generation)));
         }
+        self.check_lineage(&current, &version_id).await?;
         if current.generation != expected_generation {
             // Same object, different generation: the caller paired an ETag with the wrong
             // generation. Writing would not produce current + 1, so refuse.
@@ -235,7 +253,7 @@ fn check_request(req: &FlipRequest) -> std::result::Result<(), String> {
 
 /// Parses and checks one stored route. `format_version` is checked before the fields, so that a
 /// route written by a newer tidemark is reported as such rather than as an unknown field.
-fn decode(store_url: &str, body: &[u8], version_id: Option<&str>) -> Result<Route> {
+pub(crate) fn decode(store_url: &str, body: &[u8], version_id: Option<&str>) -> Result<Route> {
     let format = |message: String| RouteError::Format {
         store: store_url.to_string(),
         key: paths::ROUTE_KEY.to_string(),

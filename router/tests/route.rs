@@ -25,6 +25,7 @@ tidemark_journal::on_both!(
     history_is_newest_first_and_chained,
     fence_detects_a_moved_generation,
     corrupt_route_is_a_format_error_naming_the_key,
+    a_route_put_back_to_an_older_version_is_refused_and_fences,
 );
 
 fn clock() -> StepClock {
@@ -358,7 +359,8 @@ async fn fence_detects_a_moved_generation(store: Arc<dyn ObjectStore>) {
             err,
             RouteError::Fenced {
                 started_generation: 1,
-                current_generation: 2
+                current_generation: 2,
+                ..
             }
         ),
         "{err:?}"
@@ -368,8 +370,8 @@ async fn fence_detects_a_moved_generation(store: Arc<dyn ObjectStore>) {
 
     let (fresh, _) = Fence::acquire(&routes).await.unwrap();
     fresh.check(&routes).await.unwrap();
-    let (route, etag, _) = current(&routes).await;
-    assert_eq!(Fence::new(&route, etag), fresh);
+    let (route, etag, version_id) = current(&routes).await;
+    assert_eq!(Fence::new(&route, etag, version_id), fresh);
 }
 
 async fn corrupt_route_is_a_format_error_naming_the_key(store: Arc<dyn ObjectStore>) {
@@ -402,4 +404,72 @@ async fn corrupt_route_is_a_format_error_naming_the_key(store: Arc<dyn ObjectSto
     let versions = store.list_versions(ROUTE_KEY).await.unwrap();
     let old = store.get(ROUTE_KEY, Some(&versions[1].version_id)).await.unwrap();
     assert_eq!(serde_json::from_slice::<Route>(&old.body).unwrap(), good);
+}
+
+/// Puts the bytes of `version_id` back as the current version (a restore from version history).
+async fn put_back(store: &Arc<dyn ObjectStore>, version_id: &str) {
+    let old = store.get(ROUTE_KEY, Some(version_id)).await.unwrap();
+    store.put(ROUTE_KEY, old.body, PutMode::Overwrite).await.unwrap();
+}
+
+async fn a_route_put_back_to_an_older_version_is_refused_and_fences(store: Arc<dyn ObjectStore>) {
+    let routes = RouteStore::new(store.clone());
+    let clock = clock();
+    routes.init(request("orders", 1), &clock).await.unwrap();
+    let (_, _, v1) = current(&routes).await;
+    routes.flip_from_current(request("recovered", 5), &clock).await.unwrap();
+    let (gen2, _, v2) = current(&routes).await;
+    let (writer, _) = Fence::acquire(&routes).await.unwrap();
+    assert_eq!(writer.generation, 2);
+
+    // Generation 1 put back as the current version: readers, fences and flips refuse it.
+    put_back(&store, &v1).await;
+    let not_newest = |err: RouteError, other: u64| {
+        assert!(
+            matches!(err, RouteError::NotNewest { current_generation: 1, other_generation, .. } if other_generation == other),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("put the newest version back"), "{err}");
+    };
+    not_newest(routes.resolve().await.unwrap_err(), 2);
+    not_newest(Fence::acquire(&routes).await.map(|_| ()).unwrap_err(), 2);
+    let versions = store.list_versions(ROUTE_KEY).await.unwrap().len();
+    not_newest(routes.flip_from_current(request("elsewhere", 9), &clock).await.unwrap_err(), 2);
+    assert_eq!(store.list_versions(ROUTE_KEY).await.unwrap().len(), versions, "a refused flip writes nothing");
+    assert!(matches!(writer.check(&routes).await.unwrap_err(), RouteError::Fenced { .. }));
+
+    // A second, different "generation 2" (what a flip from the restored version wrote before):
+    // the writer that started under the first one is fenced, and readers refuse it.
+    let (restored, etag, _) = current(&routes).await;
+    let mut twin: Route = restored.clone();
+    twin.generation = 2;
+    twin.table_name = "ns.elsewhere".into();
+    twin.written_at = "2026-09-21T15:00:00.000000Z".into();
+    twin.previous = Some(tidemark_schemas::RoutePointer {
+        generation: 1,
+        table_name: restored.table_name.clone(),
+        metadata_location: restored.metadata_location.clone(),
+        etag,
+    });
+    store
+        .put(ROUTE_KEY, Bytes::from(serde_json::to_vec(&twin).unwrap()), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let err = writer.check(&routes).await.unwrap_err();
+    assert!(
+        matches!(err, RouteError::Fenced { started_generation: 2, current_generation: 2, .. }),
+        "same generation, another route: {err:?}"
+    );
+    let err = routes.resolve().await.unwrap_err();
+    assert!(
+        matches!(err, RouteError::NotNewest { current_generation: 2, other_generation: 2, ref other_version, .. } if other_version == &v2),
+        "{err:?}"
+    );
+
+    // The way out: the first generation 2 put back; then the next flip is generation 3.
+    put_back(&store, &v2).await;
+    assert_eq!(routes.resolve().await.unwrap(), gen2);
+    let (third, _) = routes.flip_from_current(request("next", 7), &clock).await.unwrap();
+    assert_eq!(third.generation, 3);
+    assert_eq!(routes.resolve().await.unwrap(), third);
 }
