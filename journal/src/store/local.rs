@@ -7,7 +7,9 @@
 //! compare-and-swap are atomic between threads *and* processes. The version folder is the truth:
 //! a crash between writing a version and linking it into place leaves the version readable and is
 //! repaired by the next write of that key. A plain file with no version folder (written by another
-//! tool) is one unversioned object with version id `null`, as S3 reports pre-versioning objects.
+//! tool) is one unversioned object with version id `null`, as S3 reports pre-versioning objects;
+//! its ETag is a digest of its bytes (see [`content_etag`]), as an S3 ETag is of a single-part
+//! object, so copying a folder byte for byte keeps every ETag.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -126,7 +128,7 @@ impl LocalStore {
         }
         let path = self.object_path(key)?;
         match fs::metadata(&path) {
-            Ok(m) if m.is_file() => Ok(Some((plain_meta(key, &m), path))),
+            Ok(m) if m.is_file() => Ok(Some((plain_meta(key, &path, &m).map_err(self.io(key))?, path))),
             Ok(_) => Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io(key)(e)),
@@ -487,19 +489,60 @@ fn version_etag(id: &str) -> String {
     format!("\"v{id}\"")
 }
 
-fn plain_meta(key: &str, m: &fs::Metadata) -> ObjectMeta {
-    ObjectMeta {
+fn plain_meta(key: &str, path: &Path, m: &fs::Metadata) -> io::Result<ObjectMeta> {
+    Ok(ObjectMeta {
         key: key.to_string(),
         size: m.len(),
-        etag: format!(
-            "\"p{}-{}-{}\"",
-            m.ino(),
-            m.mtime_nsec() + m.mtime() * 1_000_000_000,
-            m.len()
-        ),
+        etag: content_etag(path, m)?,
         version_id: Some(NULL_VERSION.into()),
         last_modified: mtime(m),
+    })
+}
+
+/// The ETag of a plain file (one another tool wrote, such as Iceberg metadata and data files):
+/// a digest of its bytes, so that a byte-identical copy (`cp -a`, a restore from backup media,
+/// another inode and perhaps another mtime) keeps its ETag and any change of content changes it.
+/// Digests are kept per file while its inode, size, mtime and ctime stay the same (a write
+/// changes ctime), so a file is read once per process, not on every listing.
+fn content_etag(path: &Path, m: &fs::Metadata) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::collections::HashMap;
+    use std::io::Read;
+    use std::sync::{Mutex, OnceLock};
+    type Stat = (u64, u64, u64, i64, i64, i64, i64);
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Stat, String)>>> = OnceLock::new();
+    let stat: Stat = (
+        m.dev(),
+        m.ino(),
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+    );
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some((s, etag)) = cache.lock().expect("etag cache").get(path)
+        && *s == stat
+    {
+        return Ok(etag.clone());
     }
+    let mut hasher = Sha256::new();
+    let mut file = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    let etag = format!("\"c{}\"", &hex::encode(hasher.finalize())[..32]);
+    let mut cache = cache.lock().expect("etag cache");
+    if cache.len() > 100_000 {
+        cache.clear();
+    }
+    cache.insert(path.to_path_buf(), (stat, etag.clone()));
+    Ok(etag)
 }
 
 fn mtime(m: &fs::Metadata) -> Option<DateTime<Utc>> {
@@ -545,6 +588,29 @@ mod tests {
             assert!(!enc.contains('/'));
             assert_eq!(decode_key(&enc), key);
         }
+    }
+
+    #[tokio::test]
+    async fn a_plain_files_etag_follows_its_bytes_not_its_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let path = dir.path().join("t/metadata/00001.metadata.json");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, b"{\"format-version\":2}").unwrap();
+        let key = "t/metadata/00001.metadata.json";
+        let before = store.head(key, None).await.unwrap();
+        let ino = fs::metadata(&path).unwrap().ino();
+        // A byte-identical copy: another inode and mtime (as a restore from backup media gives).
+        let copy = dir.path().join("copy");
+        fs::copy(&path, &copy).unwrap();
+        fs::rename(&copy, &path).unwrap();
+        assert_ne!(fs::metadata(&path).unwrap().ino(), ino);
+        let after = store.head(key, None).await.unwrap();
+        assert_eq!(after.etag, before.etag, "same bytes, same ETag");
+        assert_eq!(store.get(key, None).await.unwrap().meta.etag, before.etag);
+        // Any change of content changes it, even with the same size.
+        fs::write(&path, b"{\"format-version\":3}").unwrap();
+        assert_ne!(store.head(key, None).await.unwrap().etag, before.etag);
     }
 
     #[test]

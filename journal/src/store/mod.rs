@@ -18,9 +18,15 @@
 //! * **Compare-and-swap** (`PutMode::Update`, S3 `If-Match: <etag>`). Succeeds only when the key's
 //!   current ETag equals the one given. A writer holding a stale ETag gets
 //!   [`StoreError::Conflict`] and changes nothing.
-//! * **ETags** change on every successful put of a key (the local backend guarantees it; S3 ETags
-//!   are content hashes, so an identical rewrite keeps the ETag, which is harmless for CAS: the
-//!   state the writer read is the state it replaces).
+//! * **ETags** name the content of the current version: two reads with equal ETags returned the
+//!   same bytes, and a put that changes a key's bytes changes its ETag. Beyond that an ETag
+//!   promises nothing about *where* the bytes live, so a byte-identical copy of a store (`cp -a`
+//!   of a folder, a restore from backup media, a bucket replicated object by object) keeps every
+//!   ETag, and a check "unchanged since the backup" survives it. The local backend's ETag of a
+//!   version written through this layer is its version id (new on every put); of a plain file
+//!   written by another tool it is a digest of the file's bytes (never its inode or mtime). S3
+//!   ETags are content hashes, so an identical rewrite keeps the ETag, which is harmless for CAS:
+//!   the state the writer read is the state it replaces.
 //! * **Listing** is lexicographic by key and paginated; a key written before `list` starts is
 //!   listed. Listing is not a snapshot: concurrent writes may or may not appear.
 //!

@@ -165,3 +165,36 @@ async fn restore_into_a_new_catalog_verifies_every_object_before_changing_anythi
     assert!(again.applied, "{again:?}");
     assert!(again.tables.iter().all(|t| t.action == RestoreAction::Unchanged));
 }
+
+#[tokio::test]
+async fn restore_after_a_byte_identical_copy_of_the_warehouse_goes_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(73);
+    let handle = catalog_in(dir.path()).await;
+    let orders = table_with(&handle, "shop.orders", &ids, 1..=2).await;
+    let store = LocalStore::create(dir.path().join("backups")).unwrap();
+    let id = backup(&handle, None, &store).await.unwrap().id;
+    let b = load(&store, &id).await.unwrap();
+
+    // The warehouse comes back from backup media: every file a new inode and mtime, same bytes.
+    let meta = orders.metadata_location().unwrap().strip_prefix("file://").unwrap().to_string();
+    let bytes = std::fs::read(&meta).unwrap();
+    std::fs::remove_file(&meta).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    std::fs::write(&meta, &bytes).unwrap();
+    let fresh = fresh_catalog(dir.path(), &handle).await;
+    let r = restore(&fresh, &b, &Expected::Empty, false).await.unwrap();
+    assert!(r.applied, "{r:?}");
+    assert_eq!(pointer(&fresh, "shop.orders").await.as_deref(), orders.metadata_location());
+
+    // A metadata file whose bytes did change is still refused.
+    let other = fresh_catalog(&dir.path().join("x"), &handle).await;
+    let mut changed = bytes.clone();
+    let i = changed.len() - 2;
+    changed[i] = b' ';
+    std::fs::write(&meta, &changed).unwrap();
+    let r = restore(&other, &b, &Expected::Empty, false).await.unwrap();
+    assert!(!r.applied, "{r:?}");
+    let o = r.tables.iter().find(|t| t.table == "shop.orders").unwrap();
+    assert!(o.problem.as_deref().unwrap().contains("changed since the backup"), "{o:?}");
+}
