@@ -258,6 +258,7 @@ pub async fn open_catalog_with_props(
     };
 
     if dialect == Dialect::Sqlite {
+        crate::sqlite_check::check_sqlite_file(&crate::sqlite_check::sqlite_path(&uri).unwrap_or_default()).await?;
         // The catalog connects through sqlx's `Any` driver, which never creates a SQLite file.
         let opts = SqliteConnectOptions::from_str(&uri)
             .map_err(|e| unreachable(format!("bad SQLite URI: {e}")))?

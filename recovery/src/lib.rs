@@ -23,4 +23,5 @@ mod recover_tests;
 pub mod reference;
 #[cfg(test)]
 mod report_schemas;
+pub mod sqlite_check;
 pub mod table;

@@ -188,10 +188,10 @@ async fn restore_after_a_byte_identical_copy_of_the_warehouse_goes_ahead() {
     assert_eq!(pointer(&fresh, "shop.orders").await.as_deref(), orders.metadata_location());
 
     // A metadata file whose bytes did change is still refused.
+    std::fs::create_dir_all(dir.path().join("x")).unwrap();
     let other = fresh_catalog(&dir.path().join("x"), &handle).await;
     let mut changed = bytes.clone();
-    let i = changed.len() - 2;
-    changed[i] = b' ';
+    changed.push(b'\n');
     std::fs::write(&meta, &changed).unwrap();
     let r = restore(&other, &b, &Expected::Empty, false).await.unwrap();
     assert!(!r.applied, "{r:?}");
