@@ -130,8 +130,8 @@ impl ConflictIndex {
                 .map(|c| SortField::new(c.data_type().clone()))
                 .collect::<Vec<_>>()
         };
-        let ids = RowConverter::new(fields(&id_cols))
-            .and_then(|c| c.convert_columns(&id_cols))
+        let ids = RowConverter::new(fields(&id_cols[..]))
+            .and_then(|c| c.convert_columns(&id_cols[..]))
             .map_err(arrow_err)?;
         let payloads = RowConverter::new(fields(&payload_cols))
             .and_then(|c| c.convert_columns(&payload_cols))
@@ -226,7 +226,7 @@ mod tests {
             assert!(matches!(err, JournalError::ConflictingEvent { .. }), "{err}");
             let msg = err.to_string();
             assert!(
-                msg.contains("in:5") && msg.contains("key A version 1") && msg.contains("line 1 (position 1)"),
+                msg.contains("in:4") && msg.contains("key A version 1") && msg.contains("line 1 (position 1)"),
                 "{msg}"
             );
         }

@@ -144,15 +144,14 @@ mod tests {
     #[tokio::test]
     async fn opening_a_catalog_on_another_applications_database_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
+        let warehouse = dir.path().join("warehouse").display().to_string();
         let open = |uri: &Path| {
-            crate::catalog::open_catalog_with_props(
-                &crate::catalog::CatalogConfig {
-                    uri: uri.display().to_string(),
-                    warehouse: dir.path().join("warehouse").display().to_string(),
-                    name: "tidemark".into(),
-                },
-                Default::default(),
-            )
+            let cfg = crate::catalog::CatalogConfig {
+                uri: uri.display().to_string(),
+                warehouse: warehouse.clone(),
+                name: "tidemark".into(),
+            };
+            async move { crate::catalog::open_catalog_with_props(&cfg, Default::default()).await }
         };
         let text = dir.path().join("notes.txt");
         std::fs::write(&text, "not a database at all").unwrap();

@@ -41,7 +41,7 @@ pub enum RouteError {
 
     #[error(
         "route {route} is not the newest decision of its own history: the current version {current_version} is generation {current_generation}, but the older version {other_version} is {}; an older route was put back, so nothing routes through it: put the newest version back as the current one (see `tidemark route show`), then decide again with `tidemark route flip`",
-        if *.other_generation > *.current_generation { format!("generation {other_generation}") } else { format!("the first version of generation {other_generation}, a different route") }
+        other_is(*.current_generation, *.other_generation)
     )]
     NotNewest {
         route: String,
@@ -89,6 +89,14 @@ fn stale_message(route: &str, etag: &str, expected: u64, current: Option<u64>) -
     format!(
         "stale route at {route}: this flip expected generation {expected} (ETag {etag}) but {what}; nothing was written: re-read the route with `tidemark route show` and decide again"
     )
+}
+
+fn other_is(current: u64, other: u64) -> String {
+    if other > current {
+        format!("generation {other}")
+    } else {
+        format!("the first version of generation {other}, a different route")
+    }
 }
 
 fn version_suffix(v: &Option<String>) -> String {

@@ -15,7 +15,7 @@
 //! misses or repeats events, and a validation that starts from the same wrong premise would agree
 //! with it; so the premise is checked here, before anything is written.
 
-use iceberg::spec::{Snapshot, TableMetadata};
+use iceberg::spec::{SnapshotRef, TableMetadata};
 use tidemark_journal::Journal;
 use tidemark_schemas::Checkpoint;
 
@@ -34,7 +34,7 @@ pub struct RecordedPosition {
 }
 
 /// The record of `snapshot`: its own summary, or the newest ancestor's that has one.
-pub fn recorded_position(meta: &TableMetadata, snapshot: &Snapshot) -> Option<RecordedPosition> {
+pub fn recorded_position(meta: &TableMetadata, snapshot: &SnapshotRef) -> Option<RecordedPosition> {
     let mut s = Some(snapshot.clone());
     while let Some(snap) = s {
         let p = &snap.summary().additional_properties;
