@@ -401,7 +401,39 @@ on_both!(
     crash_between_writes_leaves_an_unaccepted_object,
     racing_appenders_cannot_both_win,
     checkpoints_are_create_only,
+    a_conflict_is_refused_and_writes_nothing,
 );
+
+/// `line` (an event) at `position` with another status: the same key and version, another payload.
+fn changed(line: &str, position: u64) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+    v["position"] = position.into();
+    v["status"] = "changed-by-someone".into();
+    v.to_string()
+}
+
+async fn a_conflict_is_refused_and_writes_nothing(store: Arc<dyn ObjectStore>) {
+    let j = journal_with(store.clone(), 5, 2).await;
+    let lines = events(8);
+    // In one input: lines 1 and 3 carry key and version of one event with different payloads.
+    let input = format!("{}\n{}\n{}\n", lines[5], lines[6], changed(&lines[5], 8));
+    let err = append_text(&j, &input, 1).await.unwrap_err();
+    assert!(matches!(err, JournalError::ConflictingEvent { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("input.ndjson:3: the event at position 8 has key") && msg.contains("like line 1 (position 6)"),
+        "{msg}"
+    );
+    // Against an event already in the journal (position 3).
+    let err = append_text(&j, &format!("{}\n", changed(&lines[2], 6)), 10).await.unwrap_err();
+    assert!(matches!(err, JournalError::ConflictingEvent { first_line: None, first_position: 3, .. }), "{err}");
+    assert!(err.to_string().contains("like position 3, already in the journal"), "{err}");
+    assert_eq!(j.head().await.unwrap().unwrap().manifest.last_position, 5, "nothing was written");
+    // An identical retry of a stored event at a new position is not a conflict.
+    let mut retry: serde_json::Value = serde_json::from_str(&lines[2]).unwrap();
+    retry["position"] = 6.into();
+    append_text(&j, &format!("{retry}\n"), 10).await.unwrap();
+}
 
 /// Only possible on a folder: flip one byte of a stored version in place.
 #[tokio::test]
