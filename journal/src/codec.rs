@@ -343,14 +343,11 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
 
 /// The line's top-level fields with their literal text; a field named twice is refused (which of
 /// the two a JSON reader keeps differs between readers, so the event is ambiguous).
-fn literal_fields(line: &str) -> std::result::Result<Vec<(String, std::ops::Range<usize>)>, String> {
+fn literal_fields(line: &str) -> std::result::Result<Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)>, String> {
     let fields = json_line::object_fields(line)?;
-    let mut seen = std::collections::HashSet::with_capacity(fields.len());
-    for (k, _) in &fields {
-        if !seen.insert(k.as_str()) {
-            return Err(format!(
-                "field `{k}` appears twice in one event; send each field once"
-            ));
+    for (i, (k, _)) in fields.iter().enumerate() {
+        if fields[..i].iter().any(|(seen, _)| seen == k) {
+            return Err(format!("field `{k}` appears twice in one event; send each field once"));
         }
     }
     Ok(fields)

@@ -8,11 +8,12 @@
 //! first parsed by `serde_json` (which reports malformed JSON); this scanner then walks the same,
 //! known-valid text once, so it needs no error recovery of its own.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// The top-level keys of a JSON object (already known to be valid JSON) with the byte range of
 /// each value's literal text, in order of appearance.
-pub fn object_fields(text: &str) -> Result<Vec<(String, Range<usize>)>, String> {
+pub fn object_fields(text: &str) -> Result<Vec<(Cow<'_, str>, Range<usize>)>, String> {
     let b = text.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -34,9 +35,9 @@ pub fn object_fields(text: &str) -> Result<Vec<(String, Range<usize>)>, String> 
         let key_end = string_end(b, i);
         let raw_key = &text[i..key_end];
         let key = if raw_key.contains('\\') {
-            serde_json::from_str::<String>(raw_key).map_err(|e| e.to_string())?
+            Cow::Owned(serde_json::from_str::<String>(raw_key).map_err(|e| e.to_string())?)
         } else {
-            raw_key[1..raw_key.len() - 1].to_string()
+            Cow::Borrowed(&raw_key[1..raw_key.len() - 1])
         };
         i = skip_ws(b, key_end);
         if b.get(i) != Some(&b':') {
@@ -144,7 +145,7 @@ mod tests {
     fn fields_keep_order_duplicates_and_literal_text() {
         let line = r#" { "a" : 1234567890123456.78, "b":"x,}\"y", "c":{"d":[1,{"e":"]"}]}, "a":-1e-3 ,"k\u0041":true}"#;
         let fields = object_fields(line).unwrap();
-        let shown: Vec<(&str, &str)> = fields.iter().map(|(k, r)| (k.as_str(), &line[r.clone()])).collect();
+        let shown: Vec<(&str, &str)> = fields.iter().map(|(k, r)| (k.as_ref(), &line[r.clone()])).collect();
         assert_eq!(
             shown,
             vec![
