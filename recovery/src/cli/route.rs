@@ -46,6 +46,11 @@ pub async fn run(cmd: RouteCommand) -> anyhow::Result<()> {
         RouteCommand::Show { route, common } => {
             let routes = RouteStore::open(&route).await?;
             let history = routes.history().await?;
+            if let Some((current, version_id)) = history.first()
+                && let Err(e) = routes.check_lineage(current, version_id).await
+            {
+                eprintln!("warning: {e}");
+            }
             if common.json {
                 let h: Vec<_> = history
                     .iter()
