@@ -11,8 +11,9 @@
 //! conflicts.
 //!
 //! A journal that already holds a conflict (written before this check, or older than the window)
-//! is resolved explicitly with a recorded resolution (see [`crate::resolution`]); the events it
-//! voids are ignored here as everywhere else.
+//! is resolved explicitly with a recorded resolution (see [`crate::resolution`]); the stored
+//! events it voids are ignored here as everywhere else, and a new event is checked against the
+//! one it keeps.
 
 use std::collections::HashMap;
 
@@ -146,10 +147,10 @@ impl ConflictIndex {
             })?;
         for row in 0..batch.num_rows() {
             let position = positions.value(row) as u64;
-            if !self.resolved.is_empty() {
+            if lines.is_none() && !self.resolved.is_empty() {
                 let (key, version) = self.identity(batch, row);
                 if self.resolved.get(&(key, version)).is_some_and(|&keep| keep != position) {
-                    continue; // voided by a recorded resolution: it never counts
+                    continue; // a stored event a recorded resolution voids: it never counts
                 }
             }
             let id = digest16(ids.row(row).as_ref());

@@ -180,7 +180,8 @@ async fn a_conflicting_payload_commits_nothing() {
     let both = format!("{}\n{}\n", e(2, "placed"), e(3, "paid"));
     let err = append(&j, both.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap_err();
     assert!(
-        err.to_string().starts_with("retry.ndjson:2: the event at position 3 has key o-1 version 1 like line 1 (position 2)"),
+        err.to_string()
+            .starts_with("retry.ndjson:2: the event at position 3 has key o-1 version 1 like position 1, already in the journal"),
         "{err}"
     );
     let err = append(&j, format!("{}\n", e(2, "paid")).as_bytes(), &opts, &clock(), &mut |_| {})
@@ -200,11 +201,15 @@ async fn a_conflicting_payload_commits_nothing() {
     .await
     .unwrap();
     let handle = catalog_in(dir.path()).await;
+    let one_unit = ApplyOptions {
+        batches_per_commit: 2,
+        ..Default::default()
+    };
     let err = apply(
         &j,
         &handle,
         "shop.orders",
-        &ApplyOptions::default(),
+        &one_unit,
         &clock(),
         &SeededIds::new(5),
         &mut |_| {},
