@@ -299,7 +299,10 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
                 if !c.nullable && v.as_ref().is_none_or(Value::is_null) {
                     return Err(self.input_error(format!("missing field `{}` (position {position})", c.name)));
                 }
-                let literal = literals.iter().find(|(k, _)| k == &c.name).map(|(_, r)| &line[r.clone()]);
+                let literal = literals
+                    .iter()
+                    .find(|(k, _)| k == &c.name)
+                    .map(|(_, r)| &line[r.clone()]);
                 check_identity(spec, i, v.as_ref())
                     .and_then(|()| builders[i].append(v.as_ref(), literal))
                     .map_err(|m| self.input_error(format!("field `{}` (position {position}): {m}", c.name)))?;
@@ -604,10 +607,7 @@ mod tests {
             line(4, "").replace(r#""amount":"1.50""#, r#""amount":9007199254740993"#),
         ]
         .join("\n");
-        assert_eq!(
-            amounts(&input),
-            vec![123456789012345678, 10, -125, 900719925474099300]
-        );
+        assert_eq!(amounts(&input), vec![123456789012345678, 10, -125, 900719925474099300]);
         // Digits that do not fit the scale are refused, not rounded.
         let spec = CompiledSpec::orders();
         let bad = line(1, "").replace(r#""amount":"1.50""#, r#""amount":1.005"#);
@@ -615,7 +615,10 @@ mod tests {
             .next_batch(10)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("field `amount` (position 1)") && err.contains("more than 2"), "{err}");
+        assert!(
+            err.contains("field `amount` (position 1)") && err.contains("more than 2"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -650,6 +653,10 @@ mod tests {
         assert_eq!(b.num_rows(), 2);
         // A byte-order mark anywhere but at the start is not skipped.
         let late = format!("{}\n\u{feff}{}\n", line(1, ""), line(2, ""));
-        assert!(NdjsonReader::new(&spec, late.as_bytes(), "in", 1).next_batch(10).is_err());
+        assert!(
+            NdjsonReader::new(&spec, late.as_bytes(), "in", 1)
+                .next_batch(10)
+                .is_err()
+        );
     }
 }

@@ -38,9 +38,7 @@ pub enum JournalError {
         second_line: u64,
         second_position: u64,
     },
-    #[error(
-        "resolution {key} already keeps position {kept}, not {asked}; a resolution is never replaced"
-    )]
+    #[error("resolution {key} already keeps position {kept}, not {asked}; a resolution is never replaced")]
     ResolutionExists { key: String, kept: u64, asked: u64 },
     #[error("invalid table spec: {0}")]
     Spec(String),

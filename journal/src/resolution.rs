@@ -125,13 +125,18 @@ pub async fn resolve(
         message,
     };
     if reason.trim().is_empty() {
-        return Err(invalid("--reason is empty: say why this event is the one that counts".into()));
+        return Err(invalid(
+            "--reason is empty: say why this event is the one that counts".into(),
+        ));
     }
     let chain = verify(journal, &VerifyOptions::default(), &mut |_| {}).await?;
     if let Some(b) = &chain.report.first_break {
         return Err(JournalError::ChainBroken {
             key: b.key.clone(),
-            message: format!("{}: {}; a journal that does not verify cannot be resolved", b.kind, b.message),
+            message: format!(
+                "{}: {}; a journal that does not verify cannot be resolved",
+                b.kind, b.message
+            ),
         });
     }
     let (k, v) = (

@@ -425,10 +425,29 @@ async fn a_conflict_is_refused_and_writes_nothing(store: Arc<dyn ObjectStore>) {
         "{msg}"
     );
     // Against an event already in the journal (position 3).
-    let err = append_text(&j, &format!("{}\n", changed(&lines[2], 6)), 10).await.unwrap_err();
-    assert!(matches!(err, JournalError::ConflictingEvent { first_line: None, first_position: 3, .. }), "{err}");
-    assert!(err.to_string().contains("like position 3, already in the journal"), "{err}");
-    assert_eq!(j.head().await.unwrap().unwrap().manifest.last_position, 5, "nothing was written");
+    let err = append_text(&j, &format!("{}\n", changed(&lines[2], 6)), 10)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JournalError::ConflictingEvent {
+                first_line: None,
+                first_position: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("like position 3, already in the journal"),
+        "{err}"
+    );
+    assert_eq!(
+        j.head().await.unwrap().unwrap().manifest.last_position,
+        5,
+        "nothing was written"
+    );
     // An identical retry of a stored event at a new position is not a conflict.
     let mut retry: serde_json::Value = serde_json::from_str(&lines[2]).unwrap();
     retry["position"] = 6.into();

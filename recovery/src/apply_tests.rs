@@ -178,17 +178,33 @@ async fn a_conflicting_payload_commits_nothing() {
         source_name: "retry.ndjson".into(),
     };
     let both = format!("{}\n{}\n", e(2, "placed"), e(3, "paid"));
-    let err = append(&j, both.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("retry.ndjson:2: the event at position 3 has key o-1 version 1 like position 1, already in the journal"),
-        "{err}"
-    );
-    let err = append(&j, format!("{}\n", e(2, "paid")).as_bytes(), &opts, &clock(), &mut |_| {})
+    let err = append(&j, both.as_bytes(), &opts, &clock(), &mut |_| {})
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("like position 1, already in the journal"), "{err}");
-    assert_eq!(j.head().await.unwrap().unwrap().manifest.last_position, 1, "nothing was written");
+    assert!(
+        err.to_string().starts_with(
+            "retry.ndjson:2: the event at position 3 has key o-1 version 1 like position 1, already in the journal"
+        ),
+        "{err}"
+    );
+    let err = append(
+        &j,
+        format!("{}\n", e(2, "paid")).as_bytes(),
+        &opts,
+        &clock(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("like position 1, already in the journal"),
+        "{err}"
+    );
+    assert_eq!(
+        j.head().await.unwrap().unwrap().manifest.last_position,
+        1,
+        "nothing was written"
+    );
     // ... but a journal written without that check (or older than its window) can hold one.
     tidemark_journal::writer::append_with_window(
         &j,
@@ -237,7 +253,13 @@ async fn a_conflicting_payload_commits_nothing() {
     let again = tidemark_journal::resolution::resolve(&j, "o-1", 1, 2, "changed my mind", &clock())
         .await
         .unwrap_err();
-    assert!(matches!(again, tidemark_journal::JournalError::ResolutionExists { kept: 1, asked: 2, .. }), "{again}");
+    assert!(
+        matches!(
+            again,
+            tidemark_journal::JournalError::ResolutionExists { kept: 1, asked: 2, .. }
+        ),
+        "{again}"
+    );
     let report = apply(
         &j,
         &handle,
@@ -254,12 +276,24 @@ async fn a_conflicting_payload_commits_nothing() {
     let row = &rows[&Cell::Str("o-1".into())];
     assert_eq!((row.cells[3].clone(), row.position), (Cell::Str("placed".into()), 1));
     // A retry of the kept event is still welcome; another payload for key and version is refused.
-    append(&j, format!("{}\n", e(3, "placed")).as_bytes(), &opts, &clock(), &mut |_| {})
-        .await
-        .unwrap();
-    let err = append(&j, format!("{}\n", e(4, "paid")).as_bytes(), &opts, &clock(), &mut |_| {})
-        .await
-        .unwrap_err();
+    append(
+        &j,
+        format!("{}\n", e(3, "placed")).as_bytes(),
+        &opts,
+        &clock(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    let err = append(
+        &j,
+        format!("{}\n", e(4, "paid")).as_bytes(),
+        &opts,
+        &clock(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("already in the journal"), "{err}");
 }
 

@@ -494,9 +494,7 @@ async fn snapshot_at(s: &Story, position: u64) -> i64 {
     let t = table::load_table(&s.source, "shop.orders").await.unwrap();
     t.metadata()
         .snapshots()
-        .find(|snap| {
-            snap.summary().additional_properties.get("tidemark.last-position") == Some(&position.to_string())
-        })
+        .find(|snap| snap.summary().additional_properties.get("tidemark.last-position") == Some(&position.to_string()))
         .map(|snap| snap.snapshot_id())
         .expect("a snapshot at that position")
 }
@@ -510,7 +508,9 @@ async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
     let target = catalog_in(&s.root.join("dr")).await;
     // The lie: checkpoint 20 rewritten to name the snapshot of position 15, its key, position,
     // manifest sequence and digest kept consistent.
-    let cps = checkpoint::list(s.journal.store.as_ref(), &Default::default()).await.unwrap();
+    let cps = checkpoint::list(s.journal.store.as_ref(), &Default::default())
+        .await
+        .unwrap();
     let mut lie = cps.iter().find(|c| c.position == 20).unwrap().clone();
     lie.snapshot_id = snapshot_at(&s, 15).await;
     let key = tidemark_journal::paths::checkpoint_key(&lie.table_uuid, 20);
@@ -535,7 +535,10 @@ async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
     );
     let msg = err.to_string();
     assert!(msg.contains(&key) && msg.contains("own summary records 15"), "{msg}");
-    assert_eq!(crate::exit::code_of(&anyhow::Error::new(err)), crate::exit::VERIFY_FAILED);
+    assert_eq!(
+        crate::exit::code_of(&anyhow::Error::new(err)),
+        crate::exit::VERIFY_FAILED
+    );
     assert!(
         table::load_table(&target, "shop.orders_lied").await.is_err(),
         "nothing was seeded"
@@ -569,6 +572,12 @@ async fn a_snapshot_recorded_from_another_journal_is_refused() {
         .unwrap_err();
     assert!(matches!(err, RecoverError::OtherJournal { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("journal j-story") && msg.contains("not of journal j-other"), "{msg}");
-    assert_eq!(crate::exit::code_of(&anyhow::Error::new(err)), crate::exit::VERIFY_FAILED);
+    assert!(
+        msg.contains("journal j-story") && msg.contains("not of journal j-other"),
+        "{msg}"
+    );
+    assert_eq!(
+        crate::exit::code_of(&anyhow::Error::new(err)),
+        crate::exit::VERIFY_FAILED
+    );
 }

@@ -74,10 +74,11 @@ pub async fn check_sqlite_file_with(path: &Path, allow_shared: bool) -> Result<(
         .connect()
         .await
         .map_err(|e| invalid(format!("cannot open the SQLite database: {e}")))?;
-    let rows = sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-        .fetch_all(&mut conn)
-        .await
-        .map_err(|e| invalid(format!("cannot list the database's tables: {e}")))?;
+    let rows =
+        sqlx::query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+            .fetch_all(&mut conn)
+            .await
+            .map_err(|e| invalid(format!("cannot list the database's tables: {e}")))?;
     let _ = conn.close().await;
     let tables: Vec<String> = rows.iter().map(|r| r.get::<String, _>(0)).collect();
     let has_catalog = tables.iter().any(|t| CATALOG_TABLES.contains(&t.as_str()));

@@ -434,9 +434,22 @@ async fn a_route_put_back_to_an_older_version_is_refused_and_fences(store: Arc<d
     not_newest(routes.resolve().await.unwrap_err(), 2);
     not_newest(Fence::acquire(&routes).await.map(|_| ()).unwrap_err(), 2);
     let versions = store.list_versions(ROUTE_KEY).await.unwrap().len();
-    not_newest(routes.flip_from_current(request("elsewhere", 9), &clock).await.unwrap_err(), 2);
-    assert_eq!(store.list_versions(ROUTE_KEY).await.unwrap().len(), versions, "a refused flip writes nothing");
-    assert!(matches!(writer.check(&routes).await.unwrap_err(), RouteError::Fenced { .. }));
+    not_newest(
+        routes
+            .flip_from_current(request("elsewhere", 9), &clock)
+            .await
+            .unwrap_err(),
+        2,
+    );
+    assert_eq!(
+        store.list_versions(ROUTE_KEY).await.unwrap().len(),
+        versions,
+        "a refused flip writes nothing"
+    );
+    assert!(matches!(
+        writer.check(&routes).await.unwrap_err(),
+        RouteError::Fenced { .. }
+    ));
 
     // A second, different "generation 2" (what a flip from the restored version wrote before):
     // the writer that started under the first one is fenced, and readers refuse it.
@@ -452,12 +465,23 @@ async fn a_route_put_back_to_an_older_version_is_refused_and_fences(store: Arc<d
         etag,
     });
     store
-        .put(ROUTE_KEY, Bytes::from(serde_json::to_vec(&twin).unwrap()), PutMode::Overwrite)
+        .put(
+            ROUTE_KEY,
+            Bytes::from(serde_json::to_vec(&twin).unwrap()),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let err = writer.check(&routes).await.unwrap_err();
     assert!(
-        matches!(err, RouteError::Fenced { started_generation: 2, current_generation: 2, .. }),
+        matches!(
+            err,
+            RouteError::Fenced {
+                started_generation: 2,
+                current_generation: 2,
+                ..
+            }
+        ),
         "same generation, another route: {err:?}"
     );
     let err = routes.resolve().await.unwrap_err();

@@ -177,7 +177,12 @@ async fn restore_after_a_byte_identical_copy_of_the_warehouse_goes_ahead() {
     let b = load(&store, &id).await.unwrap();
 
     // The warehouse comes back from backup media: every file a new inode and mtime, same bytes.
-    let meta = orders.metadata_location().unwrap().strip_prefix("file://").unwrap().to_string();
+    let meta = orders
+        .metadata_location()
+        .unwrap()
+        .strip_prefix("file://")
+        .unwrap()
+        .to_string();
     let bytes = std::fs::read(&meta).unwrap();
     std::fs::remove_file(&meta).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(5));
@@ -185,7 +190,10 @@ async fn restore_after_a_byte_identical_copy_of_the_warehouse_goes_ahead() {
     let fresh = fresh_catalog(dir.path(), &handle).await;
     let r = restore(&fresh, &b, &Expected::Empty, false).await.unwrap();
     assert!(r.applied, "{r:?}");
-    assert_eq!(pointer(&fresh, "shop.orders").await.as_deref(), orders.metadata_location());
+    assert_eq!(
+        pointer(&fresh, "shop.orders").await.as_deref(),
+        orders.metadata_location()
+    );
 
     // A metadata file whose bytes did change is still refused.
     std::fs::create_dir_all(dir.path().join("x")).unwrap();
@@ -196,5 +204,8 @@ async fn restore_after_a_byte_identical_copy_of_the_warehouse_goes_ahead() {
     let r = restore(&other, &b, &Expected::Empty, false).await.unwrap();
     assert!(!r.applied, "{r:?}");
     let o = r.tables.iter().find(|t| t.table == "shop.orders").unwrap();
-    assert!(o.problem.as_deref().unwrap().contains("changed since the backup"), "{o:?}");
+    assert!(
+        o.problem.as_deref().unwrap().contains("changed since the backup"),
+        "{o:?}"
+    );
 }

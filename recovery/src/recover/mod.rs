@@ -287,10 +287,7 @@ pub async fn recover(
 
 /// `snap` with the journal position its own summary records, read afresh from the source's
 /// metadata file.
-async fn reference_snapshot(
-    source: &SnapshotSource,
-    snap: &TrustedSnapshot,
-) -> Result<TrustedSnapshot, RecoverError> {
+async fn reference_snapshot(source: &SnapshotSource, snap: &TrustedSnapshot) -> Result<TrustedSnapshot, RecoverError> {
     let (meta, _, _) = snapshot::load_metadata(source).await?;
     let own = meta
         .snapshot_by_id(snap.snapshot_id)

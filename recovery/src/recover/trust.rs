@@ -47,7 +47,9 @@ pub fn recorded_position(meta: &TableMetadata, snapshot: &SnapshotRef) -> Option
                 manifest_digest: p.get(PROP_MANIFEST_DIGEST).cloned().unwrap_or_default(),
             });
         }
-        s = snap.parent_snapshot_id().and_then(|id| meta.snapshot_by_id(id).cloned());
+        s = snap
+            .parent_snapshot_id()
+            .and_then(|id| meta.snapshot_by_id(id).cloned());
     }
     None
 }
