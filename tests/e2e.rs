@@ -2,6 +2,8 @@
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
 mod support;
+#[path = "e2e_faults.rs"]
+mod faults;
 
 use support::*;
 

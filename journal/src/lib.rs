@@ -14,9 +14,11 @@ pub mod checkpoint;
 pub mod clock;
 pub mod codec;
 pub mod error;
+pub mod failpoint;
 pub mod generate;
 pub mod journal;
 pub mod paths;
+pub mod resend;
 pub mod spec;
 pub mod store;
 #[cfg(feature = "test-support")]

@@ -43,7 +43,7 @@ fn store_code(e: &StoreError) -> u8 {
         StoreError::Conflict { .. } => CONFLICT,
         StoreError::AccessDenied { .. } => ACCESS_DENIED,
         StoreError::InvalidUrl { .. } => BAD_INPUT,
-        StoreError::Io { .. } | StoreError::Backend { .. } => FAILURE,
+        StoreError::Io { .. } | StoreError::Backend { .. } | StoreError::OutcomeUnknown { .. } => FAILURE,
     }
 }
 
@@ -52,7 +52,10 @@ fn journal_code(e: &JournalError) -> u8 {
         JournalError::Store(s) => store_code(s),
         JournalError::NotInitialized { .. } => NOT_FOUND,
         JournalError::AlreadyInitialized { .. } => CONFLICT,
-        JournalError::Input { .. } | JournalError::PositionMismatch { .. } | JournalError::Spec(_) => BAD_INPUT,
+        JournalError::Input { .. }
+        | JournalError::PositionMismatch { .. }
+        | JournalError::ResentEventDiffers { .. }
+        | JournalError::Spec(_) => BAD_INPUT,
         JournalError::Capability { .. } => CAPABILITY,
         JournalError::ConcurrentWriter { .. } | JournalError::CheckpointConflict { .. } => CONFLICT,
         JournalError::Corrupt { .. } | JournalError::ChainBroken { .. } | JournalError::Format { .. } => VERIFY_FAILED,
@@ -64,6 +67,7 @@ fn table_code(e: &crate::table::TableError) -> u8 {
     match e {
         T::CommitConflict { .. } => CONFLICT,
         T::TableNotFound { .. } => NOT_FOUND,
+        T::AccessDenied { .. } => ACCESS_DENIED,
         T::SchemaMismatch { .. }
         | T::InvalidIdent { .. }
         | T::InvalidCatalog { .. }

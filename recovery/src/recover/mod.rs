@@ -180,6 +180,7 @@ pub async fn recover(
         ids,
     )
     .await?;
+    tidemark_journal::failpoint::hit("recover:after-seed");
     step(
         "seed",
         t,
@@ -205,6 +206,7 @@ pub async fn recover(
         opts.partition_rows.unwrap_or(crate::apply::MERGE_CHUNK_ROWS),
     )
     .await?;
+    tidemark_journal::failpoint::hit("recover:after-replay");
     step(
         "replay",
         t,
@@ -229,6 +231,7 @@ pub async fn recover(
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await?;
+    tidemark_journal::failpoint::hit("recover:after-validate");
     step(
         "validate",
         t,
