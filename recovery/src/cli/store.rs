@@ -27,11 +27,10 @@ pub async fn run(cmd: StoreCommand) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("probing {url}"))?;
             if common.json {
-                let report = tidemark_schemas::StoreCheckReport {
+                print_json(&tidemark_schemas::StoreCheckReport {
                     s3_requests: super::s3_requests(),
-                    ..report
-                };
-                print_json(&report)?;
+                    ..report.clone()
+                })?;
             } else {
                 println!("store {}", report.store);
                 println!("{:<40} {:<9} {:<6} detail", "capability", "required", "result");
