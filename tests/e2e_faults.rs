@@ -268,8 +268,14 @@ fn next(state: &mut u64) -> u64 {
 /// doubled or invented.
 #[test]
 fn killed_at_random_moments_then_rerun() {
+    let kills: u32 = [20261201u64, 7, 99].into_iter().map(killed_then_rerun).sum();
+    assert!(kills >= 3, "the seeds must crash some runs: {kills}");
+}
+
+/// One scenario of [`killed_at_random_moments_then_rerun`]; returns how many runs were killed.
+fn killed_then_rerun(seed: u64) -> u32 {
     let s = Scratch::new();
-    let mut rng = 20261201u64;
+    let mut rng = seed;
     let journal = s.path_str("journal");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let all = events(1, 600);
@@ -277,19 +283,19 @@ fn killed_at_random_moments_then_rerun() {
     let input = input.to_str().unwrap();
     let catalog = s.path_str("catalog.db");
     let mut kills = 0;
-    kills += until_complete(&s, &mut rng, 400, &["journal", "append", "--journal", &journal, "--input", input, "--batch-size", "50"]);
-    kills += until_complete(&s, &mut rng, 1500, &[
+    kills += until_complete(&s, &mut rng, 350, &["journal", "append", "--journal", &journal, "--input", input, "--batch-size", "50"]);
+    kills += until_complete(&s, &mut rng, 900, &[
         "apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders", "--batches-per-commit", "2",
     ]);
     s.run(&["fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "order_id = 'o-3'"])
         .ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    kills += until_complete(&s, &mut rng, 3000, &[
+    kills += until_complete(&s, &mut rng, 400, &[
         "recover", "--journal", &journal, "--catalog", &catalog, "--into", "shop.fixed", "--source-table", "shop.orders",
         "--at-or-before", "600", "--recovery-id", "rec-crash", "--route", &route,
     ]);
-    eprintln!("{kills} runs killed before completion");
+    eprintln!("seed {seed}: {kills} runs killed before completion");
     let v = s.run(&["journal", "verify", "--journal", &journal, "--json"]).ok().json();
     assert_eq!((v["ok"].as_bool(), v["verified_last_position"].as_u64()), (Some(true), Some(600)), "{v}");
     assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
@@ -311,7 +317,8 @@ fn killed_at_random_moments_then_rerun() {
             })
         })
         .collect();
-    assert_eq!(found, expected);
+    assert_eq!(found, expected, "seed {seed}");
+    kills
 }
 
 /// The failpoints at each step boundary stop the process as a crash would (exit 86); a plain
