@@ -26,6 +26,7 @@ exit (SIGTERM or SIGINT) and after every fault.
 import argparse
 import http.client
 import json
+import os
 import random
 import re
 import signal
@@ -96,10 +97,11 @@ class State:
 
     def write_stats(self):
         if self.args.stats:
+            # Under the lock, so that a later count is never overwritten by an earlier one.
             with self.lock:
-                text = json.dumps(self.counts, sort_keys=True)
-            with open(self.args.stats, "w") as f:
-                f.write(text)
+                with open(self.args.stats + ".tmp", "w") as f:
+                    f.write(json.dumps(self.counts, sort_keys=True))
+                os.replace(self.args.stats + ".tmp", self.args.stats)
 
 
 def error_body(code, message):
@@ -142,10 +144,15 @@ def make_handler(state, upstream):
 
         def reply(self, status, headers, data, stall=0.0):
             self.send_response(status)
+            length = str(len(data))
             for k, v in headers:
-                if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
+                if k.lower() == "content-length":
+                    # A HEAD reply has no body but the length of the object's.
+                    if self.command == "HEAD":
+                        length = v
+                elif k.lower() not in HOP_BY_HOP:
                     self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", length)
             self.end_headers()
             if stall:
                 self.wfile.flush()

@@ -362,3 +362,76 @@ fn failpoints_at_every_step_then_rerun() {
     let r = s.run(&copy).ok().json();
     assert!(r["skipped"].as_u64().unwrap() >= 3, "{r}");
 }
+
+/// The findings on S3: `replica copy` with 10% 503 SlowDown failed ("some tables were not
+/// copied"), and after a kill mid-copy every re-run failed the same way. Through the proxy (503s,
+/// 500s, resets and lost replies on 10% of all requests) the copy completes, a crash mid-copy is
+/// resumed by a plain re-run, and the replica checks complete.
+#[test]
+fn replica_copy_on_s3_through_errors_and_a_crash() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 120, 20);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = unique("wh");
+    s.run(&[
+        "apply", "--journal", &journal, "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders",
+    ])
+    .ok();
+    let replica = unique("replica");
+    let proxy = Proxy::start(
+        &s,
+        &["--seed", "17", "--rate", "0.1", "--faults", "503,500,reset,lost", "--max-faults", "400"],
+    );
+    let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+    let copy = ["replica", "copy", "--from", &warehouse, "--to", &replica, "--json"];
+    let crash = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("TIDEMARK_FAILPOINT", "copy:after-object:4")];
+    assert_eq!(run_env(&s, &crash, &copy).code, 86);
+    let done = run_env(&s, &env, &copy).ok().json();
+    assert_eq!(done["tables"][0]["error"], serde_json::Value::Null, "{done}");
+    assert!(done["skipped"].as_u64().unwrap() >= 4, "{done}");
+    assert!(done["s3_requests"]["retried"].as_u64().unwrap() > 0, "{done}");
+    assert!(proxy.faults() > 0);
+    let again = run_env(&s, &env, &copy).ok().json();
+    assert_eq!(again["copied"], 0, "{again}");
+    drop(proxy);
+    let check = s
+        .run(&["replica", "check", "--warehouse", &replica, "--prefix-map", &format!("{warehouse}={replica}"), "--json"])
+        .ok()
+        .json();
+    assert_eq!(check["tables"][0]["newest_missing_count"], 0, "{check}");
+    assert_eq!(check["tables"][0]["behind_commits"], 0, "{check}");
+}
+
+/// The finding: with credentials refused, `fault delete` and `route flip` exited 1 ("Unexpected
+/// => Failure in doing io operation … PermissionDenied") where every other command exits 8.
+#[test]
+fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
+    if !s3_available() {
+        return;
+    }
+    let auth = std::env::var("TIDEMARK_S3_AUTH_ENDPOINT").expect("TIDEMARK_S3_AUTH_ENDPOINT (sandbox/test.sh)");
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 20, 10);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = unique("creds");
+    s.run(&[
+        "apply", "--journal", &journal, "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders",
+    ])
+    .ok();
+    let env = [("AWS_ENDPOINT_URL", auth.as_str())];
+    run_env(&s, &env, &[
+        "fault", "delete", "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders", "--where",
+        "order_id = 'o-1'",
+    ])
+    .fails(8, &["access to the warehouse refused", "check the credentials"]);
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    run_env(&s, &env, &[
+        "route", "flip", "--route", &route, "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders",
+        "--applied-position", "20", "--reason", "test",
+    ])
+    .fails(8, &["access to the warehouse refused", "check the credentials"]);
+}
