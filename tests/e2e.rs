@@ -1,9 +1,9 @@
 //! End-to-end scenarios: the `tidemark` binary as an operator runs it, on a local folder and on
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
-mod support;
 #[path = "e2e_faults.rs"]
 mod faults;
+mod support;
 
 use support::*;
 

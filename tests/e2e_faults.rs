@@ -7,15 +7,37 @@ use super::support::*;
 fn damaged(s: &Scratch) -> (String, String) {
     let journal = journal_with(s, "journal", 40, 10);
     let catalog = s.path_str("catalog.db");
-    s.run(&["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders"])
-        .ok();
     s.run(&[
-        "fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "order_id = 'o-3'",
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_id = 'o-3'",
     ])
     .ok();
     let more = s.write("more.ndjson", &events(41, 50));
-    s.run(&["journal", "append", "--journal", &journal, "--input", more.to_str().unwrap()])
-        .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        more.to_str().unwrap(),
+    ])
+    .ok();
     (journal, catalog)
 }
 
@@ -38,8 +60,22 @@ fn a_completed_recovery_does_not_flip_again() {
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     let recover = [
-        "recover", "--journal", &journal, "--catalog", &catalog, "--into", "shop.fixed", "--source-table",
-        "shop.orders", "--at-or-before", "40", "--recovery-id", "rec-twice", "--route", &route, "--json",
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        "40",
+        "--recovery-id",
+        "rec-twice",
+        "--route",
+        &route,
+        "--json",
     ];
     let first = s.run(&recover).ok().json();
     assert_eq!(first["route"]["generation"], 1, "{first}");
@@ -52,8 +88,18 @@ fn a_completed_recovery_does_not_flip_again() {
     assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
     // Another controller decides after the recovery; a re-run must not take readers back.
     s.run(&[
-        "route", "flip", "--route", &route, "--catalog", &catalog, "--table", "shop.orders",
-        "--applied-position", "50", "--reason", "operator's decision",
+        "route",
+        "flip",
+        "--route",
+        &route,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--applied-position",
+        "50",
+        "--reason",
+        "operator's decision",
     ])
     .ok();
     let again = s.run(&recover).ok().json();
@@ -151,23 +197,55 @@ fn lost_replies_on_every_manifest_write_on_s3() {
     let s = Scratch::new();
     let proxy = Proxy::start(
         &s,
-        &["--seed", "5", "--rate", "1", "--faults", "lost", "--methods", "PUT", "--path-regex", "manifests/|journal.json|_probe/", "--max-faults", "40"],
+        &[
+            "--seed",
+            "5",
+            "--rate",
+            "1",
+            "--faults",
+            "lost",
+            "--methods",
+            "PUT",
+            "--path-regex",
+            "manifests/|journal.json|_probe/",
+            "--max-faults",
+            "40",
+        ],
     );
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "3")];
     let journal = unique("manifests");
     run_env(&s, &env, &["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 60));
     let input = input.to_str().unwrap();
-    let append = ["journal", "append", "--journal", &journal, "--input", input, "--batch-size", "20", "--json"];
+    let append = [
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input,
+        "--batch-size",
+        "20",
+        "--json",
+    ];
     let first = run_env(&s, &env, &append).ok().json();
     assert_eq!(first["last_position"], 60, "{first}");
     assert!(first["s3_requests"]["retried"].as_u64().unwrap() > 0, "{first}");
     let again = run_env(&s, &env, &append).ok().json();
-    assert_eq!((again["already_present"].as_u64(), again["events"].as_u64()), (Some(60), Some(0)));
+    assert_eq!(
+        (again["already_present"].as_u64(), again["events"].as_u64()),
+        (Some(60), Some(0))
+    );
     assert!(proxy.faults() >= 6, "faults injected: {}", proxy.faults());
     drop(proxy);
-    let v = s.run(&["journal", "verify", "--journal", &journal, "--json"]).ok().json();
-    assert_eq!((v["ok"].as_bool(), v["verified_last_position"].as_u64()), (Some(true), Some(60)));
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
+        (Some(true), Some(60))
+    );
 }
 
 /// After the last attempt the error names the operation, the key and the status, never a dump
@@ -182,25 +260,68 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
     let journal = unique("errors");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 30));
-    s.run(&["journal", "append", "--journal", &journal, "--input", input.to_str().unwrap(), "--batch-size", "10"])
-        .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input.to_str().unwrap(),
+        "--batch-size",
+        "10",
+    ])
+    .ok();
     {
         let proxy = Proxy::start(
             &s,
-            &["--rate", "1", "--faults", "503", "--methods", "GET", "--path-regex", "manifests/", "--max-faults", "1000"],
+            &[
+                "--rate",
+                "1",
+                "--faults",
+                "503",
+                "--methods",
+                "GET",
+                "--path-regex",
+                "manifests/",
+                "--max-faults",
+                "1000",
+            ],
         );
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "2")];
         let run = run_env(&s, &env, &["journal", "verify", "--journal", &journal]);
-        let run = run.fails(1, &["get of manifests/", "HTTP 503 SlowDown", "Please reduce your request rate"]);
+        let run = run.fails(
+            1,
+            &[
+                "get of manifests/",
+                "HTTP 503 SlowDown",
+                "Please reduce your request rate",
+            ],
+        );
         assert!(!run.stderr.contains("Extensions"), "{}", run.stderr);
         // An invalid setting is refused, naming it.
-        let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "many")];
+        let env = [
+            ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
+            ("AWS_MAX_ATTEMPTS", "many"),
+        ];
         run_env(&s, &env, &["journal", "verify", "--journal", &journal]).fails(3, &["AWS_MAX_ATTEMPTS"]);
     }
     for fault in ["delay", "stall"] {
         let proxy = Proxy::start(
             &s,
-            &["--rate", "1", "--faults", fault, "--delay", "60", "--methods", "GET", "--path-regex", "manifests/", "--max-faults", "2"],
+            &[
+                "--rate",
+                "1",
+                "--faults",
+                fault,
+                "--delay",
+                "60",
+                "--methods",
+                "GET",
+                "--path-regex",
+                "manifests/",
+                "--max-faults",
+                "2",
+            ],
         );
         let env = [
             ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
@@ -208,10 +329,15 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
             ("TIDEMARK_S3_ATTEMPT_TIMEOUT", "3"),
         ];
         let started = std::time::Instant::now();
-        let v = run_env(&s, &env, &["journal", "verify", "--journal", &journal, "--json"]).ok().json();
+        let v = run_env(&s, &env, &["journal", "verify", "--journal", &journal, "--json"])
+            .ok()
+            .json();
         let took = started.elapsed();
         assert_eq!(v["verified_last_position"], 30, "{fault}: {v}");
-        assert!(took < std::time::Duration::from_secs(30), "{fault}: verify took {took:?}");
+        assert!(
+            took < std::time::Duration::from_secs(30),
+            "{fault}: verify took {took:?}"
+        );
         assert_eq!(proxy.faults(), 2, "{fault}");
     }
 }
@@ -283,21 +409,82 @@ fn killed_then_rerun(seed: u64) -> u32 {
     let input = input.to_str().unwrap();
     let catalog = s.path_str("catalog.db");
     let mut kills = 0;
-    kills += until_complete(&s, &mut rng, 350, &["journal", "append", "--journal", &journal, "--input", input, "--batch-size", "50"]);
-    kills += until_complete(&s, &mut rng, 900, &[
-        "apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders", "--batches-per-commit", "2",
-    ]);
-    s.run(&["fault", "delete", "--catalog", &catalog, "--table", "shop.orders", "--where", "order_id = 'o-3'"])
-        .ok();
+    kills += until_complete(
+        &s,
+        &mut rng,
+        350,
+        &[
+            "journal",
+            "append",
+            "--journal",
+            &journal,
+            "--input",
+            input,
+            "--batch-size",
+            "50",
+        ],
+    );
+    kills += until_complete(
+        &s,
+        &mut rng,
+        900,
+        &[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--batches-per-commit",
+            "2",
+        ],
+    );
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_id = 'o-3'",
+    ])
+    .ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    kills += until_complete(&s, &mut rng, 400, &[
-        "recover", "--journal", &journal, "--catalog", &catalog, "--into", "shop.fixed", "--source-table", "shop.orders",
-        "--at-or-before", "600", "--recovery-id", "rec-crash", "--route", &route,
-    ]);
+    kills += until_complete(
+        &s,
+        &mut rng,
+        400,
+        &[
+            "recover",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--into",
+            "shop.fixed",
+            "--source-table",
+            "shop.orders",
+            "--at-or-before",
+            "600",
+            "--recovery-id",
+            "rec-crash",
+            "--route",
+            &route,
+        ],
+    );
     eprintln!("seed {seed}: {kills} runs killed before completion");
-    let v = s.run(&["journal", "verify", "--journal", &journal, "--json"]).ok().json();
-    assert_eq!((v["ok"].as_bool(), v["verified_last_position"].as_u64()), (Some(true), Some(600)), "{v}");
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
+        (Some(true), Some(600)),
+        "{v}"
+    );
     assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
     let rows = s
         .run(&[
@@ -330,14 +517,31 @@ fn failpoints_at_every_step_then_rerun() {
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 40));
     let input = input.to_str().unwrap();
-    let append = ["journal", "append", "--journal", &journal, "--input", input, "--batch-size", "10"];
+    let append = [
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input,
+        "--batch-size",
+        "10",
+    ];
     for fp in ["append:after-event-object:2", "append:after-manifest:3"] {
         let run = run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &append);
         assert_eq!(run.code, 86, "{fp}: {}", run.stderr);
     }
     s.run(&append).ok();
     let catalog = s.path_str("catalog.db");
-    let apply = ["apply", "--journal", &journal, "--catalog", &catalog, "--table", "shop.orders"];
+    let apply = [
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+    ];
     for fp in ["apply:after-commit:1", "apply:after-checkpoint:2"] {
         assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &apply).code, 86, "{fp}");
     }
@@ -345,20 +549,56 @@ fn failpoints_at_every_step_then_rerun() {
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     let recover = [
-        "recover", "--journal", &journal, "--catalog", &catalog, "--into", "shop.fixed", "--source-table", "shop.orders",
-        "--at-or-before", "40", "--recovery-id", "rec-fp", "--route", &route, "--json",
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        "40",
+        "--recovery-id",
+        "rec-fp",
+        "--route",
+        &route,
+        "--json",
     ];
-    for fp in ["recover:after-seed", "recover:after-replay", "recover:after-validate", "recover:after-flip"] {
+    for fp in [
+        "recover:after-seed",
+        "recover:after-replay",
+        "recover:after-validate",
+        "recover:after-flip",
+    ] {
         assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &recover).code, 86, "{fp}");
     }
     let done = s.run(&recover).ok().json();
     assert_eq!(done["route"]["generation"], 1, "{done}");
-    assert_eq!(done["route_already_flipped"], true, "the flip before the crash is found");
-    let v = s.run(&["journal", "verify", "--journal", &journal, "--json"]).ok().json();
+    assert_eq!(
+        done["route_already_flipped"], true,
+        "the flip before the crash is found"
+    );
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
     assert_eq!(v["verified_last_position"], 40);
     let replica = s.path_str("replica");
-    let copy = ["replica", "copy", "--from", &s.path_str("warehouse"), "--to", &replica, "--json"];
-    assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", "copy:after-object:3")], &copy).code, 86);
+    let copy = [
+        "replica",
+        "copy",
+        "--from",
+        &s.path_str("warehouse"),
+        "--to",
+        &replica,
+        "--json",
+    ];
+    assert_eq!(
+        run_env(&s, &[("TIDEMARK_FAILPOINT", "copy:after-object:3")], &copy).code,
+        86
+    );
     let r = s.run(&copy).ok().json();
     assert!(r["skipped"].as_u64().unwrap() >= 3, "{r}");
 }
@@ -377,17 +617,37 @@ fn replica_copy_on_s3_through_errors_and_a_crash() {
     let catalog = s.path_str("catalog.db");
     let warehouse = unique("wh");
     s.run(&[
-        "apply", "--journal", &journal, "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders",
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--table",
+        "shop.orders",
     ])
     .ok();
     let replica = unique("replica");
     let proxy = Proxy::start(
         &s,
-        &["--seed", "17", "--rate", "0.1", "--faults", "503,500,reset,lost", "--max-faults", "400"],
+        &[
+            "--seed",
+            "17",
+            "--rate",
+            "0.1",
+            "--faults",
+            "503,500,reset,lost",
+            "--max-faults",
+            "400",
+        ],
     );
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
     let copy = ["replica", "copy", "--from", &warehouse, "--to", &replica, "--json"];
-    let crash = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("TIDEMARK_FAILPOINT", "copy:after-object:4")];
+    let crash = [
+        ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
+        ("TIDEMARK_FAILPOINT", "copy:after-object:4"),
+    ];
     assert_eq!(run_env(&s, &crash, &copy).code, 86);
     let done = run_env(&s, &env, &copy).ok().json();
     assert_eq!(done["tables"][0]["error"], serde_json::Value::Null, "{done}");
@@ -398,7 +658,15 @@ fn replica_copy_on_s3_through_errors_and_a_crash() {
     assert_eq!(again["copied"], 0, "{again}");
     drop(proxy);
     let check = s
-        .run(&["replica", "check", "--warehouse", &replica, "--prefix-map", &format!("{warehouse}={replica}"), "--json"])
+        .run(&[
+            "replica",
+            "check",
+            "--warehouse",
+            &replica,
+            "--prefix-map",
+            &format!("{warehouse}={replica}"),
+            "--json",
+        ])
         .ok()
         .json();
     assert_eq!(check["tables"][0]["newest_missing_count"], 0, "{check}");
@@ -418,20 +686,56 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
     let catalog = s.path_str("catalog.db");
     let warehouse = unique("creds");
     s.run(&[
-        "apply", "--journal", &journal, "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders",
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--table",
+        "shop.orders",
     ])
     .ok();
     let env = [("AWS_ENDPOINT_URL", auth.as_str())];
-    run_env(&s, &env, &[
-        "fault", "delete", "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders", "--where",
-        "order_id = 'o-1'",
-    ])
+    run_env(
+        &s,
+        &env,
+        &[
+            "fault",
+            "delete",
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+            "--where",
+            "order_id = 'o-1'",
+        ],
+    )
     .fails(8, &["access to the warehouse refused", "check the credentials"]);
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    run_env(&s, &env, &[
-        "route", "flip", "--route", &route, "--catalog", &catalog, "--warehouse", &warehouse, "--table", "shop.orders",
-        "--applied-position", "20", "--reason", "test",
-    ])
+    run_env(
+        &s,
+        &env,
+        &[
+            "route",
+            "flip",
+            "--route",
+            &route,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+            "--applied-position",
+            "20",
+            "--reason",
+            "test",
+        ],
+    )
     .fails(8, &["access to the warehouse refused", "check the credentials"]);
 }

@@ -63,8 +63,14 @@ mod tests {
 
     #[test]
     fn names_and_counts_parse() {
-        assert_eq!(parse("append:after-manifest"), Some(("append:after-manifest".into(), 1)));
-        assert_eq!(parse("append:after-manifest:3"), Some(("append:after-manifest".into(), 3)));
+        assert_eq!(
+            parse("append:after-manifest"),
+            Some(("append:after-manifest".into(), 1))
+        );
+        assert_eq!(
+            parse("append:after-manifest:3"),
+            Some(("append:after-manifest".into(), 3))
+        );
         assert_eq!(parse("after-commit:2"), Some(("after-commit".into(), 2)));
         assert_eq!(parse(" "), None);
     }

@@ -8,6 +8,8 @@
 //! * [`verify`] — walks the manifest chain and proves a contiguous range of positions.
 //! * [`checkpoint`] — create-only checkpoint records of the pipeline.
 //! * [`capability`] — probes a store for what the journal relies on.
+//! * [`resend`] — events re-sent at positions the journal holds: compared, never appended twice.
+//! * [`failpoint`] — `TIDEMARK_FAILPOINT`: simulated crashes at every step boundary.
 
 pub mod capability;
 pub mod checkpoint;

@@ -103,7 +103,11 @@ impl StoredRange {
             }
             row += 1;
             self.next_position += 1;
-            self.at = if r + 1 < stored.num_rows() { (b, r + 1) } else { (b + 1, 0) };
+            self.at = if r + 1 < stored.num_rows() {
+                (b, r + 1)
+            } else {
+                (b + 1, 0)
+            };
         }
         Ok(row)
     }

@@ -90,7 +90,9 @@ pub async fn append<R: BufRead>(
     };
     let (peeked, input_first) = peek_first_position(&mut tee, &opts.source_name)?;
     // Re-sent positions are compared, never appended again; a gap is the reader's refusal.
-    let reader_first = input_first.filter(|p| *p >= 1 && *p < expected_first).unwrap_or(expected_first);
+    let reader_first = input_first
+        .filter(|p| *p >= 1 && *p < expected_first)
+        .unwrap_or(expected_first);
     let mut resent = if reader_first < expected_first {
         Some(StoredRange::load(journal, reader_first, expected_first - 1).await?)
     } else {
@@ -128,7 +130,9 @@ pub async fn append<R: BufRead>(
     // The re-sent events, checked in pass 1: skipped, a batch at a time.
     let mut skip = already_present as usize;
     while skip > 0 {
-        let n = reader.next_batch(skip.min(opts.batch_size))?.map_or(0, |b| b.num_rows());
+        let n = reader
+            .next_batch(skip.min(opts.batch_size))?
+            .map_or(0, |b| b.num_rows());
         if n == 0 {
             break;
         }

@@ -60,7 +60,9 @@ async fn verified_last(j: &Journal) -> Option<u64> {
 /// (`412`) and was reported as another writer's ("another writer appended sequence 3 first").
 async fn lost_reply_on_manifest_is_own_write(store: Arc<dyn ObjectStore>) {
     let f = faulty(store, vec![]);
-    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock()).await.unwrap();
+    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock())
+        .await
+        .unwrap();
     append_text(&j, &events(1, 20)).await.unwrap();
     for fault in [Fault::LostReplyRetried, Fault::LostReply] {
         f.set_rules(vec![
@@ -81,7 +83,9 @@ async fn lost_reply_on_manifest_is_own_write(store: Arc<dyn ObjectStore>) {
 /// append completes, nothing doubles.
 async fn lost_replies_on_events_and_probe(store: Arc<dyn ObjectStore>) {
     let f = faulty(store, vec![]);
-    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock()).await.unwrap();
+    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock())
+        .await
+        .unwrap();
     f.set_rules(vec![
         Rule::new(Op::Put, Fault::LostReplyRetried).prefix("_probe/").times(3),
         Rule::new(Op::Put, Fault::LostReply).prefix("events/").times(1),
@@ -99,9 +103,15 @@ async fn lost_replies_on_events_and_probe(store: Arc<dyn ObjectStore>) {
 async fn lost_reply_on_init_and_checkpoint(store: Arc<dyn ObjectStore>) {
     let f = faulty(
         store,
-        vec![Rule::new(Op::Put, Fault::LostReplyRetried).mode(ModeFilter::Create).times(2)],
+        vec![
+            Rule::new(Op::Put, Fault::LostReplyRetried)
+                .mode(ModeFilter::Create)
+                .times(2),
+        ],
     );
-    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock()).await.unwrap();
+    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock())
+        .await
+        .unwrap();
     assert_eq!(j.header.journal_id, "j");
     let cp = Checkpoint {
         format_version: FORMAT_VERSION,
@@ -173,7 +183,9 @@ async fn read_back_keeps_real_conflicts(store: Arc<dyn ObjectStore>) {
 /// key, and a plain re-run once it is back completes with nothing doubled.
 async fn unavailable_store_then_rerun(store: Arc<dyn ObjectStore>) {
     let f = faulty(store, vec![]);
-    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock()).await.unwrap();
+    let j = Journal::init(f.clone(), orders_spec(), "j".into(), &clock())
+        .await
+        .unwrap();
     f.set_rules(vec![Rule::new(Op::Put, Fault::Unavailable).prefix("manifests/")]);
     let err = append_text(&j, &events(1, 20)).await.unwrap_err();
     let msg = err.to_string();
@@ -245,7 +257,10 @@ async fn resending_is_idempotent(store: Arc<dyn ObjectStore>) {
     assert_eq!(verified_last(&j).await, Some(35));
     // A gap is still refused as before.
     let err = append_text(&j, &events(37, 40)).await.unwrap_err();
-    assert!(matches!(err, JournalError::PositionMismatch { expected: 36, .. }), "{err}");
+    assert!(
+        matches!(err, JournalError::PositionMismatch { expected: 36, .. }),
+        "{err}"
+    );
 }
 
 on_both!(bucket = "tm-faults", prefix = "j";

@@ -337,7 +337,9 @@ async fn apply_through_lost_replies_and_errors() {
         j.store.clone(),
         9,
         vec![
-            Rule::new(Op::Put, Fault::LostReplyRetried).prefix("checkpoints/").mode(ModeFilter::Create),
+            Rule::new(Op::Put, Fault::LostReplyRetried)
+                .prefix("checkpoints/")
+                .mode(ModeFilter::Create),
             Rule::new(Op::Get, Fault::Delay(std::time::Duration::from_millis(2))).probability(0.2),
         ],
     ));

@@ -57,7 +57,10 @@ async fn lost_reply_on_init_is_own_route(store: Arc<dyn ObjectStore>) {
         assert_eq!(route.generation, 1);
         assert_eq!(f.injected(), 1);
         assert_eq!(routes.history().await.unwrap().len(), 1);
-        store.delete_version(ROUTE_KEY, &routes.read().await.unwrap().unwrap().2).await.unwrap();
+        store
+            .delete_version(ROUTE_KEY, &routes.read().await.unwrap().unwrap().2)
+            .await
+            .unwrap();
     }
 }
 
@@ -69,7 +72,10 @@ async fn lost_reply_on_flip_is_own_flip(store: Arc<dyn ObjectStore>) {
     routes.init(request("orders"), &clock()).await.unwrap();
     for (i, fault) in [Fault::LostReply, Fault::LostReplyRetried].into_iter().enumerate() {
         f.set_rules(vec![Rule::new(Op::Put, fault).mode(ModeFilter::Update).times(1)]);
-        let (route, _) = routes.flip_from_current(request(&format!("r{i}")), &clock()).await.unwrap();
+        let (route, _) = routes
+            .flip_from_current(request(&format!("r{i}")), &clock())
+            .await
+            .unwrap();
         assert_eq!(route.generation, i as u64 + 2);
         let (current, _, _) = routes.read().await.unwrap().unwrap();
         assert_eq!(current, route);

@@ -282,7 +282,11 @@ pub async fn lost_replies_are_resolved_by_reading_back(store: Arc<FaultyStore>) 
         assert!(updated.read_back);
         let inner = store.inner();
         assert_eq!(&inner.get(&key, None).await.unwrap().body[..], b"two");
-        assert_eq!(inner.list_versions(&key).await.unwrap().len(), 2, "{fault:?}: nothing doubled");
+        assert_eq!(
+            inner.list_versions(&key).await.unwrap().len(),
+            2,
+            "{fault:?}: nothing doubled"
+        );
         let err = put_resolved(store.as_ref(), &key, Bytes::from_static(b"three"), PutMode::Create)
             .await
             .unwrap_err();

@@ -160,7 +160,10 @@ impl fmt::Debug for FaultyStore {
 
 impl FaultyStore {
     pub fn new(inner: Arc<dyn ObjectStore>, seed: u64, rules: Vec<Rule>) -> FaultyStore {
-        let states = rules.into_iter().map(|rule| RuleState { rule, seen: 0, hit: 0 }).collect();
+        let states = rules
+            .into_iter()
+            .map(|rule| RuleState { rule, seen: 0, hit: 0 })
+            .collect();
         FaultyStore {
             inner,
             rules: Mutex::new((states, seed)),
@@ -171,7 +174,10 @@ impl FaultyStore {
     /// Replaces the rules (counters start again; the generator keeps its state).
     pub fn set_rules(&self, rules: Vec<Rule>) {
         let mut guard = self.rules.lock().expect("fault rules");
-        guard.0 = rules.into_iter().map(|rule| RuleState { rule, seen: 0, hit: 0 }).collect();
+        guard.0 = rules
+            .into_iter()
+            .map(|rule| RuleState { rule, seen: 0, hit: 0 })
+            .collect();
     }
 
     /// How many faults were injected so far.
@@ -269,8 +275,10 @@ impl ObjectStore for FaultyStore {
     }
 
     async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
-        self.run(Op::Put, key, Some(&mode), || self.inner.put(key, body.clone(), mode.clone()))
-            .await
+        self.run(Op::Put, key, Some(&mode), || {
+            self.inner.put(key, body.clone(), mode.clone())
+        })
+        .await
     }
 
     async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
@@ -296,8 +304,10 @@ impl ObjectStore for FaultyStore {
     }
 
     async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
-        self.run(Op::DeleteVersion, key, None, || self.inner.delete_version(key, version_id))
-            .await
+        self.run(Op::DeleteVersion, key, None, || {
+            self.inner.delete_version(key, version_id)
+        })
+        .await
     }
 }
 

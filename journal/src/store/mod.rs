@@ -223,10 +223,7 @@ pub async fn put_resolved(store: &dyn ObjectStore, key: &str, body: Bytes, mode:
         attempt += 1;
         let err = match store.put(key, body.clone(), mode.clone()).await {
             Ok(put) => {
-                return Ok(Resolved {
-                    put,
-                    read_back: false,
-                });
+                return Ok(Resolved { put, read_back: false });
             }
             Err(e) if e.is_conflict() || e.is_outcome_unknown() => e,
             Err(e) => return Err(e),

@@ -89,7 +89,12 @@ fn seconds(name: &str, value: &str) -> std::result::Result<Duration, (String, St
         .ok()
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| (name.to_string(), format!("{value:?} is not a positive number of seconds")))
+        .ok_or_else(|| {
+            (
+                name.to_string(),
+                format!("{value:?} is not a positive number of seconds"),
+            )
+        })
 }
 
 impl S3Options {
@@ -257,7 +262,10 @@ impl S3Store {
             });
         }
         let client = opts.client().await;
-        let body_attempts = client.config().retry_config().map_or(DEFAULT_MAX_ATTEMPTS, |r| r.max_attempts());
+        let body_attempts = client
+            .config()
+            .retry_config()
+            .map_or(DEFAULT_MAX_ATTEMPTS, |r| r.max_attempts());
         Ok(S3Store {
             body_attempts,
             body_timeout: opts.attempt_timeout.unwrap_or(DEFAULT_ATTEMPT_TIMEOUT),
@@ -596,7 +604,9 @@ impl ObjectStore for S3Store {
         let mut attempt = 1;
         loop {
             match self.get_once(key, version_id).await {
-                Err(StoreError::Backend { detail, .. }) if detail.starts_with(BODY_ERROR) && attempt < self.body_attempts => {
+                Err(StoreError::Backend { detail, .. })
+                    if detail.starts_with(BODY_ERROR) && attempt < self.body_attempts =>
+                {
                     ATTEMPTS.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(100 << attempt.min(6))).await;
                     attempt += 1;

@@ -174,7 +174,11 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
                     "flip done in {} ms: route generation {}{}",
                     started.elapsed().as_millis(),
                     route.generation,
-                    if already_flipped { " (already flipped by this recovery)" } else { "" }
+                    if already_flipped {
+                        " (already flipped by this recovery)"
+                    } else {
+                        ""
+                    }
                 )
             },
             true,
