@@ -137,7 +137,7 @@ impl Proxy {
         let port_file = s.path(&format!("proxy-{}.port", std::process::id()));
         let stats = s.path(&format!("proxy-{}.stats", std::process::id()));
         let _ = std::fs::remove_file(&port_file);
-        let child = std::process::Command::new("python3")
+        let mut child = std::process::Command::new("python3")
             .arg(script)
             .args(["--port", "0", "--upstream", &upstream])
             .arg("--port-file")
@@ -160,6 +160,8 @@ impl Proxy {
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("the fault proxy did not start");
     }
 
