@@ -40,6 +40,7 @@ pub enum JournalError {
     },
     #[error("resolution {key} already keeps position {kept}, not {asked}; a resolution is never replaced")]
     ResolutionExists { key: String, kept: u64, asked: u64 },
+    #[error(
         "{source_name}: position {position} is already in the journal with another event (field `{field}`: the journal holds {stored}, the input has {received}); nothing was appended"
     )]
     ResentEventDiffers {
