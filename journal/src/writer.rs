@@ -124,11 +124,12 @@ pub async fn append_with_window<R: BufRead>(
             reader_first,
         );
         while let Some(batch) = reader.next_batch(opts.batch_size)? {
-            conflicts.check(&opts.source_name, &batch, reader.last_lines())?;
+            // A re-sent position is compared with the stored event first: that names the field.
             let present = match &mut resent {
                 Some(r) => r.check(&opts.source_name, &batch)?,
                 None => 0,
             };
+            conflicts.check(&opts.source_name, &batch, reader.last_lines())?;
             already_present += present as u64;
             new_rows += (batch.num_rows() - present) as u64;
         }

@@ -68,8 +68,9 @@ pub async fn check_sqlite_file_with(path: &Path, allow_shared: bool) -> Result<(
         ));
     }
     let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
-        .map_err(|e| invalid(format!("bad SQLite path: {e}")))?
-        .read_only(true);
+        .map_err(|e| invalid(format!("bad SQLite path: {e}")))?;
+    // Not read-only: after a crash mid-write SQLite must roll back the hot journal on open, which a
+    // read-only connection cannot ("attempt to write a readonly database"). Nothing is written here.
     let mut conn = opts
         .connect()
         .await
