@@ -12,14 +12,14 @@ use tidemark_schemas::Checkpoint;
 
 use crate::error::{JournalError, Result};
 use crate::paths;
-use crate::store::{ObjectStore, PutMode, list_all};
+use crate::store::{ObjectStore, PutMode, list_all, put_resolved};
 
 /// Writes a checkpoint create-only. Writing the same checkpoint again (same table, position and
 /// snapshot) is a no-op that returns the stored one; a different one at the same key is refused.
 pub async fn write(store: &dyn ObjectStore, checkpoint: &Checkpoint) -> Result<Checkpoint> {
     let key = paths::checkpoint_key(&checkpoint.table_uuid, checkpoint.position);
     let body = serde_json::to_vec_pretty(checkpoint).expect("checkpoint serializes");
-    match store.put(&key, Bytes::from(body), PutMode::Create).await {
+    match put_resolved(store, &key, Bytes::from(body), PutMode::Create).await {
         Ok(_) => Ok(checkpoint.clone()),
         Err(e) if e.is_conflict() => {
             let existing = read(store, &key).await?;

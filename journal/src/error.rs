@@ -40,6 +40,16 @@ pub enum JournalError {
     },
     #[error("resolution {key} already keeps position {kept}, not {asked}; a resolution is never replaced")]
     ResolutionExists { key: String, kept: u64, asked: u64 },
+    #[error(
+        "{source_name}: position {position} is already in the journal with another event (field `{field}`: the journal holds {stored}, the input has {received}); nothing was appended"
+    )]
+    ResentEventDiffers {
+        source_name: String,
+        position: u64,
+        field: String,
+        stored: String,
+        received: String,
+    },
     #[error("invalid table spec: {0}")]
     Spec(String),
     #[error(

@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::error::{JournalError, Result};
 use crate::paths;
 use crate::spec::CompiledSpec;
-use crate::store::{ObjectStore, PutMode, StoreError, list_all};
+use crate::store::{ObjectStore, PutMode, StoreError, list_all, put_resolved};
 
 #[derive(Debug, Clone)]
 pub struct Journal {
@@ -29,7 +29,8 @@ pub struct StoredManifest {
 }
 
 impl Journal {
-    /// Writes the header (create-only). Refuses a location that already holds a journal.
+    /// Writes the header (create-only). Refuses a location that already holds a journal; a header
+    /// with exactly these bytes is this call's own write (its reply was lost) and is accepted.
     pub async fn init(
         store: Arc<dyn ObjectStore>,
         spec: TableSpec,
@@ -45,7 +46,7 @@ impl Journal {
             spec: spec.spec.clone(),
         };
         let body = serde_json::to_vec_pretty(&header).expect("header serializes");
-        match store.put(paths::HEADER, Bytes::from(body), PutMode::Create).await {
+        match put_resolved(store.as_ref(), paths::HEADER, Bytes::from(body), PutMode::Create).await {
             Ok(_) => Ok(Journal { store, header, spec }),
             Err(e) if e.is_conflict() => {
                 let existing = Self::open(store.clone()).await?;

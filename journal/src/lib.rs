@@ -11,6 +11,8 @@
 //! * [`conflict`] — append refuses two events with one key and version and different payloads;
 //!   [`resolution`] records an operator's way past a conflict the journal already holds.
 //! * [`capability`] — probes a store for what the journal relies on.
+//! * [`resend`] — events re-sent at positions the journal holds: compared, never appended twice.
+//! * [`failpoint`] — `TIDEMARK_FAILPOINT`: simulated crashes at every step boundary.
 
 pub mod capability;
 pub mod checkpoint;
@@ -18,11 +20,13 @@ pub mod clock;
 pub mod codec;
 pub mod conflict;
 pub mod error;
+pub mod failpoint;
 pub mod generate;
 pub mod journal;
 pub mod json_line;
 pub mod paths;
 pub mod resolution;
+pub mod resend;
 pub mod spec;
 pub mod store;
 #[cfg(feature = "test-support")]

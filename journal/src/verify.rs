@@ -241,6 +241,7 @@ pub async fn verify(
         }
     }
     let mut report = VerifyReport {
+        s3_requests: None,
         format_version: FORMAT_VERSION,
         journal: journal.url(),
         ok: true,

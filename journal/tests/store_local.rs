@@ -85,3 +85,30 @@ fn create_only_is_atomic_between_processes() {
     let versions = rt.block_on(store.list_versions("race/")).unwrap();
     assert_eq!(versions.len(), 1, "losers left no version");
 }
+
+/// The finding: `replica copy` of a local folder copied the bookkeeping (`.tidemark/versions/…/
+/// .lock`) of a store opened on one of its subfolders. Bookkeeping at any depth is not listed.
+#[tokio::test]
+async fn bookkeeping_of_a_nested_store_is_never_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = LocalStore::create(dir.path().join("ns/t")).unwrap();
+    nested
+        .put("data/a.parquet", Bytes::from_static(b"a"), PutMode::Create)
+        .await
+        .unwrap();
+    let root = LocalStore::open(dir.path()).unwrap();
+    let keys: Vec<String> = tidemark_journal::store::list_all(&root, "")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(keys, vec!["ns/t/data/a.parquet".to_string()]);
+    let under: Vec<String> = tidemark_journal::store::list_all(&root, "ns/t/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert_eq!(under, keys);
+}

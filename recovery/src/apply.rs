@@ -541,8 +541,10 @@ pub async fn apply(
             if opts.failpoint.as_deref() == Some(&format!("after-commit:{commits}")) {
                 return Err(ApplyError::Failpoint(format!("after-commit:{commits}")));
             }
+            tidemark_journal::failpoint::hit("apply:after-commit");
         }
         write_checkpoint(journal, &table, &state, clock).await?;
+        tidemark_journal::failpoint::hit("apply:after-checkpoint");
         report.checkpoints_written += 1;
         report.applied_to_position = to;
         progress(&ApplyProgress {

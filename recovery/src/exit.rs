@@ -43,7 +43,7 @@ fn store_code(e: &StoreError) -> u8 {
         StoreError::Conflict { .. } => CONFLICT,
         StoreError::AccessDenied { .. } => ACCESS_DENIED,
         StoreError::InvalidUrl { .. } => BAD_INPUT,
-        StoreError::Io { .. } | StoreError::Backend { .. } => FAILURE,
+        StoreError::Io { .. } | StoreError::Backend { .. } | StoreError::OutcomeUnknown { .. } => FAILURE,
     }
 }
 
@@ -55,6 +55,7 @@ fn journal_code(e: &JournalError) -> u8 {
         JournalError::Input { .. }
         | JournalError::PositionMismatch { .. }
         | JournalError::ConflictingEvent { .. }
+        | JournalError::ResentEventDiffers { .. }
         | JournalError::Spec(_) => BAD_INPUT,
         JournalError::ResolutionExists { .. } => CONFLICT,
         JournalError::Capability { .. } => CAPABILITY,
@@ -68,6 +69,7 @@ fn table_code(e: &crate::table::TableError) -> u8 {
     match e {
         T::CommitConflict { .. } => CONFLICT,
         T::TableNotFound { .. } => NOT_FOUND,
+        T::AccessDenied { .. } => ACCESS_DENIED,
         T::SchemaMismatch { .. }
         | T::InvalidIdent { .. }
         | T::InvalidCatalog { .. }

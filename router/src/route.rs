@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tidemark_journal::clock::Clock;
-use tidemark_journal::store::{self, ObjectStore, PutMode};
+use tidemark_journal::store::{self, ObjectStore, PutMode, put_resolved};
 use tidemark_schemas::{FORMAT_VERSION, Route, RoutePointer};
 
 use crate::error::{Result, RouteError};
@@ -106,9 +106,14 @@ impl RouteStore {
     pub async fn init(&self, first: FlipRequest, clock: &dyn Clock) -> Result<(Route, String)> {
         check_request(&first).map_err(|reason| self.invalid(reason))?;
         let route = build(first, 1, None, clock.now_rfc3339());
-        match self.store.put(paths::ROUTE_KEY, encode(&route), PutMode::Create).await {
-            Ok(put) => Ok((route, put.etag)),
-            Err(e) if e.is_conflict() => Err(RouteError::AlreadyExists { route: self.url() }),
+        // A lost reply is resolved by reading back (the store contract): this init's own bytes
+        // in route.json mean it succeeded.
+        match put_resolved(self.store.as_ref(), paths::ROUTE_KEY, encode(&route), PutMode::Create).await {
+            Ok(put) => Ok((route, put.put.etag)),
+            Err(e) if e.is_conflict() => match self.own_version(&route).await? {
+                Some(etag) => Ok((route, etag)),
+                None => Err(RouteError::AlreadyExists { route: self.url() }),
+            },
             Err(e) => Err(e.into()),
         }
     }
@@ -155,10 +160,17 @@ impl RouteStore {
         };
         let route = build(next, generation, Some(previous), clock.now_rfc3339());
         let mode = PutMode::Update { etag };
-        match self.store.put(paths::ROUTE_KEY, encode(&route), mode).await {
-            Ok(put) => Ok((route, put.etag)),
-            // If-Match refused (or the object vanished in between): another controller decided.
+        // A 412 or a lost reply is resolved by reading back: the route this flip wrote (same
+        // bytes: generation, table, recovery id, written_at) current, or in the history when
+        // another controller flipped after it, means this flip succeeded.
+        match put_resolved(self.store.as_ref(), paths::ROUTE_KEY, encode(&route), mode).await {
+            Ok(put) => Ok((route, put.put.etag)),
+            // If-Match refused (or the object vanished in between): another controller decided,
+            // unless this flip's own route is in the history.
             Err(e) if e.is_conflict() || e.is_not_found() => {
+                if let Some(etag) = self.own_version(&route).await? {
+                    return Ok((route, etag));
+                }
                 let current_generation = self.read().await.ok().flatten().map(|(r, _, _)| r.generation);
                 Err(self.stale(expected_etag, expected_generation, current_generation))
             }
@@ -192,6 +204,26 @@ impl RouteStore {
             out.push((route, v.version_id));
         }
         Ok(out)
+    }
+
+    /// The ETag of the version of the route that is exactly `route` (this writer's own write,
+    /// since replaced by a later flip), if there is one.
+    async fn own_version(&self, route: &Route) -> Result<Option<String>> {
+        let Some((_, version_id)) = self.history().await?.into_iter().find(|(r, _)| r == route) else {
+            return Ok(None);
+        };
+        Ok(Some(self.store.head(paths::ROUTE_KEY, Some(&version_id)).await?.etag))
+    }
+
+    /// The route version that recovery `recovery_id` flipped to table `table_uuid`, if the
+    /// route's history holds one: a re-run of a completed recovery finds its flip here and does
+    /// not flip again (which could take readers back from a later decision).
+    pub async fn find_recovery_flip(&self, recovery_id: &str, table_uuid: &str) -> Result<Option<(Route, String)>> {
+        Ok(self
+            .history()
+            .await?
+            .into_iter()
+            .find(|(r, _)| r.recovery_id.as_deref() == Some(recovery_id) && r.table_uuid == table_uuid))
     }
 
     fn stale(&self, expected_etag: &str, expected_generation: u64, current_generation: Option<u64>) -> RouteError {

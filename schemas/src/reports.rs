@@ -26,6 +26,9 @@ pub struct VerifyReport {
     /// Event objects no manifest accepts (left by a crash between the two writes).
     pub unaccepted_objects: Vec<String>,
     pub elapsed_ms: u64,
+    /// S3 requests the command made, retried and failed (absent when it made none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<RequestCounts>,
 }
 
 /// The first broken link of the chain.
@@ -54,6 +57,9 @@ pub struct StatusReport {
     pub events: u64,
     pub bytes: u64,
     pub unaccepted_objects: Vec<String>,
+    /// S3 requests the command made, retried and failed (absent when it made none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<RequestCounts>,
 }
 
 /// `tidemark journal append --json`.
@@ -70,6 +76,13 @@ pub struct AppendReport {
     pub head_sequence: Option<u64>,
     pub unaccepted_objects: Vec<String>,
     pub elapsed_ms: u64,
+    /// Events of the input at positions the journal already held, identical to the stored ones
+    /// (a re-send): not appended again.
+    #[serde(default)]
+    pub already_present: u64,
+    /// S3 requests the command made, retried and failed (absent when it made none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<RequestCounts>,
 }
 
 /// `tidemark store check --json`.
@@ -81,6 +94,9 @@ pub struct StoreCheckReport {
     /// True when every required capability passed.
     pub ok: bool,
     pub capabilities: Vec<Capability>,
+    /// S3 requests the command made, retried and failed (absent when it made none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<RequestCounts>,
 }
 
 /// One probed capability.
@@ -91,4 +107,14 @@ pub struct Capability {
     pub required: bool,
     pub ok: bool,
     pub detail: String,
+}
+
+/// The S3 requests of a command: operations, attempts retried after a transient failure (5xx,
+/// throttling, timeouts, resets), and operations that failed after their last attempt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestCounts {
+    pub requests: u64,
+    pub retried: u64,
+    pub failed: u64,
 }

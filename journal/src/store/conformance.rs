@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::{ObjectStore, PutMode, StoreError, list_all};
+use super::faulty::FaultyStore;
+use super::{ObjectStore, PutMode, StoreError, list_all, put_resolved};
 
 /// Runs every check in order on an empty store.
 pub async fn run_all(store: Arc<dyn ObjectStore>) {
@@ -256,4 +257,40 @@ pub async fn delete_version_removes_it(store: &dyn ObjectStore) {
     assert_eq!(&store.get("dv/k", None).await.unwrap().body[..], b"b");
     store.delete_version("dv/k", &v2).await.unwrap();
     assert!(store.get("dv/k", None).await.unwrap_err().is_not_found());
+}
+
+/// The contract's rule for unknown outcomes, through a [`FaultyStore`] over the backend: a
+/// conditional write whose reply is lost (or met by its own `412` on a backend retry) is this
+/// writer's, found by reading back; a refused one stays refused.
+pub async fn lost_replies_are_resolved_by_reading_back(store: Arc<FaultyStore>) {
+    use super::faulty::{Fault, ModeFilter, Op, Rule};
+    for (i, fault) in [Fault::LostReply, Fault::LostReplyRetried].into_iter().enumerate() {
+        store.set_rules(vec![Rule::new(Op::Put, fault).mode(ModeFilter::Conditional)]);
+        let key = format!("lost/{i}");
+        let created = put_resolved(store.as_ref(), &key, Bytes::from_static(b"one"), PutMode::Create)
+            .await
+            .expect("a create whose reply was lost is the writer's own");
+        assert!(created.read_back, "{fault:?}: resolved by reading back");
+        let updated = put_resolved(
+            store.as_ref(),
+            &key,
+            Bytes::from_static(b"two"),
+            PutMode::Update { etag: created.put.etag },
+        )
+        .await
+        .expect("a compare-and-swap whose reply was lost is the writer's own");
+        assert!(updated.read_back);
+        let inner = store.inner();
+        assert_eq!(&inner.get(&key, None).await.unwrap().body[..], b"two");
+        assert_eq!(
+            inner.list_versions(&key).await.unwrap().len(),
+            2,
+            "{fault:?}: nothing doubled"
+        );
+        let err = put_resolved(store.as_ref(), &key, Bytes::from_static(b"three"), PutMode::Create)
+            .await
+            .unwrap_err();
+        assert!(err.is_conflict(), "{fault:?}: a real conflict stays one: {err:?}");
+    }
+    store.set_rules(vec![]);
 }

@@ -280,7 +280,9 @@ impl LocalStore {
                     Ok(r) => r.to_string_lossy().to_string(),
                     Err(_) => continue,
                 };
-                if rel == META_DIR || rel.contains(".tidemark-tmp-") {
+                // Bookkeeping at any depth (a store opened on a subfolder keeps its own there)
+                // is never an object: no key may have a `.tidemark` segment.
+                if entry.file_name() == META_DIR || rel.contains(".tidemark-tmp-") {
                     continue;
                 }
                 let ft = entry.file_type().map_err(self.io(&rel))?;

@@ -29,6 +29,17 @@
 //!   the state the writer read is the state it replaces.
 //! * **Listing** is lexicographic by key and paginated; a key written before `list` starts is
 //!   listed. Listing is not a snapshot: concurrent writes may or may not appear.
+//! * **Outcome unknown.** A `put` whose reply never came (a timeout, a reset connection, a 5xx
+//!   from the server or a proxy after the request was sent) returns
+//!   [`StoreError::OutcomeUnknown`]: the write may or may not have happened. A backend that
+//!   retries a conditional write itself can also see its own first attempt as a conflict
+//!   (`412` for the write that succeeded). So **a conditional write whose outcome is unknown is
+//!   resolved by reading back, never by reporting a conflict or blindly retrying**: every
+//!   conditional write tidemark makes goes through [`put_resolved`], which on a conflict or an
+//!   unknown outcome reads the key and takes the write as its own when the current bytes are the
+//!   ones it wrote, retries only when the read shows the write did not land (the condition
+//!   still protects the retry), and otherwise reports the conflict. Callers whose object can
+//!   move on after their write (the route) also look for their bytes in the version history.
 //!
 //! Backends: [`local::LocalStore`] (a folder; versioning and conditional writes emulated under a
 //! per-key file lock, so they are atomic between processes too) and [`s3::S3Store`] (aws-sdk-s3
@@ -36,6 +47,7 @@
 //! [`conformance`] holds the suite both pass.
 
 pub mod conformance;
+pub mod faulty;
 pub mod local;
 pub mod s3;
 
@@ -125,6 +137,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The request may have taken effect or not: no reply, a timeout or a 5xx after it was sent.
+    #[error(
+        "{op} of {key} in {store}: outcome unknown ({detail}); the write may or may not have happened: run the command again, it reads back what is stored"
+    )]
+    OutcomeUnknown {
+        store: String,
+        op: &'static str,
+        key: String,
+        detail: String,
+    },
     #[error("{op} of {key} in {store} failed: {detail}")]
     Backend {
         store: String,
@@ -147,6 +169,9 @@ impl StoreError {
     }
     pub fn is_not_found(&self) -> bool {
         matches!(self, StoreError::NotFound { .. })
+    }
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, StoreError::OutcomeUnknown { .. })
     }
 }
 
@@ -177,6 +202,75 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
 
     /// Removes one version for good.
     async fn delete_version(&self, key: &str, version_id: &str) -> Result<()>;
+}
+
+/// A `put` resolved by [`put_resolved`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub put: PutResult,
+    /// The write was found by reading back after a conflict or an unknown outcome: it was this
+    /// writer's own (its reply had been lost, or a backend retry saw it as a conflict).
+    pub read_back: bool,
+}
+
+/// How many times [`put_resolved`] writes when reading back shows that a write did not land.
+const RESOLVE_ATTEMPTS: usize = 3;
+
+/// A `put` under the contract's rule for unknown outcomes (see the module documentation): on a
+/// conflict or [`StoreError::OutcomeUnknown`] the key is read back; its current bytes equal to
+/// `body` mean the write is this writer's own (`read_back: true`). When the read shows that the
+/// write did not land (a create whose key is still absent, a compare-and-swap whose key still has
+/// the expected ETag, an overwrite), it is written again, at most [`RESOLVE_ATTEMPTS`] times in
+/// all; the condition still guards every retry. Otherwise the conflict is returned. When the read
+/// itself fails, the original error is returned (still an unknown outcome: the caller re-runs).
+pub async fn put_resolved(store: &dyn ObjectStore, key: &str, body: Bytes, mode: PutMode) -> Result<Resolved> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let err = match store.put(key, body.clone(), mode.clone()).await {
+            Ok(put) => {
+                return Ok(Resolved { put, read_back: false });
+            }
+            Err(e) if e.is_conflict() || e.is_outcome_unknown() => e,
+            Err(e) => return Err(e),
+        };
+        let not_landed = match store.get(key, None).await {
+            Ok(current) if current.body == body => {
+                return Ok(Resolved {
+                    put: PutResult {
+                        etag: current.meta.etag,
+                        version_id: current.meta.version_id,
+                    },
+                    read_back: true,
+                });
+            }
+            // Another writer's bytes are current: a create cannot land under them; a
+            // compare-and-swap did not land while the key keeps the expected ETag.
+            Ok(current) => match &mode {
+                PutMode::Create => false,
+                PutMode::Update { etag } => &current.meta.etag == etag,
+                PutMode::Overwrite => true,
+            },
+            // Absent: a create or overwrite did not land; a compare-and-swap's target is gone.
+            Err(e) if e.is_not_found() => !matches!(mode, PutMode::Update { .. }),
+            Err(_) => return Err(err),
+        };
+        if !not_landed {
+            return Err(match err {
+                StoreError::OutcomeUnknown { store, key, op, .. } => StoreError::Conflict {
+                    store,
+                    key,
+                    reason: format!(
+                        "another writer's version is current (read back after the {op}'s outcome was unknown)"
+                    ),
+                },
+                conflict => conflict,
+            });
+        }
+        if attempt >= RESOLVE_ATTEMPTS {
+            return Err(err);
+        }
+    }
 }
 
 /// Every current object under `prefix`, all pages.

@@ -6,6 +6,21 @@
 //! the conditional headers give create-only and compare-and-swap (S3 evaluates them atomically on
 //! the server, so the guarantee holds between processes). What this file adds is the translation
 //! of keys (relative to the prefix) and of errors into [`StoreError`]s that name the object.
+//!
+//! # Timeouts and retries
+//!
+//! Every request has a connect timeout, a read timeout (time to the first byte of the reply) and
+//! a per-attempt timeout; a GET body that stalls or breaks is read again. Transient failures
+//! (5xx, 503 SlowDown, timeouts, resets) are retried by the SDK's standard strategy with
+//! exponential backoff and jitter. The settings come from the AWS standard names
+//! (`AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE`, or `max_attempts` / `retry_mode` in the `AWS_PROFILE`
+//! profile) and tidemark's `TIDEMARK_S3_*_TIMEOUT` variables; see [`S3Options::from_env`] for
+//! the defaults. A put whose reply is lost after the last attempt is
+//! [`StoreError::OutcomeUnknown`], resolved by the caller reading back (the store contract).
+//! [`request_stats`] counts operations, retried attempts and failures of the process.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
@@ -13,18 +28,35 @@ use aws_config::environment::EnvironmentVariableRegionProvider;
 use aws_config::meta::region::RegionProviderChain;
 use aws_config::profile::ProfileFileRegionProvider;
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::Region;
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::config::interceptors::{
+    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+};
+use aws_sdk_s3::config::retry::{RetryConfig, RetryMode, RetryPartition, TokenBucket};
+use aws_sdk_s3::config::timeout::TimeoutConfig;
+use aws_sdk_s3::config::{ConfigBag, Intercept, Region, RuntimeComponents};
+use aws_sdk_s3::error::{BoxError, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::{ByteStream, DateTime as SdkDateTime};
 use aws_sdk_s3::types::{BucketVersioningStatus, CreateBucketConfiguration, VersioningConfiguration};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use tidemark_schemas::RequestCounts;
 
 use super::{
     GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, StoreError, VersionEntry, join_key,
 };
 
-/// Where and how to reach S3. `None` fields fall back to the SDK's defaults (see [`from_env`]).
+/// Default connect timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default read timeout: the time to the first byte of a reply.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default per-attempt timeout (a whole request, upload included).
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default attempts per request when neither `AWS_MAX_ATTEMPTS` nor the profile sets one: enough
+/// that a storm of 10% 503 SlowDown fails about one request in 10^8 (the SDK's own default, 3,
+/// fails one in 1,000: a copy of a few thousand objects would fail).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
+
+/// Where and how to reach S3. `None` fields fall back to the defaults (see [`from_env`]).
 ///
 /// [`from_env`]: S3Options::from_env
 #[derive(Debug, Clone, Default)]
@@ -35,12 +67,44 @@ pub struct S3Options {
     /// Path-style addressing (`http://host/bucket/key`). Default: on for an IP address or
     /// `localhost` endpoint (no DNS for `bucket.127.0.0.1`), off otherwise.
     pub path_style: Option<bool>,
+    pub connect_timeout: Option<Duration>,
+    pub read_timeout: Option<Duration>,
+    pub attempt_timeout: Option<Duration>,
+    /// A bound on a whole operation, retries included; none by default.
+    pub operation_timeout: Option<Duration>,
+    /// Attempts per request (`AWS_MAX_ATTEMPTS`); `None`: the profile's, else
+    /// [`DEFAULT_MAX_ATTEMPTS`].
+    pub max_attempts: Option<u32>,
+    /// `AWS_RETRY_MODE` (`standard` or `adaptive`); `None`: the profile's, else standard.
+    pub retry_mode: Option<RetryMode>,
+    /// A setting that could not be read: (variable, why). Opening a store refuses it.
+    pub invalid: Option<(String, String)>,
+}
+
+/// A duration in seconds (`2`, `0.5`).
+fn seconds(name: &str, value: &str) -> std::result::Result<Duration, (String, String)> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            (
+                name.to_string(),
+                format!("{value:?} is not a positive number of seconds"),
+            )
+        })
 }
 
 impl S3Options {
     /// Reads `AWS_ENDPOINT_URL_S3` (else `AWS_ENDPOINT_URL`), `AWS_REGION` (else
-    /// `AWS_DEFAULT_REGION`) and `TIDEMARK_S3_PATH_STYLE` (`true`/`false`; anything else is
-    /// ignored). Credentials are not read here: the SDK's standard chain finds them.
+    /// `AWS_DEFAULT_REGION`), `TIDEMARK_S3_PATH_STYLE` (`true`/`false`; anything else is
+    /// ignored), the retry settings `AWS_MAX_ATTEMPTS` and `AWS_RETRY_MODE`, and the timeouts in
+    /// seconds `TIDEMARK_S3_CONNECT_TIMEOUT` (default 5), `TIDEMARK_S3_READ_TIMEOUT` (30),
+    /// `TIDEMARK_S3_ATTEMPT_TIMEOUT` (120) and `TIDEMARK_S3_OPERATION_TIMEOUT` (none). An invalid
+    /// value is recorded in [`S3Options::invalid`] and refused when a store is opened.
+    /// Credentials are not read here: the SDK's standard chain finds them.
     pub fn from_env() -> S3Options {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
         let path_style = var("TIDEMARK_S3_PATH_STYLE").and_then(|v| match v.trim().to_ascii_lowercase().as_str() {
@@ -48,11 +112,81 @@ impl S3Options {
             "false" | "0" | "no" => Some(false),
             _ => None,
         });
+        let mut invalid = None;
+        let mut timeout = |name: &str| match var(name).map(|v| seconds(name, &v)) {
+            Some(Ok(d)) => Some(d),
+            Some(Err(e)) => {
+                invalid.get_or_insert(e);
+                None
+            }
+            None => None,
+        };
+        let connect_timeout = timeout("TIDEMARK_S3_CONNECT_TIMEOUT");
+        let read_timeout = timeout("TIDEMARK_S3_READ_TIMEOUT");
+        let attempt_timeout = timeout("TIDEMARK_S3_ATTEMPT_TIMEOUT");
+        let operation_timeout = timeout("TIDEMARK_S3_OPERATION_TIMEOUT");
+        let max_attempts = var("AWS_MAX_ATTEMPTS").and_then(|v| match v.trim().parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                invalid.get_or_insert((
+                    "AWS_MAX_ATTEMPTS".into(),
+                    format!("{v:?} is not a whole number of at least 1"),
+                ));
+                None
+            }
+        });
+        let retry_mode = var("AWS_RETRY_MODE").and_then(|v| match v.parse::<RetryMode>() {
+            Ok(m) => Some(m),
+            Err(_) => {
+                invalid.get_or_insert((
+                    "AWS_RETRY_MODE".into(),
+                    format!("{v:?} is not a retry mode (standard or adaptive)"),
+                ));
+                None
+            }
+        });
         S3Options {
             endpoint: var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL")),
             region: var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")),
             path_style,
+            connect_timeout,
+            read_timeout,
+            attempt_timeout,
+            operation_timeout,
+            max_attempts,
+            retry_mode,
+            invalid,
         }
+    }
+
+    /// The timeouts in effect.
+    pub fn timeouts(&self) -> TimeoutConfig {
+        let mut b = TimeoutConfig::builder()
+            .connect_timeout(self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT))
+            .read_timeout(self.read_timeout.unwrap_or(DEFAULT_READ_TIMEOUT))
+            .operation_attempt_timeout(self.attempt_timeout.unwrap_or(DEFAULT_ATTEMPT_TIMEOUT));
+        if let Some(t) = self.operation_timeout {
+            b = b.operation_timeout(t);
+        }
+        b.build()
+    }
+
+    /// The retry settings in effect: the variables, else the profile's (`loaded`, what
+    /// aws-config read), else tidemark's defaults.
+    fn retries(&self, loaded: Option<&RetryConfig>) -> RetryConfig {
+        let from_profile = loaded.filter(|r| **r != RetryConfig::standard());
+        let mut config = from_profile.cloned().unwrap_or_else(|| {
+            RetryConfig::standard()
+                .with_max_attempts(DEFAULT_MAX_ATTEMPTS)
+                .with_initial_backoff(Duration::from_millis(200))
+        });
+        if let Some(n) = self.max_attempts {
+            config = config.with_max_attempts(n);
+        }
+        if let Some(m) = self.retry_mode {
+            config = config.with_retry_mode(m);
+        }
+        config
     }
 
     fn path_style(&self) -> bool {
@@ -78,7 +212,18 @@ impl S3Options {
             .region(region)
             .load()
             .await;
-        let mut builder = aws_sdk_s3::config::Builder::from(&sdk_config).force_path_style(self.path_style());
+        let retries = self.retries(sdk_config.retry_config());
+        // A retry quota of its own, large enough for a storm: the SDK's shared default (500
+        // tokens, none won back by a success) runs dry after a few dozen retries.
+        let partition = RetryPartition::custom("tidemark-s3")
+            .token_bucket(TokenBucket::builder().capacity(50_000).success_reward(1.0).build())
+            .build();
+        let mut builder = aws_sdk_s3::config::Builder::from(&sdk_config)
+            .force_path_style(self.path_style())
+            .timeout_config(self.timeouts())
+            .retry_config(retries)
+            .retry_partition(partition)
+            .interceptor(CountRequests);
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
         }
@@ -90,6 +235,10 @@ impl S3Options {
 #[derive(Debug, Clone)]
 pub struct S3Store {
     client: Client,
+    /// Attempts at reading a GET body that stalls or breaks (the SDK retries only up to the
+    /// reply's headers), and the time one attempt may take.
+    body_attempts: u32,
+    body_timeout: Duration,
     bucket: String,
     /// Without leading or trailing `/`; empty for the bucket's root.
     prefix: String,
@@ -106,8 +255,21 @@ impl S3Store {
                 reason: "no bucket name (expected s3://bucket/optional/prefix)".into(),
             });
         }
+        if let Some((setting, reason)) = &opts.invalid {
+            return Err(StoreError::InvalidUrl {
+                url: format!("s3://{rest}"),
+                reason: format!("{setting}: {reason}"),
+            });
+        }
+        let client = opts.client().await;
+        let body_attempts = client
+            .config()
+            .retry_config()
+            .map_or(DEFAULT_MAX_ATTEMPTS, |r| r.max_attempts());
         Ok(S3Store {
-            client: opts.client().await,
+            body_attempts,
+            body_timeout: opts.attempt_timeout.unwrap_or(DEFAULT_ATTEMPT_TIMEOUT),
+            client,
             bucket: bucket.to_string(),
             prefix: prefix.trim_matches('/').to_string(),
         })
@@ -175,6 +337,16 @@ where
 {
     let raw = err.raw_response();
     let status = raw.map(|r| r.status().as_u16()).unwrap_or(0);
+    // A put without a reply, or with a server error (possibly a proxy's, after the server
+    // wrote), may have happened: the caller reads back (the store contract).
+    if op == "put" && (status == 0 || status >= 500) {
+        return StoreError::OutcomeUnknown {
+            store: store.to_string(),
+            op,
+            key: key.to_string(),
+            detail: describe(err),
+        };
+    }
     let code = err.code().unwrap_or("");
     let message = err.message().unwrap_or("");
     let delete_marker = raw.and_then(|r| r.headers().get("x-amz-delete-marker")) == Some("true");
@@ -238,7 +410,108 @@ where
         store: store.to_string(),
         op,
         key: key.to_string(),
-        detail: DisplayErrorContext(err).to_string(),
+        detail: describe(err),
+    }
+}
+
+/// One line for an SDK error after its last attempt: the HTTP status, S3 code and message, or
+/// what went wrong with the connection; never a debug dump of the SDK's internals.
+fn describe<E>(err: &SdkError<E>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let status = err.raw_response().map(|r| r.status().as_u16());
+    let attempts = "after the last retry";
+    match err {
+        SdkError::ServiceError(_) | SdkError::ResponseError(_) => {
+            let code = err.code().unwrap_or("no error code");
+            let message = err.message().map(|m| format!(": {m}")).unwrap_or_default();
+            match status {
+                Some(s) => format!("HTTP {s} {code}{message} ({attempts})"),
+                None => format!("{code}{message} ({attempts})"),
+            }
+        }
+        SdkError::TimeoutError(_) => format!("timed out ({attempts}; see TIDEMARK_S3_*_TIMEOUT)"),
+        SdkError::DispatchFailure(d) => {
+            let what = if d.is_timeout() {
+                "timed out"
+            } else if d.is_io() {
+                "connection failed"
+            } else {
+                "request not sent"
+            };
+            let cause = std::error::Error::source(err)
+                .and_then(std::error::Error::source)
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default();
+            format!("{what}{cause} ({attempts})")
+        }
+        SdkError::ConstructionFailure(_) => "the request could not be built".to_string(),
+        _ => match status {
+            Some(s) => format!("HTTP {s}"),
+            None => "no reply".to_string(),
+        },
+    }
+}
+
+static OPERATIONS: AtomicU64 = AtomicU64::new(0);
+static ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+static FAILED: AtomicU64 = AtomicU64::new(0);
+
+/// S3 requests of this process so far (every client): operations, attempts beyond the first,
+/// and operations that failed with a transient error (5xx, throttling, timeout, connection)
+/// after their last attempt.
+pub fn request_stats() -> RequestCounts {
+    let requests = OPERATIONS.load(Ordering::Relaxed);
+    RequestCounts {
+        requests,
+        retried: ATTEMPTS.load(Ordering::Relaxed).saturating_sub(requests),
+        failed: FAILED.load(Ordering::Relaxed),
+    }
+}
+
+/// Counts operations, attempts and transient failures for [`request_stats`].
+#[derive(Debug)]
+struct CountRequests;
+
+impl Intercept for CountRequests {
+    fn name(&self) -> &'static str {
+        "tidemark-count-requests"
+    }
+
+    fn read_before_execution(
+        &self,
+        _: &BeforeSerializationInterceptorContextRef<'_>,
+        _: &mut ConfigBag,
+    ) -> std::result::Result<(), BoxError> {
+        OPERATIONS.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn read_before_attempt(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> std::result::Result<(), BoxError> {
+        ATTEMPTS.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn read_after_execution(
+        &self,
+        ctx: &FinalizerInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> std::result::Result<(), BoxError> {
+        let ctx = ctx.inner();
+        if ctx.is_failed() {
+            let status = ctx.response().map(|r| r.status().as_u16());
+            if status.is_none_or(|s| s >= 500 || s == 429) {
+                FAILED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -249,6 +522,46 @@ fn to_chrono(t: Option<&SdkDateTime>) -> Option<DateTime<Utc>> {
 fn size(len: Option<i64>) -> u64 {
     len.and_then(|l| u64::try_from(l).ok()).unwrap_or(0)
 }
+
+impl S3Store {
+    async fn get_once(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .set_version_id(version_id.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| self.error("get", key, version_id, None, e))?;
+        let meta = ObjectMeta {
+            key: key.to_string(),
+            size: size(out.content_length),
+            etag: out.e_tag.unwrap_or_default(),
+            version_id: out.version_id,
+            last_modified: to_chrono(out.last_modified.as_ref()),
+        };
+        // The body streams after the headers; a broken or stalled connection surfaces here.
+        let body = match tokio::time::timeout(self.body_timeout, out.body.collect()).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) => return Err(self.backend("get", key, format!("{BODY_ERROR}: {e}"))),
+            Err(_) => {
+                return Err(self.backend(
+                    "get",
+                    key,
+                    format!("{BODY_ERROR}: no end after {:?}", self.body_timeout),
+                ));
+            }
+        };
+        Ok(GetResult {
+            meta,
+            body: body.into_bytes(),
+        })
+    }
+}
+
+/// How a failed body read starts its detail (so that [`S3Store::get`] retries it).
+const BODY_ERROR: &str = "reading the body failed";
 
 #[async_trait]
 impl ObjectStore for S3Store {
@@ -285,33 +598,22 @@ impl ObjectStore for S3Store {
         })
     }
 
+    /// The SDK retries a GET up to its reply's headers; a body that stalls (no byte for the
+    /// stalled-stream grace period, or past the attempt timeout) or breaks is read again here.
     async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
-        let out = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(self.full_key(key))
-            .set_version_id(version_id.map(str::to_string))
-            .send()
-            .await
-            .map_err(|e| self.error("get", key, version_id, None, e))?;
-        let meta = ObjectMeta {
-            key: key.to_string(),
-            size: size(out.content_length),
-            etag: out.e_tag.unwrap_or_default(),
-            version_id: out.version_id,
-            last_modified: to_chrono(out.last_modified.as_ref()),
-        };
-        // The body streams after the headers; a broken connection surfaces here.
-        let body = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| self.backend("get", key, format!("reading the body: {}", DisplayErrorContext(&e))))?;
-        Ok(GetResult {
-            meta,
-            body: body.into_bytes(),
-        })
+        let mut attempt = 1;
+        loop {
+            match self.get_once(key, version_id).await {
+                Err(StoreError::Backend { detail, .. })
+                    if detail.starts_with(BODY_ERROR) && attempt < self.body_attempts =>
+                {
+                    ATTEMPTS.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(100 << attempt.min(6))).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {

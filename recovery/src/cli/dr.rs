@@ -149,7 +149,10 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
             })
             .await?;
             if common.json {
-                print_json(&report)?;
+                print_json(&copy::CopyReport {
+                    s3_requests: super::s3_requests(),
+                    ..report.clone()
+                })?;
             } else {
                 for t in &report.tables {
                     println!(

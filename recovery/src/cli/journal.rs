@@ -181,6 +181,10 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 );
             }
             if common.json {
+                let report = tidemark_schemas::AppendReport {
+                    s3_requests: super::s3_requests(),
+                    ..report
+                };
                 print_json(&report)?;
             } else {
                 match (report.first_position, report.last_position) {
@@ -191,6 +195,12 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                         report.head_sequence.unwrap_or(0)
                     ),
                     _ => println!("nothing to append"),
+                }
+                if report.already_present > 0 {
+                    println!(
+                        "{} events were already in the journal, identical: not appended again",
+                        report.already_present
+                    );
                 }
             }
             Ok(())
@@ -235,7 +245,11 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             .await?;
             let r = &chain.report;
             if common.json {
-                print_json(r)?;
+                let r = tidemark_schemas::VerifyReport {
+                    s3_requests: super::s3_requests(),
+                    ..r.clone()
+                };
+                print_json(&r)?;
             } else {
                 match (r.verified_first_position, r.verified_last_position) {
                     (Some(a), Some(b)) => println!(
@@ -287,6 +301,7 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 .unaccepted_objects(head.unwrap_or(0), &|s| accepted.get(&s).cloned())
                 .await?;
             let report = StatusReport {
+                s3_requests: super::s3_requests(),
                 format_version: FORMAT_VERSION,
                 journal: j.url(),
                 journal_id: j.header.journal_id.clone(),

@@ -110,6 +110,12 @@ pub fn parse_hints(hints: Vec<String>) -> anyhow::Result<std::collections::HashM
         .collect()
 }
 
+/// The S3 requests this process made (for `s3_requests` in `--json` reports), `None` when none.
+pub fn s3_requests() -> Option<tidemark_schemas::RequestCounts> {
+    let counts = tidemark_journal::store::s3::request_stats();
+    (counts.requests > 0).then_some(counts)
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);

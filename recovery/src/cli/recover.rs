@@ -142,6 +142,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     })
     .await?;
     let mut flipped = None;
+    let mut already_flipped = false;
     if report.validation.ok
         && !args.dry_run
         && let Some(routes) = &routes
@@ -156,16 +157,28 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
             recovery_id: Some(recovery_id.clone()),
         };
         let started = std::time::Instant::now();
-        let (route, _) = match &route_at_start {
-            None => routes.init(req, &SystemClock).await?,
-            Some((cur, etag, _)) => routes.flip(etag, cur.generation, req, &SystemClock).await?,
+        // A completed recovery does not flip again: its own flip in the route's history (same
+        // recovery id, same table) is the success to report. Flipping again could take readers
+        // back from a decision made after it.
+        let done = routes.find_recovery_flip(&recovery_id, &req.table_uuid).await?;
+        let (route, _) = match (&done, &route_at_start) {
+            (Some((route, _)), _) => (route.clone(), String::new()),
+            (None, None) => routes.init(req, &SystemClock).await?,
+            (None, Some((cur, etag, _))) => routes.flip(etag, cur.generation, req, &SystemClock).await?,
         };
+        already_flipped = done.is_some();
+        tidemark_journal::failpoint::hit("recover:after-flip");
         progress.update(
             || {
                 format!(
-                    "flip done in {} ms: route generation {}",
+                    "flip done in {} ms: route generation {}{}",
                     started.elapsed().as_millis(),
-                    route.generation
+                    route.generation,
+                    if already_flipped {
+                        " (already flipped by this recovery)"
+                    } else {
+                        ""
+                    }
                 )
             },
             true,
@@ -176,6 +189,8 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         let mut v = serde_json::to_value(&report)?;
         v["route"] = serde_json::to_value(&flipped)?;
         v["dry_run"] = args.dry_run.into();
+        v["route_already_flipped"] = already_flipped.into();
+        v["s3_requests"] = serde_json::to_value(super::s3_requests())?;
         print_json(&v)?;
     } else {
         println!(
@@ -187,6 +202,10 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         }
         println!("  total            {:>8} ms", report.total_ms);
         match &flipped {
+            Some(r) if already_flipped => println!(
+                "route already flipped by this recovery: generation {} ({}); not flipped again",
+                r.generation, r.table_name
+            ),
             Some(r) => println!("route flipped to generation {} ({})", r.generation, r.table_name),
             None if args.dry_run => println!("dry run: route not flipped"),
             None => {}

@@ -27,7 +27,10 @@ pub async fn run(cmd: StoreCommand) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("probing {url}"))?;
             if common.json {
-                print_json(&report)?;
+                print_json(&tidemark_schemas::StoreCheckReport {
+                    s3_requests: super::s3_requests(),
+                    ..report.clone()
+                })?;
             } else {
                 println!("store {}", report.store);
                 println!("{:<40} {:<9} {:<6} detail", "capability", "required", "result");

@@ -316,8 +316,10 @@ pub async fn backup(
     let b = snapshot_catalog(handle, namespace).await?;
     let key = CatalogBackup::key(&b.id);
     let body = serde_json::to_vec_pretty(&b).expect("a backup serializes");
-    let already_stored = match backups.put(&key, body.into(), PutMode::Create).await {
-        Ok(_) => false,
+    // Read back on a conflict or a lost reply (the store contract): the same bytes are this
+    // backup, written by this call or an earlier one.
+    let already_stored = match store::put_resolved(backups, &key, body.into(), PutMode::Create).await {
+        Ok(r) => r.read_back,
         Err(e) if e.is_conflict() => {
             // Same key, so the same content digest: check it, then it is the same backup.
             let stored = load(backups, &b.id).await?;
@@ -568,6 +570,7 @@ pub async fn restore(
                 }
             }
         }
+        tidemark_journal::failpoint::hit("restore:after-table");
     }
     Ok(report)
 }

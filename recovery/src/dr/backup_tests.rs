@@ -209,3 +209,28 @@ async fn restore_after_a_byte_identical_copy_of_the_warehouse_goes_ahead() {
         "{o:?}"
     );
 }
+
+/// A backup whose write lost its reply (or met its own file as a conflict on a retry) is stored
+/// once and reported as written, not refused; the restore from it works.
+#[tokio::test]
+async fn backup_with_a_lost_reply_is_its_own() {
+    use std::sync::Arc;
+    use tidemark_journal::store::faulty::{Fault, FaultyStore, ModeFilter, Op, Rule};
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(72);
+    let handle = catalog_in(dir.path()).await;
+    table_with(&handle, "shop.orders", &ids, 1..=2).await;
+    let inner: Arc<dyn ObjectStore> = Arc::new(LocalStore::create(dir.path().join("backups")).unwrap());
+    for fault in [Fault::LostReply, Fault::LostReplyRetried] {
+        let store = FaultyStore::new(
+            inner.clone(),
+            5,
+            vec![Rule::new(Op::Put, fault).mode(ModeFilter::Create).times(1)],
+        );
+        let out = backup(&handle, None, &store).await.unwrap();
+        assert_eq!(store.injected(), 1, "{fault:?}");
+        let versions = inner.list_versions("catalog-backups/").await.unwrap();
+        assert_eq!(versions.len(), 1, "{fault:?}: one backup file, written once");
+        assert_eq!(load(&store, &out.id).await.unwrap().tables.len(), 1);
+    }
+}

@@ -143,6 +143,9 @@ pub struct CopyReport {
     /// The run stopped early on `stop_after`; run again to finish.
     pub interrupted: bool,
     pub ms: u64,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl CopyReport {
@@ -315,6 +318,7 @@ async fn run(
         tables,
         interrupted,
         ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }
 
@@ -342,6 +346,7 @@ impl Copier<'_> {
             for (key, outcome) in results {
                 match outcome {
                     Outcome::Copied(bytes) => {
+                        tidemark_journal::failpoint::hit("copy:after-object");
                         out.copied += 1;
                         out.bytes_copied += bytes;
                         self.written += 1;

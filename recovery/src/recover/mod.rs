@@ -201,6 +201,7 @@ pub async fn recover(
         ids,
     )
     .await?;
+    tidemark_journal::failpoint::hit("recover:after-seed");
     step(
         "seed",
         t,
@@ -226,6 +227,7 @@ pub async fn recover(
         opts.partition_rows.unwrap_or(crate::apply::MERGE_CHUNK_ROWS),
     )
     .await?;
+    tidemark_journal::failpoint::hit("recover:after-replay");
     step(
         "replay",
         t,
@@ -253,6 +255,7 @@ pub async fn recover(
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await?;
+    tidemark_journal::failpoint::hit("recover:after-validate");
     step(
         "validate",
         t,

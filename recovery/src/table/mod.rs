@@ -76,6 +76,11 @@ pub enum TableError {
     #[error("table {table}: a commit needs added or removed files")]
     EmptyCommit { table: String },
 
+    #[error(
+        "{context}: access to the warehouse refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)"
+    )]
+    AccessDenied { context: String, detail: String },
+
     /// Boxed because iceberg's error is large and every `Result` here would carry its size.
     #[error("{context}: {source}")]
     Iceberg {
@@ -95,9 +100,35 @@ pub enum TableError {
 /// A closure for `map_err` that wraps an iceberg error with what was being done.
 pub(crate) fn iceberg_err(context: impl Into<String>) -> impl FnOnce(iceberg::Error) -> TableError {
     let context = context.into();
-    move |source| TableError::Iceberg {
-        context,
-        source: Box::new(source),
+    move |source| from_iceberg(context, source)
+}
+
+/// An iceberg error with what was being done. Credentials the warehouse's store refused (which
+/// iceberg reports as an unexpected I/O failure) become [`TableError::AccessDenied`], naming the
+/// store's error code, so that every command exits with the same code and message for them.
+pub(crate) fn from_iceberg(context: String, source: iceberg::Error) -> TableError {
+    let mut text = source.to_string();
+    let mut cause = std::error::Error::source(&source);
+    while let Some(c) = cause {
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    const REFUSED: [&str; 5] = [
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "AccessDenied",
+        "PermissionDenied",
+    ];
+    match REFUSED.iter().find(|code| text.contains(*code)) {
+        Some(code) => TableError::AccessDenied {
+            context,
+            detail: (*code).to_string(),
+        },
+        None => TableError::Iceberg {
+            context,
+            source: Box::new(source),
+        },
     }
 }
 
@@ -164,10 +195,7 @@ pub async fn load_table(handle: &CatalogHandle, ident: &str) -> Result<Table, Ta
             ErrorKind::TableNotFound | ErrorKind::NamespaceNotFound => TableError::TableNotFound {
                 table: ident.to_string(),
             },
-            _ => TableError::Iceberg {
-                context: format!("load table {ident}"),
-                source: Box::new(source),
-            },
+            _ => from_iceberg(format!("load table {ident}"), source),
         })
 }
 
