@@ -346,7 +346,7 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
 
 /// The line's top-level fields with their literal text; a field named twice is refused (which of
 /// the two a JSON reader keeps differs between readers, so the event is ambiguous).
-fn literal_fields(line: &str) -> std::result::Result<Vec<(std::borrow::Cow<'_, str>, std::ops::Range<usize>)>, String> {
+fn literal_fields(line: &str) -> std::result::Result<Vec<json_line::Field<'_>>, String> {
     let fields = json_line::object_fields(line)?;
     for (i, (k, _)) in fields.iter().enumerate() {
         if fields[..i].iter().any(|(seen, _)| seen == k) {

@@ -11,9 +11,12 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+/// A top-level key and the byte range of its value's literal text.
+pub type Field<'a> = (Cow<'a, str>, Range<usize>);
+
 /// The top-level keys of a JSON object (already known to be valid JSON) with the byte range of
 /// each value's literal text, in order of appearance.
-pub fn object_fields(text: &str) -> Result<Vec<(Cow<'_, str>, Range<usize>)>, String> {
+pub fn object_fields(text: &str) -> Result<Vec<Field<'_>>, String> {
     let b = text.as_bytes();
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
