@@ -3,6 +3,7 @@
 
 #[path = "e2e_faults.rs"]
 mod faults;
+mod catalogs;
 mod support;
 
 use support::*;
