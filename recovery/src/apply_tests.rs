@@ -16,7 +16,7 @@ use crate::apply::{ApplyError, ApplyOptions, applied_state, apply};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::reference::{self, Cell, RefRow, RefState};
-use crate::table::read::read_files;
+use crate::table::read::read_table;
 use crate::table::test_support::catalog_in;
 use crate::table::{self, arrow_schema, live_data_files};
 
@@ -45,11 +45,7 @@ async fn journal_in(dir: &std::path::Path, text: &str, batch: usize) -> Journal 
 /// Every row of the table's current snapshot, by key; panics on a duplicate key.
 pub(crate) async fn table_rows(handle: &CatalogHandle, name: &str) -> BTreeMap<Cell, RefRow> {
     let t = table::load_table(handle, name).await.unwrap();
-    let files = live_data_files(&t).await.unwrap();
-    let schema = arrow_schema(&t).unwrap();
-    let batches = read_files(&t, &files.iter().collect::<Vec<_>>(), &schema, None)
-        .await
-        .unwrap();
+    let batches = read_table(&t).await.unwrap();
     let spec = CompiledSpec::orders();
     let mut out = BTreeMap::new();
     for row in reference::rows_of(&spec, &batches) {

@@ -20,7 +20,17 @@ use crate::apply::{PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PR
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::table::read::read_paths;
-use crate::table::{self, CommitStamp, arrow_schema, commit_overwrite, parse_ident, write_data_file};
+use crate::table::{self, CommitStamp, commit_overwrite, parse_ident, write_data_file};
+
+/// The Arrow schema (with field ids) of the snapshot's own schema.
+pub fn snapshot_arrow_schema(snap: &TrustedSnapshot) -> Result<arrow_schema::SchemaRef, RecoverError> {
+    iceberg::arrow::schema_to_arrow_schema(&snap.schema)
+        .map(std::sync::Arc::new)
+        .map_err(|e| RecoverError::Iceberg {
+            context: format!("convert the schema of snapshot {} to Arrow", snap.snapshot_id),
+            message: e.to_string(),
+        })
+}
 
 pub const PROP_RECOVERY_ID: &str = "tidemark.recovery-id";
 pub const PROP_STEP: &str = "tidemark.recovery-step";
@@ -40,6 +50,8 @@ pub async fn seed(
     ids: &dyn Ids,
 ) -> Result<(Table, bool), RecoverError> {
     let ident = parse_ident(into)?;
+    // The snapshot must hold the journal's columns (others may be there too).
+    table::check_schema(spec, &snap.schema)?;
     if handle
         .catalog()
         .table_exists(&ident)
@@ -76,14 +88,26 @@ pub async fn seed(
     }
     let mut props = HashMap::new();
     props.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());
-    let t = table::create_table_with_properties(handle, into, spec, props).await?;
-    let schema = arrow_schema(&t)?;
+    // A drop-in replacement: the snapshot's schema (columns other writers added included), the
+    // source's partition spec, sort order and properties.
+    let t = table::create_table_like(handle, into, &snap.metadata, &snap.schema, props).await?;
+    // The snapshot's rows are read by the snapshot's field ids; the new table has the same
+    // columns in the same order (its ids numbered afresh), so the batches fit it by name.
+    let schema = snapshot_arrow_schema(snap)?;
     // One source file at a time (two in flight), so memory follows the file size, not the
     // table's; each is rewritten as files of at most ROWS_PER_FILE rows.
     let copy_file = |path: String| {
         let (t, schema) = (&t, &schema);
         async move {
-            let batches = read_paths(&snap.file_io, &snap.metadata_location, &[path.as_str()], schema, None).await?;
+            let batches = read_paths(
+                &snap.file_io,
+                &snap.metadata_location,
+                &[path.as_str()],
+                schema,
+                None,
+                &snap.deletes,
+            )
+            .await?;
             let mut added = Vec::new();
             let (mut group, mut rows) = (Vec::new(), 0);
             for batch in batches {
