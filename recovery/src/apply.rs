@@ -421,6 +421,8 @@ pub async fn apply(
     let started = Instant::now();
     let spec = &journal.spec;
     let mut table = table::create_or_load_table(handle, table_name, spec).await?;
+    // Before anything is written (a merged file, a checkpoint): a table tidemark cannot commit to.
+    table::check_supported(table_name, table.metadata())?;
     let mut state = applied_state(&table);
     if let Some(found) = &state.journal_id
         && found != &journal.header.journal_id

@@ -194,7 +194,7 @@ async fn equality_delete(table: &Table, keys: &[&str], n: u128) -> Vec<DataFile>
         parquet,
         512 * 1024 * 1024,
         table.file_io().clone(),
-        DefaultLocationGenerator::new(meta.clone()).unwrap(),
+        DefaultLocationGenerator::new(meta).unwrap(),
         DefaultFileNameGenerator::new(format!("eq-delete-{n}"), None, DataFileFormat::Parquet),
     );
     let mut writer = EqualityDeleteFileWriterBuilder::new(rolling, config)

@@ -49,6 +49,7 @@ pub async fn delete_rows(
     ids: &dyn Ids,
 ) -> Result<FaultReport, FaultError> {
     let table = table::load_table(handle, table_name).await?;
+    table::check_supported(table_name, table.metadata())?;
     let schema = arrow_schema(&table)?;
     let cur = current_schema(&schema);
     // Live rows only (other writers' deletes applied): the rewritten files carry what readers see.

@@ -5,10 +5,12 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON):
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
       The table's rows as JSON lines sorted by order_id: decimals as strings ("12.50"),
       timestamps as ISO 8601 in UTC with microseconds ("2026-09-21T13:46:41.000000Z").
-  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
       Creates the namespace and the table with the orders schema (field ids 1..9, identifier
-      field order_id, every field required, format v2, unpartitioned) and appends the rows of
-      ROWS_JSONL (one JSON object a line, the columns above; amount a string, event_time RFC 3339).
+      field order_id, every field required, format v2, unpartitioned or partitioned by PARTITION,
+      `column:transform,…` with identity, year, month, day, hour, bucket[N], truncate[W]) and
+      appends the rows of ROWS_JSONL (one JSON object a line, the columns above; amount a
+      string, event_time RFC 3339).
   pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
       The table's snapshots as a JSON array: snapshot_id, parent_snapshot_id, sequence_number,
       timestamp_ms, operation and summary (the other properties, keys sorted), oldest first.
@@ -145,14 +147,29 @@ def parse_time(text: str) -> dt.datetime:
     return t.astimezone(dt.timezone.utc)
 
 
-def cmd_create_and_write(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+def partition_spec(text: str):
+    """`column:transform,…` (identity, year, month, day, hour, bucket[N], truncate[W]) on SCHEMA."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import parse_transform
+
+    fields = []
+    for n, part in enumerate(text.split(",")):
+        column, _, transform = part.partition(":")
+        source = SCHEMA.find_field(column)
+        t = parse_transform(transform)
+        name = column if transform == "identity" else f"{column}_{transform.split('[')[0]}"
+        fields.append(PartitionField(source_id=source.field_id, field_id=1000 + n, transform=t, name=name))
+    return PartitionSpec(*fields)
+
+
+def cmd_create_and_write(db: str, warehouse: str, ident: str, rows_path: str, partition: str = "") -> None:
     cat = catalog(db, warehouse)
     ns, _ = split_ident(ident)
     cat.create_namespace_if_not_exists(ns)
     table = cat.create_table(
         ident,
         schema=SCHEMA,
-        partition_spec=UNPARTITIONED_PARTITION_SPEC,
+        partition_spec=partition_spec(partition) if partition else UNPARTITIONED_PARTITION_SPEC,
         properties={"format-version": "2", "write.format.default": "parquet"},
     )
     rows = []
@@ -444,7 +461,7 @@ def cmd_describe(db: str, warehouse: str, ident: str) -> None:
 
 USAGE = """usage:
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
-  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
   pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
   pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
   pyiceberg_tool.py position-delete|equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
@@ -456,7 +473,7 @@ USAGE = """usage:
 COMMANDS = {
     # name: (function, number of arguments after TABLE, or None for one or more)
     "read": (cmd_read, 0),
-    "create-and-write": (cmd_create_and_write, 1),
+    "create-and-write": (cmd_create_and_write, None),
     "snapshots": (cmd_snapshots, 0),
     "append": (cmd_append, 1),
     "position-delete": (cmd_position_delete, None),

@@ -4,7 +4,12 @@
 //! The seed is one commit, so it is all or nothing. The table is created with the property
 //! `tidemark.recovery-id`; a table of this recovery that exists without its seed commit is a seed
 //! that stopped before it was confirmed: it is dropped and seeded afresh, never appended to. A
-//! table of that name that belongs to something else is refused.
+//! table left by a refused attempt (marked `tidemark.recovery-refused`) of the same recovery —
+//! same source snapshot and journal, under another recovery id — is dropped and seeded afresh
+//! too. A table of that name that belongs to something else is refused.
+//!
+//! The new table is a drop-in replacement for the source: the snapshot's schema (columns other
+//! writers added included), the source's partition spec, sort order and properties.
 
 use std::collections::HashMap;
 
@@ -36,6 +41,33 @@ pub const PROP_RECOVERY_ID: &str = "tidemark.recovery-id";
 pub const PROP_STEP: &str = "tidemark.recovery-step";
 pub const PROP_SOURCE_SNAPSHOT: &str = "tidemark.source-snapshot";
 pub const PROP_SOURCE_METADATA: &str = "tidemark.source-metadata";
+/// Set on a recovered table whose recovery was refused (a failed replay or validation): it was
+/// never validated, so no route points at it, and a rerun of the same recovery replaces it.
+pub const PROP_REFUSED: &str = "tidemark.recovery-refused";
+
+/// Marks the table `into` refused, best effort: when the mark cannot be written, a rerun is
+/// refused as before (the table stays for inspection and can be dropped by hand).
+pub async fn mark_refused(handle: &CatalogHandle, into: &str, why: &str, clock: &dyn Clock) {
+    if let Ok(t) = table::load_table(handle, into).await {
+        let props = HashMap::from([(PROP_REFUSED.to_string(), why.to_string())]);
+        let _ = table::commit_properties(handle, &t, props, clock.now()).await;
+    }
+}
+
+/// Whether `existing` is a refused attempt of the same recovery: the same source snapshot and
+/// journal, marked refused.
+fn refused_attempt_of(existing: &Table, snap: &TrustedSnapshot, journal_id: &str) -> bool {
+    let meta = existing.metadata();
+    if !meta.properties().contains_key(PROP_REFUSED) {
+        return false;
+    }
+    meta.snapshots().any(|s| {
+        let p = &s.summary().additional_properties;
+        p.get(PROP_STEP).map(String::as_str) == Some("seed")
+            && p.get(PROP_SOURCE_SNAPSHOT) == Some(&snap.snapshot_id.to_string())
+            && p.get(PROP_JOURNAL_ID).map(String::as_str) == Some(journal_id)
+    })
+}
 
 /// Seeds `into`; returns the table and whether the seed was already there (resumed).
 #[allow(clippy::too_many_arguments)]
@@ -63,7 +95,11 @@ pub async fn seed(
     {
         let existing = table::load_table(handle, into).await?;
         let owner = existing.metadata().properties().get(PROP_RECOVERY_ID).cloned();
-        if owner.as_deref() != Some(recovery_id) {
+        // Same recovery id: resumed as it is (a refused one is validated again). Another id: only
+        // a refused attempt of the same recovery (source snapshot, journal) is replaced.
+        let ours = owner.as_deref() == Some(recovery_id);
+        let refused = !ours && refused_attempt_of(&existing, snap, journal_id);
+        if !ours && !refused {
             return Err(RecoverError::TargetExists {
                 table: into.to_string(),
                 owner,
@@ -73,10 +109,10 @@ pub async fn seed(
             .metadata()
             .snapshots()
             .any(|s| s.summary().additional_properties.get(PROP_STEP).map(String::as_str) == Some("seed"));
-        if seeded {
+        if seeded && !refused {
             return Ok((existing, true));
         }
-        // An unconfirmed seed of this recovery: start fresh.
+        // An unconfirmed seed of this recovery, or a refused attempt of it: start fresh.
         handle
             .catalog()
             .drop_table(&ident)

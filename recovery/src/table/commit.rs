@@ -24,6 +24,8 @@ use iceberg::spec::{
     ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, Summary,
     TableMetadata, TableMetadataBuilder,
 };
+use iceberg::arrow::RecordBatchPartitionSplitter;
+use iceberg::spec::{PartitionKey, Struct};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -78,7 +80,9 @@ pub async fn write_data_file(
     // (A clone of `names` would share its counter; a fresh generator does not.)
     let first_name =
         DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet).generate_file_name();
-    let first = locations.generate_location(None, &first_name);
+    // (For a partitioned table the first file lands in some partition's folder: the name is
+    // looked for in the folder of the first row's partition below.)
+    let first = locations.generate_location(first_partition(table, &conformed)?.as_ref(), &first_name);
     let exists = table
         .file_io()
         .exists(&first)
@@ -90,22 +94,70 @@ pub async fn write_data_file(
             path: first,
         });
     }
-    let rolling = RollingFileWriterBuilder::new(
-        parquet,
-        props.write_target_file_size_bytes,
-        table.file_io().clone(),
-        locations,
-        names,
-    );
     let context = format!("write data files of {name}");
-    let mut writer = DataFileWriterBuilder::new(rolling)
-        .build(None)
-        .await
-        .map_err(iceberg_err(&context))?;
-    for batch in conformed {
-        writer.write(batch).await.map_err(iceberg_err(&context))?;
+    // One writer per partition of the table's default spec (one for an unpartitioned table); the
+    // writers share the name generator, so every file name is `<file_id>-NNNNN` and unique.
+    let mut groups: Vec<(Option<PartitionKey>, Vec<RecordBatch>)> = Vec::new();
+    let spec = meta.default_partition_spec();
+    if spec.is_unpartitioned() {
+        groups.push((None, conformed));
+    } else {
+        let splitter =
+            RecordBatchPartitionSplitter::try_new_with_computed_values(meta.current_schema().clone(), spec.clone())
+                .map_err(iceberg_err(format!("partition the rows of {name}")))?;
+        let mut index: HashMap<Struct, usize> = HashMap::new();
+        for batch in &conformed {
+            for (key, part) in splitter
+                .split(batch)
+                .map_err(iceberg_err(format!("partition the rows of {name}")))?
+            {
+                let n = *index.entry(key.data().clone()).or_insert_with(|| {
+                    groups.push((Some(key.clone()), Vec::new()));
+                    groups.len() - 1
+                });
+                groups[n].1.push(part);
+            }
+        }
     }
-    writer.close().await.map_err(iceberg_err(&context))
+    let mut out = Vec::new();
+    for (key, batches) in groups {
+        let rolling = RollingFileWriterBuilder::new(
+            parquet.clone(),
+            props.write_target_file_size_bytes,
+            table.file_io().clone(),
+            locations.clone(),
+            names.clone(),
+        );
+        let mut writer = DataFileWriterBuilder::new(rolling)
+            .build(key)
+            .await
+            .map_err(iceberg_err(&context))?;
+        for batch in batches {
+            writer.write(batch).await.map_err(iceberg_err(&context))?;
+        }
+        out.extend(writer.close().await.map_err(iceberg_err(&context))?);
+    }
+    Ok(out)
+}
+
+/// The partition key of the first row of `batches` under the table's default spec (`None` when
+/// the table is unpartitioned).
+fn first_partition(table: &Table, batches: &[RecordBatch]) -> Result<Option<PartitionKey>, TableError> {
+    let meta = table.metadata();
+    let spec = meta.default_partition_spec();
+    if spec.is_unpartitioned() || batches.is_empty() {
+        return Ok(None);
+    }
+    let name = table.identifier().to_string();
+    let splitter =
+        RecordBatchPartitionSplitter::try_new_with_computed_values(meta.current_schema().clone(), spec.clone())
+            .map_err(iceberg_err(format!("partition the rows of {name}")))?;
+    Ok(splitter
+        .split(&batches[0].slice(0, 1))
+        .map_err(iceberg_err(format!("partition the rows of {name}")))?
+        .into_iter()
+        .next()
+        .map(|(k, _)| k))
 }
 
 /// Property naming the Parquet codec of data files, as Java and PyIceberg read it.
@@ -248,11 +300,15 @@ pub async fn commit_overwrite(
         });
     }
     let mut added_paths = HashSet::new();
+    let partition_fields = meta.default_partition_spec().fields().len();
     for file in &added {
-        if file.content_type() != DataContentType::Data || !file.partition().fields().is_empty() {
+        if file.content_type() != DataContentType::Data || file.partition().fields().len() != partition_fields {
             return Err(TableError::Unsupported {
                 table: name,
-                reason: format!("{} is not an unpartitioned data file", file.file_path()),
+                reason: format!(
+                    "{} is not a data file of the table's partition spec ({partition_fields} partition fields)",
+                    file.file_path()
+                ),
             });
         }
         if live.contains(file.file_path()) || !added_paths.insert(file.file_path()) {
@@ -271,18 +327,35 @@ pub async fn commit_overwrite(
 
     // The snapshot id is unique in this table, so a reused stamp can never overwrite a manifest
     // that an earlier snapshot references.
-    let manifest_path = format!("{metadata_dir}/{}-{snapshot_id}-m0.avro", stamp.id);
-    let output = table
-        .file_io()
-        .new_output(&manifest_path)
-        .map_err(io_err("open the manifest"))?;
-    let mut writer = ManifestWriterBuilder::new(
-        output,
-        Some(snapshot_id),
-        meta.current_schema().clone(),
-        meta.default_partition_spec().as_ref().clone(),
-    )
-    .build_v2_data();
+    // One data manifest per partition spec (a manifest's entries all follow its spec): the
+    // default spec's holds the added files; files of an older spec keep theirs.
+    let default_spec = meta.default_partition_spec_id();
+    let mut writers: Vec<(i32, iceberg::spec::ManifestWriter)> = Vec::new();
+    let writer_for = |writers: &mut Vec<(i32, iceberg::spec::ManifestWriter)>, spec_id: i32| -> Result<usize, TableError> {
+        if let Some(n) = writers.iter().position(|(s, _)| *s == spec_id) {
+            return Ok(n);
+        }
+        let spec = meta
+            .partition_spec_by_id(spec_id)
+            .ok_or_else(|| TableError::Unsupported {
+                table: name.clone(),
+                reason: format!("a data manifest names partition spec {spec_id}, which the table does not have"),
+            })?;
+        let path = format!("{metadata_dir}/{}-{snapshot_id}-m{}.avro", stamp.id, writers.len());
+        let output = table
+            .file_io()
+            .new_output(&path)
+            .map_err(io_err("open the manifest"))?;
+        let writer = ManifestWriterBuilder::new(
+            output,
+            Some(snapshot_id),
+            meta.current_schema().clone(),
+            spec.as_ref().clone(),
+        )
+        .build_v2_data();
+        writers.push((spec_id, writer));
+        Ok(writers.len() - 1)
+    };
     let mut counts = Counts::default();
     // The data files live after this commit, with their data sequence numbers.
     let mut remaining: Vec<(String, i64)> = Vec::with_capacity(current.data.len() + added.len());
@@ -293,13 +366,17 @@ pub async fn commit_overwrite(
         counts.added_files += 1;
         counts.added_records += file.record_count();
         counts.added_size += file.file_size_in_bytes();
-        writer
+        let n = writer_for(&mut writers, default_spec)?;
+        writers[n]
+            .1
             .add_file(file, sequence_number)
             .map_err(io_err("add a data file to the manifest"))?;
     }
     for entry in &current.data {
         let file = &entry.file;
         let (seq, file_seq) = (entry.sequence, Some(entry.file_sequence));
+        let n = writer_for(&mut writers, entry.spec_id)?;
+        let writer = &mut writers[n].1;
         if removed.contains(file.file_path()) {
             counts.deleted_files += 1;
             counts.deleted_records += file.record_count();
@@ -320,10 +397,15 @@ pub async fn commit_overwrite(
     counts.total_files += counts.added_files;
     counts.total_records += counts.added_records;
     counts.total_size += counts.added_size;
-    let data_manifest = writer
-        .write_manifest_file()
-        .await
-        .map_err(io_err("write the manifest"))?;
+    let mut data_manifests = Vec::with_capacity(writers.len());
+    for (_, writer) in writers {
+        data_manifests.push(
+            writer
+                .write_manifest_file()
+                .await
+                .map_err(io_err("write the manifest"))?,
+        );
+    }
     let remaining: Vec<(&str, i64)> = remaining.iter().map(|(p, s)| (p.as_str(), *s)).collect();
 
     // Delete files of other writers: those that can still remove a row of a remaining data file
@@ -424,7 +506,7 @@ pub async fn commit_overwrite(
         .await
         .map_err(io_err("open the manifest list"))?;
     let mut list = ManifestListWriter::v2(list_out, snapshot_id, meta.current_snapshot_id(), sequence_number);
-    list.add_manifests(std::iter::once(data_manifest).chain(delete_manifests))
+    list.add_manifests(data_manifests.into_iter().chain(delete_manifests))
         .map_err(io_err("list the manifests"))?;
     list.close().await.map_err(io_err("write the manifest list"))?;
 
@@ -593,6 +675,42 @@ pub(crate) async fn commit_delete_files(
     publish(handle, table, &expected, new_metadata).await
 }
 
+/// Sets table properties of `table` in a metadata-only commit published like
+/// [`commit_overwrite`]'s (no new snapshot), stamped `at` or just after the table's last update.
+/// Returns the table as committed.
+pub async fn commit_properties(
+    handle: &CatalogHandle,
+    table: &Table,
+    properties: HashMap<String, String>,
+    at: DateTime<Utc>,
+) -> Result<Table, TableError> {
+    let name = table.identifier().to_string();
+    let meta = table.metadata();
+    let expected = table
+        .metadata_location_result()
+        .map_err(iceberg_err(format!("metadata location of {name}")))?
+        .to_string();
+    let invalid = |reason: String| TableError::Unsupported {
+        table: name.clone(),
+        reason,
+    };
+    // As in commit_refs: the builder stamps the wall clock, so the JSON form is edited.
+    let mut json = serde_json::to_value(meta).map_err(|e| invalid(format!("cannot serialize the metadata: {e}")))?;
+    for (k, v) in properties {
+        json["properties"][&k] = serde_json::Value::String(v);
+    }
+    let last_updated = at.timestamp_millis().max(meta.last_updated_ms() + 1);
+    let log_entry = serde_json::json!({"timestamp-ms": meta.last_updated_ms(), "metadata-file": expected});
+    match json.get_mut("metadata-log").and_then(serde_json::Value::as_array_mut) {
+        Some(log) => log.push(log_entry),
+        None => json["metadata-log"] = serde_json::Value::Array(vec![log_entry]),
+    }
+    json["last-updated-ms"] = last_updated.into();
+    let new_metadata: TableMetadata =
+        serde_json::from_value(json).map_err(|e| invalid(format!("the updated metadata does not parse: {e}")))?;
+    publish(handle, table, &expected, new_metadata).await
+}
+
 /// Writes `new_metadata` as the next metadata file after `expected` and swaps the catalog pointer
 /// from `expected` to it; a moved pointer is a [`TableError::CommitConflict`].
 async fn publish(
@@ -638,8 +756,10 @@ async fn publish(
         .map_err(io_err("open the committed table"))
 }
 
-/// The hand-made snapshot supports what tidemark creates: format v2, unpartitioned.
-fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+/// The hand-made snapshot supports format v2 tables (partitioned or not: files are written per
+/// partition of the default spec). Writers call it before they write anything, so that a
+/// refused table gets no unreferenced file.
+pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     let unsupported = |reason: String| {
         Err(TableError::Unsupported {
             table: name.to_string(),
@@ -648,9 +768,6 @@ fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     };
     if meta.format_version() != FormatVersion::V2 {
         return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
-    }
-    if !meta.default_partition_spec().is_unpartitioned() {
-        return unsupported("the table is partitioned".into());
     }
     Ok(())
 }
@@ -1107,5 +1224,53 @@ mod tests {
             "{err}"
         );
         assert_eq!(rows(&t1, None).await, want(&[("a", 1)]));
+    }
+
+    /// The codec of the first column chunk of each file.
+    async fn codecs(table: &Table, files: &[DataFile]) -> Vec<parquet::basic::Compression> {
+        let mut out = Vec::new();
+        for f in files {
+            let bytes = table.file_io().new_input(f.file_path()).unwrap().read().await.unwrap();
+            let reader = parquet::file::reader::SerializedFileReader::new(bytes).unwrap();
+            use parquet::file::reader::FileReader;
+            out.push(reader.metadata().row_group(0).column(0).compression());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn data_files_honour_the_compression_codec_property() {
+        use parquet::basic::Compression;
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let spec = CompiledSpec::orders();
+        // Default: zstd, as Java and PyIceberg write.
+        let table = create_or_load_table(&handle, TABLE, &spec).await.unwrap();
+        let files = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id).await.unwrap();
+        assert!(matches!(codecs(&table, &files).await[..], [Compression::ZSTD(_)]), "{:?}", codecs(&table, &files).await);
+        for (codec, ok) in [("snappy", true), ("uncompressed", true), ("gzip", false)] {
+            let props = HashMap::from([(PROP_PARQUET_CODEC.to_string(), codec.to_string())]);
+            let name = format!("shop.{codec}");
+            let t = crate::table::create_table_with_properties(&handle, &name, &spec, props)
+                .await
+                .unwrap();
+            let got = write_data_file(&t, &[orders(&[("a", 1)])], stamp(2).id).await;
+            match (ok, got) {
+                (true, Ok(files)) => {
+                    let want = if codec == "snappy" {
+                        Compression::SNAPPY
+                    } else {
+                        Compression::UNCOMPRESSED
+                    };
+                    assert_eq!(codecs(&t, &files).await, vec![want], "{codec}");
+                }
+                (false, Err(TableError::Unsupported { reason, .. })) => {
+                    assert!(reason.contains("gzip") && reason.contains(PROP_PARQUET_CODEC), "{reason}");
+                    let data = std::path::PathBuf::from(t.metadata().location().strip_prefix("file://").unwrap()).join("data");
+                    assert!(!data.exists(), "nothing written for a refused codec");
+                }
+                (_, other) => panic!("{codec}: {other:?}"),
+            }
+        }
     }
 }

@@ -6,8 +6,9 @@
 //! - a position delete (file path, row position) applies to the data file of that path when the
 //!   delete's data sequence number is >= the data file's;
 //! - an equality delete (values of its `equality_ids` columns) applies to a data file whose data
-//!   sequence number is strictly lower than the delete's (and, in a partitioned table, to files of
-//!   the same partition, or to every file when the delete is unpartitioned).
+//!   sequence number is strictly lower than the delete's and, for a delete of a partitioned spec,
+//!   that has the same spec and partition values (a delete of an unpartitioned spec applies to
+//!   every file).
 //!
 //! A rewrite carries the live rows (deletes applied) into new files under a newer sequence number,
 //! where the old deletes no longer apply; [`still_applies`] says which delete files the remaining
@@ -20,7 +21,9 @@ use arrow::array::{AsArray, BooleanArray, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use arrow_schema::{Field, Schema as ArrowSchema, SchemaRef};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral};
+use iceberg::spec::{
+    DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestList, PrimitiveLiteral, Struct,
+};
 
 use super::{TableError, iceberg_err};
 
@@ -42,6 +45,8 @@ pub struct LiveFile {
     pub path: String,
     /// The manifest that lists it (its recorded path).
     pub manifest: String,
+    /// The partition spec of that manifest (the file's partition values follow it).
+    pub spec_id: i32,
 }
 
 /// The live files of one snapshot.
@@ -117,6 +122,7 @@ pub async fn snapshot_files(
                 snapshot_id,
                 path: map(entry.file_path()),
                 manifest: listed.manifest_path.clone(),
+                spec_id: listed.partition_spec_id,
             };
             match live.file.content_type() {
                 DataContentType::Data => out.data.push(live),
@@ -134,8 +140,8 @@ pub struct Deletes(Arc<DeletesInner>);
 
 #[derive(Debug, Default)]
 struct DeletesInner {
-    /// Data sequence number per readable data file path.
-    data_sequence: HashMap<String, i64>,
+    /// Data sequence number, partition spec and partition values per readable data file path.
+    data_files: HashMap<String, (i64, i32, Struct)>,
     /// Readable data file path → (delete sequence number, deleted row positions).
     positions: HashMap<String, Vec<(i64, HashSet<u64>)>>,
     equality: Vec<EqualityDelete>,
@@ -143,6 +149,8 @@ struct DeletesInner {
 
 struct EqualityDelete {
     sequence: i64,
+    /// The partition it applies to: `None` for a delete of an unpartitioned spec (every file).
+    partition: Option<(i32, Struct)>,
     field_ids: Vec<i32>,
     converter: RowConverter,
     keys: HashSet<Box<[u8]>>,
@@ -187,7 +195,11 @@ impl Deletes {
         map: &dyn Fn(&str) -> String,
     ) -> Result<Self, TableError> {
         let mut inner = DeletesInner {
-            data_sequence: files.data.iter().map(|f| (f.path.clone(), f.sequence)).collect(),
+            data_files: files
+                .data
+                .iter()
+                .map(|f| (f.path.clone(), (f.sequence, f.spec_id, f.file.partition().clone())))
+                .collect(),
             ..Default::default()
         };
         let bad = |path: &str, detail: String| TableError::BatchSchema {
@@ -250,8 +262,10 @@ impl Deletes {
                         let rows = converter.convert_columns(b.columns()).map_err(|e| bad(&del.path, e.to_string()))?;
                         keys.extend(rows.iter().map(|r| Box::<[u8]>::from(r.as_ref())));
                     }
+                    let partition = del.file.partition();
                     inner.equality.push(EqualityDelete {
                         sequence: del.sequence,
+                        partition: (!partition.fields().is_empty()).then(|| (del.spec_id, partition.clone())),
                         field_ids: ids,
                         converter,
                         keys,
@@ -269,13 +283,13 @@ impl Deletes {
         if self.is_empty() {
             return Ok(batch);
         }
-        let Some(&sequence) = self.0.data_sequence.get(path) else {
+        let Some((sequence, spec_id, partition)) = self.0.data_files.get(path) else {
             // A file outside the snapshot the deletes were loaded for (a file just written).
             return Ok(batch);
         };
         let mut keep = vec![true; batch.num_rows()];
         if let Some(lists) = self.0.positions.get(path) {
-            for (_, positions) in lists.iter().filter(|(s, _)| *s >= sequence) {
+            for (_, positions) in lists.iter().filter(|(s, _)| s >= sequence) {
                 for (r, k) in keep.iter_mut().enumerate() {
                     if positions.contains(&(offset + r as u64)) {
                         *k = false;
@@ -283,7 +297,13 @@ impl Deletes {
                 }
             }
         }
-        for eq in self.0.equality.iter().filter(|e| e.sequence > sequence) {
+        let applies = |e: &&EqualityDelete| {
+            e.sequence > *sequence
+                && e.partition
+                    .as_ref()
+                    .is_none_or(|(s, p)| s == spec_id && p == partition)
+        };
+        for eq in self.0.equality.iter().filter(applies) {
             let schema = batch.schema();
             let cols = eq
                 .field_ids

@@ -20,7 +20,9 @@ use tidemark_journal::spec::CompiledSpec;
 
 use crate::catalog::CatalogHandle;
 
-pub use commit::{CommitStamp, commit_overwrite, commit_refs, live_data_files, write_data_file};
+pub use commit::{
+    CommitStamp, check_supported, commit_overwrite, commit_properties, commit_refs, live_data_files, write_data_file,
+};
 pub use schema::{check_schema, iceberg_schema};
 
 /// Errors of catalog and table work. Each carries the facts an operator needs to act.
@@ -208,7 +210,8 @@ async fn create_table(
 
 /// Creates a new table like the one whose metadata is `like`: its current schema (`schema`,
 /// e.g. a snapshot's), default partition spec, default sort order and properties, with
-/// `properties` added over them (refused if the table exists). The catalog numbers the field ids
+/// `properties` added over them (refused if the table exists; `tidemark.*` keys of `like` are
+/// not copied). The catalog numbers the field ids
 /// afresh in schema order, so the columns keep their order, names, types and nullability.
 pub async fn create_table_like(
     handle: &CatalogHandle,
@@ -218,7 +221,11 @@ pub async fn create_table_like(
     properties: HashMap<String, String>,
 ) -> Result<Table, TableError> {
     let mut props = like.properties().clone();
-    props.retain(|k, _| !iceberg::spec::TableProperties::RESERVED_PROPERTIES.contains(&k.as_str()));
+    // Reserved keys are refused by the catalog; tidemark's own bookkeeping (`tidemark.*`, e.g.
+    // a recovery id) belongs to the table it was set on, not to a copy.
+    props.retain(|k, _| {
+        !iceberg::spec::TableProperties::RESERVED_PROPERTIES.contains(&k.as_str()) && !k.starts_with("tidemark.")
+    });
     props.extend(properties);
     let spec = like.default_partition_spec().as_ref().clone().into_unbound();
     let order = like.default_sort_order().as_ref().clone();

@@ -173,10 +173,12 @@ pub async fn read_paths(
             .read()
             .await
             .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.with_batch_size(64 * 1024).build())
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
+        let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
+        let reader = builder
+            .with_batch_size(64 * 1024)
+            .build()
             .map_err(|e| bad(path, &e))?;
-        let projection = Projection::of(&reader.schema(), schema).map_err(|e| bad(path, &e))?;
         let mut offset = 0u64;
         for batch in reader {
             let batch = batch.map_err(|e| bad(path, &e))?;
