@@ -14,6 +14,8 @@
 //! one sees one affected row; the other sees zero and must reload the table. A commit is visible
 //! to every reader of the catalog as soon as that statement returns.
 
+pub mod contract;
+
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::str::FromStr;
