@@ -189,7 +189,10 @@ async fn position_delete(table: &Table, rows: &[(String, u64)], n: u128) -> Data
 async fn equality_delete(table: &Table, keys: &[&str], n: u128) -> Vec<DataFile> {
     let meta = table.metadata();
     let config = EqualityDeleteWriterConfig::new(vec![1], meta.current_schema().clone()).unwrap();
-    let parquet = ParquetWriterBuilder::new(Default::default(), meta.current_schema().clone());
+    // The file holds the equality columns only: its writer gets their schema.
+    let key = meta.current_schema().field_by_id(1).unwrap().clone();
+    let key_schema = iceberg::spec::Schema::builder().with_fields(vec![key]).build().unwrap();
+    let parquet = ParquetWriterBuilder::new(Default::default(), Arc::new(key_schema));
     let rolling = RollingFileWriterBuilder::new(
         parquet,
         512 * 1024 * 1024,

@@ -19,13 +19,11 @@ use std::str::FromStr;
 
 use arrow_array::RecordBatch;
 use chrono::{DateTime, Utc};
-use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestEntryRef,
-    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, Summary,
-    TableMetadata, TableMetadataBuilder,
-};
 use iceberg::arrow::RecordBatchPartitionSplitter;
-use iceberg::spec::{PartitionKey, Struct};
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestListWriter, ManifestWriterBuilder,
+    Operation, PartitionKey, Snapshot, SnapshotReference, Struct, Summary, TableMetadata, TableMetadataBuilder,
+};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;

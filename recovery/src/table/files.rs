@@ -73,7 +73,7 @@ pub async fn snapshot_files(
     io: &FileIO,
     what: &str,
     list_path: &str,
-    map: &dyn Fn(&str) -> String,
+    map: &(dyn Fn(&str) -> String + Sync),
 ) -> Result<SnapshotFiles, TableError> {
     let list_at = map(list_path);
     let bytes = io
@@ -192,7 +192,7 @@ impl Deletes {
         name: &str,
         files: &SnapshotFiles,
         schema: &SchemaRef,
-        map: &dyn Fn(&str) -> String,
+        map: &(dyn Fn(&str) -> String + Sync),
     ) -> Result<Self, TableError> {
         let mut inner = DeletesInner {
             data_files: files
