@@ -331,7 +331,11 @@ async fn create_partitioned(
     use iceberg::spec::UnboundPartitionSpec;
     use iceberg::{Catalog, NamespaceIdent, TableCreation};
     let ns = NamespaceIdent::new("shop".into());
-    handle.catalog().create_namespace(&ns, Default::default()).await.unwrap();
+    handle
+        .catalog()
+        .create_namespace(&ns, Default::default())
+        .await
+        .unwrap();
     let mut builder = UnboundPartitionSpec::builder();
     for (source, name, transform) in fields {
         builder = builder.add_partition_field(*source, *name, *transform).unwrap();
@@ -353,7 +357,10 @@ async fn partitioned_tables_are_written_per_partition() {
     let specs: Vec<Vec<(i32, &str, Transform)>> = vec![
         vec![(6, "currency", Transform::Identity)],
         vec![(8, "event_day", Transform::Day)],
-        vec![(1, "key_bucket", Transform::Bucket(4)), (4, "status_trunc", Transform::Truncate(2))],
+        vec![
+            (1, "key_bucket", Transform::Bucket(4)),
+            (4, "status_trunc", Transform::Truncate(2)),
+        ],
         vec![(8, "event_hour", Transform::Hour)],
         vec![(8, "event_month", Transform::Month)],
         vec![(8, "event_year", Transform::Year)],
@@ -364,12 +371,17 @@ async fn partitioned_tables_are_written_per_partition() {
         let handle = catalog_in(dir.path()).await;
         create_partitioned(&handle, &j.spec, &fields).await;
         apply_all(&j, &handle, &SeededIds::new(1)).await;
-        assert_eq!(table_rows(&handle, "shop.orders").await, reference_of(&j).await.rows, "{fields:?}");
+        assert_eq!(
+            table_rows(&handle, "shop.orders").await,
+            reference_of(&j).await.rows,
+            "{fields:?}"
+        );
         let t = table::load_table(&handle, "shop.orders").await.unwrap();
         let files = live_data_files(&t).await.unwrap();
         let spec = t.metadata().default_partition_spec().clone();
         let schema = t.metadata().current_schema().clone();
-        let splitter = iceberg::arrow::RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec).unwrap();
+        let splitter =
+            iceberg::arrow::RecordBatchPartitionSplitter::try_new_with_computed_values(schema, spec).unwrap();
         let mut partitions = std::collections::HashSet::new();
         for f in &files {
             assert_eq!(f.partition().fields().len(), fields.len());
@@ -378,7 +390,12 @@ async fn partitioned_tables_are_written_per_partition() {
                 .unwrap();
             for b in rows {
                 for (key, _) in splitter.split(&b).unwrap() {
-                    assert_eq!(key.data(), f.partition(), "{fields:?}: {} holds one partition", f.file_path());
+                    assert_eq!(
+                        key.data(),
+                        f.partition(),
+                        "{fields:?}: {} holds one partition",
+                        f.file_path()
+                    );
                 }
             }
             partitions.insert(f.partition().clone());

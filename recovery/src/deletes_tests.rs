@@ -14,7 +14,9 @@ use chrono::{DateTime, Duration};
 use futures::TryStreamExt;
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum};
 use iceberg::table::Table;
-use iceberg::writer::base_writer::equality_delete_writer::{EqualityDeleteFileWriterBuilder, EqualityDeleteWriterConfig};
+use iceberg::writer::base_writer::equality_delete_writer::{
+    EqualityDeleteFileWriterBuilder, EqualityDeleteWriterConfig,
+};
 use iceberg::writer::file_writer::ParquetWriterBuilder;
 use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
@@ -144,7 +146,8 @@ async fn locate(table: &Table, key: &str) -> (String, u64) {
 /// reserved field ids, sorted, with the path bounds) removing `rows`.
 async fn position_delete(table: &Table, rows: &[(String, u64)], n: u128) -> DataFile {
     let field = |name: &str, t: DataType, id: i32| {
-        Field::new(name, t, false).with_metadata(HashMap::from([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())]))
+        Field::new(name, t, false)
+            .with_metadata(HashMap::from([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())]))
     };
     let schema = Arc::new(Schema::new(vec![
         field("file_path", DataType::Utf8, POS_DELETE_PATH_ID),
@@ -180,7 +183,10 @@ async fn position_delete(table: &Table, rows: &[(String, u64)], n: u128) -> Data
         .record_count(rows.len() as u64)
         .file_size_in_bytes(size)
         .lower_bounds(HashMap::from([(POS_DELETE_PATH_ID, Datum::string(&rows[0].0))]))
-        .upper_bounds(HashMap::from([(POS_DELETE_PATH_ID, Datum::string(&rows.last().unwrap().0))]))
+        .upper_bounds(HashMap::from([(
+            POS_DELETE_PATH_ID,
+            Datum::string(&rows.last().unwrap().0),
+        )]))
         .build()
         .unwrap()
 }
@@ -307,7 +313,13 @@ async fn delete_files_that_still_apply_are_kept_and_counted() {
     assert_eq!(keys, ["o-1", "o-3", "o-5", "o-6", "o-7"]);
     let s = summary(&t);
     assert_eq!(s["total-delete-files"], "2", "{s:?}");
-    assert_eq!((s["total-position-deletes"].as_str(), s["total-equality-deletes"].as_str()), ("1", "1"));
+    assert_eq!(
+        (
+            s["total-position-deletes"].as_str(),
+            s["total-equality-deletes"].as_str()
+        ),
+        ("1", "1")
+    );
     // Sizes count delete files, as Java and PyIceberg do.
     let (files, _) = crate::table::read::live_files(&t).await.unwrap();
     let data: u64 = files.iter().map(|f| f.file_size_in_bytes()).sum();

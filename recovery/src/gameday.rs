@@ -43,8 +43,7 @@ use crate::ids::Ids;
 use crate::recover::snapshot::PrefixMap;
 use crate::table::read::read_table;
 use crate::table::{
-    self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, parse_ident,
-    write_data_file,
+    self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, parse_ident, write_data_file,
 };
 
 /// The scratch namespace.

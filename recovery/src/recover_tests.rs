@@ -378,7 +378,10 @@ async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
     assert!(!report.seed_resumed);
     assert_ne!(report.table_uuid, refused.table_uuid);
     assert_eq!(
-        t.metadata().properties().get(crate::recover::seed::PROP_RECOVERY_ID).map(String::as_str),
+        t.metadata()
+            .properties()
+            .get(crate::recover::seed::PROP_RECOVERY_ID)
+            .map(String::as_str),
         Some("rec-rerun")
     );
     // A validated table of another recovery is never replaced.

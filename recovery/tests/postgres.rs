@@ -28,8 +28,7 @@ use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, Dialect, open_cat
 use tidemark_recovery::ids::SeededIds;
 use tidemark_recovery::reference::{self, Cell, RefRow, RefState};
 use tidemark_recovery::table::{
-    CommitStamp, TableError, commit_overwrite, create_or_load_table, live_data_files, load_table,
-    write_data_file,
+    CommitStamp, TableError, commit_overwrite, create_or_load_table, live_data_files, load_table, write_data_file,
 };
 use uuid::Uuid;
 

@@ -141,7 +141,10 @@ fn rows_another_engine_deleted_by_merge_on_read_stay_deleted() {
     t.apply(&ev(9, "o-1", 2, "paid", "EUR"));
     assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2", "o-3"]));
     let summary = t.last_summary();
-    assert_eq!(summary["total-delete-files"], "0", "spent delete files are dropped: {summary}");
+    assert_eq!(
+        summary["total-delete-files"], "0",
+        "spent delete files are dropped: {summary}"
+    );
     assert_eq!(summary["total-records"], "6", "{summary}");
 
     // fault delete of o-5, whose neighbour o-6 another engine has just deleted by position.
@@ -175,10 +178,7 @@ fn rows_another_engine_deleted_by_merge_on_read_stay_deleted() {
     // deleted, the journal after the snapshot's position (9) is replayed, validation passes.
     let r = t.recover("shop.recovered", Some(with_deletes));
     assert_eq!(r["validation"]["ok"], true, "{r}");
-    assert_same_rows(
-        &t.py.read("shop.recovered"),
-        &t.expected(&["o-2", "o-3", "o-6"]),
-    );
+    assert_same_rows(&t.py.read("shop.recovered"), &t.expected(&["o-2", "o-3", "o-6"]));
 }
 
 #[test]
@@ -272,11 +272,20 @@ fn a_column_another_writer_added_is_carried_and_recovered() {
     assert_same_rows(&t.py.read("shop.recovered"), &found);
     let source = t.py("describe", &[]);
     let recovered = t.py.run("describe", "shop.recovered", &[]).ok().json();
-    for key in ["fields", "identifier_field_ids", "partition_spec", "sort_order", "format_version"] {
+    for key in [
+        "fields",
+        "identifier_field_ids",
+        "partition_spec",
+        "sort_order",
+        "format_version",
+    ] {
         assert_eq!(source[key], recovered[key], "{key}");
     }
     assert_eq!(recovered["properties"]["owner"], "team-orders", "{recovered}");
-    assert!(recovered["properties"]["tidemark.recovery-id"].is_string(), "{recovered}");
+    assert!(
+        recovered["properties"]["tidemark.recovery-id"].is_string(),
+        "{recovered}"
+    );
 }
 
 #[test]
@@ -295,18 +304,19 @@ fn a_partitioned_table_is_applied_per_partition_and_recovered_partitioned() {
         })
         .collect();
     let rows = t.s.write("rows.jsonl", &rows);
-    t.py
-        .run("create-and-write", "shop.orders", &[rows.to_str().unwrap(), "currency:identity"])
-        .ok();
+    t.py.run(
+        "create-and-write",
+        "shop.orders",
+        &[rows.to_str().unwrap(), "currency:identity"],
+    )
+    .ok();
     let mut prior = BTreeMap::new();
     for r in t.py.read("shop.orders") {
         prior.insert(r["order_id"].as_str().unwrap().to_string(), r);
     }
     // An update within a partition, one that moves o-3 to another partition, a new key in a
     // third partition.
-    t.apply(
-        &(ev(1, "o-1", 2, "paid", "EUR") + &ev(2, "o-3", 2, "paid", "GBP") + &ev(3, "o-4", 1, "placed", "CHF")),
-    );
+    t.apply(&(ev(1, "o-1", 2, "paid", "EUR") + &ev(2, "o-3", 2, "paid", "GBP") + &ev(3, "o-4", 1, "placed", "CHF")));
     let mut state = prior;
     merge_events(&mut state, &t.events);
     let want: Vec<Value> = state.into_values().collect();

@@ -395,7 +395,12 @@ fn compare_table(x: &TableHistory, y: &TableHistory, out: &mut Vec<HistoryDiff>)
                     _ => "changed",
                 };
                 // tidemark's own bookkeeping (a recovery id, say) differs on a recovered table.
-                push(format!("property {k} {what}"), a.cloned(), b.cloned(), k.starts_with("tidemark."));
+                push(
+                    format!("property {k} {what}"),
+                    a.cloned(),
+                    b.cloned(),
+                    k.starts_with("tidemark."),
+                );
             }
         }
     }

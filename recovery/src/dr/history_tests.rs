@@ -219,5 +219,9 @@ fn compare_names_a_lost_partition_spec_sort_order_property_and_format_version() 
     // A record written before these were recorded compares only what it has.
     let mut old = table("s.t");
     (old.format_version, old.partition_spec, old.sort_order, old.properties) = (None, None, None, None);
-    assert!(compare(&rec(vec![old]), &b).iter().all(|d| !d.what.starts_with("property")));
+    assert!(
+        compare(&rec(vec![old]), &b)
+            .iter()
+            .all(|d| !d.what.starts_with("property"))
+    );
 }

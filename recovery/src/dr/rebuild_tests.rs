@@ -21,8 +21,8 @@ use crate::ids::{Ids, SeededIds};
 use crate::table::read::read_table;
 use crate::table::test_support::catalog_in;
 use crate::table::{
-    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, load_table,
-    parse_ident, write_data_file,
+    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, load_table, parse_ident,
+    write_data_file,
 };
 
 // ---- choose_head on hand-made metadata ----

@@ -13,9 +13,7 @@ use crate::benchdata::order_columns;
 use crate::catalog::CatalogHandle;
 use crate::ids::{Ids, SeededIds};
 use crate::table::read::read_table;
-use crate::table::{
-    CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, write_data_file,
-};
+use crate::table::{CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, write_data_file};
 
 /// Appends orders `n*100 .. n*100+10` at version 1 (journal position `n`), committed at
 /// 1,800,000,000 + `n` seconds.

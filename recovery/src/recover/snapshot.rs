@@ -215,10 +215,12 @@ pub async fn choose(
         .unwrap_or_else(|| meta.current_schema())
         .as_ref()
         .clone();
-    let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).map_err(|e| RecoverError::Iceberg {
-        context: format!("convert the schema of snapshot {snapshot_id} to Arrow"),
-        message: e.to_string(),
-    })?);
+    let arrow = Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(&schema).map_err(|e| RecoverError::Iceberg {
+            context: format!("convert the schema of snapshot {snapshot_id} to Arrow"),
+            message: e.to_string(),
+        })?,
+    );
     let data_files: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
     let record_count = files.record_count();
     for path in data_files.iter().chain(files.deletes.iter().map(|f| &f.path)) {

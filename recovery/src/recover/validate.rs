@@ -15,8 +15,8 @@ use tidemark_journal::spec::CompiledSpec;
 use tidemark_schemas::FORMAT_VERSION;
 
 use super::RecoverError;
-use super::snapshot::TrustedSnapshot;
 use super::seed::snapshot_arrow_schema;
+use super::snapshot::TrustedSnapshot;
 use crate::reference::{Cell, RefRow, RefState, extra_columns, rows_of};
 use crate::table::arrow_schema;
 use crate::table::read::{live_files, read_files, read_paths, read_table, split_rows};

@@ -70,7 +70,10 @@ pub async fn write_data_file(
     let props = meta
         .table_properties()
         .map_err(iceberg_err(format!("read the properties of {name}")))?;
-    let parquet = ParquetWriterBuilder::new(writer_properties(&name, meta.properties(), &props)?, meta.current_schema().clone());
+    let parquet = ParquetWriterBuilder::new(
+        writer_properties(&name, meta.properties(), &props)?,
+        meta.current_schema().clone(),
+    );
     let locations = DefaultLocationGenerator::new(meta).map_err(iceberg_err(format!("data location of {name}")))?;
     let names = DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet);
     // The writer overwrites without asking: a reused file id would silently replace a live data
@@ -329,31 +332,29 @@ pub async fn commit_overwrite(
     // default spec's holds the added files; files of an older spec keep theirs.
     let default_spec = meta.default_partition_spec_id();
     let mut writers: Vec<(i32, iceberg::spec::ManifestWriter)> = Vec::new();
-    let writer_for = |writers: &mut Vec<(i32, iceberg::spec::ManifestWriter)>, spec_id: i32| -> Result<usize, TableError> {
-        if let Some(n) = writers.iter().position(|(s, _)| *s == spec_id) {
-            return Ok(n);
-        }
-        let spec = meta
-            .partition_spec_by_id(spec_id)
-            .ok_or_else(|| TableError::Unsupported {
-                table: name.clone(),
-                reason: format!("a data manifest names partition spec {spec_id}, which the table does not have"),
-            })?;
-        let path = format!("{metadata_dir}/{}-{snapshot_id}-m{}.avro", stamp.id, writers.len());
-        let output = table
-            .file_io()
-            .new_output(&path)
-            .map_err(io_err("open the manifest"))?;
-        let writer = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
-            meta.current_schema().clone(),
-            spec.as_ref().clone(),
-        )
-        .build_v2_data();
-        writers.push((spec_id, writer));
-        Ok(writers.len() - 1)
-    };
+    let writer_for =
+        |writers: &mut Vec<(i32, iceberg::spec::ManifestWriter)>, spec_id: i32| -> Result<usize, TableError> {
+            if let Some(n) = writers.iter().position(|(s, _)| *s == spec_id) {
+                return Ok(n);
+            }
+            let spec = meta
+                .partition_spec_by_id(spec_id)
+                .ok_or_else(|| TableError::Unsupported {
+                    table: name.clone(),
+                    reason: format!("a data manifest names partition spec {spec_id}, which the table does not have"),
+                })?;
+            let path = format!("{metadata_dir}/{}-{snapshot_id}-m{}.avro", stamp.id, writers.len());
+            let output = table.file_io().new_output(&path).map_err(io_err("open the manifest"))?;
+            let writer = ManifestWriterBuilder::new(
+                output,
+                Some(snapshot_id),
+                meta.current_schema().clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_data();
+            writers.push((spec_id, writer));
+            Ok(writers.len() - 1)
+        };
     let mut counts = Counts::default();
     // The data files live after this commit, with their data sequence numbers.
     let mut remaining: Vec<(String, i64)> = Vec::with_capacity(current.data.len() + added.len());
@@ -626,7 +627,10 @@ pub(crate) async fn commit_delete_files(
     )
     .build_v2_deletes();
     let (mut pos, mut eq) = (0u64, 0u64);
-    let (n, size): (u64, u64) = (deletes.len() as u64, deletes.iter().map(|f| f.file_size_in_bytes()).sum());
+    let (n, size): (u64, u64) = (
+        deletes.len() as u64,
+        deletes.iter().map(|f| f.file_size_in_bytes()).sum(),
+    );
     for f in deletes {
         match f.content_type() {
             DataContentType::PositionDeletes => pos += f.record_count(),
@@ -1244,8 +1248,14 @@ mod tests {
         let spec = CompiledSpec::orders();
         // Default: zstd, as Java and PyIceberg write.
         let table = create_or_load_table(&handle, TABLE, &spec).await.unwrap();
-        let files = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id).await.unwrap();
-        assert!(matches!(codecs(&table, &files).await[..], [Compression::ZSTD(_)]), "{:?}", codecs(&table, &files).await);
+        let files = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
+            .await
+            .unwrap();
+        assert!(
+            matches!(codecs(&table, &files).await[..], [Compression::ZSTD(_)]),
+            "{:?}",
+            codecs(&table, &files).await
+        );
         for (codec, ok) in [("snappy", true), ("uncompressed", true), ("gzip", false)] {
             let props = HashMap::from([(PROP_PARQUET_CODEC.to_string(), codec.to_string())]);
             let name = format!("shop.{codec}");
@@ -1263,8 +1273,12 @@ mod tests {
                     assert_eq!(codecs(&t, &files).await, vec![want], "{codec}");
                 }
                 (false, Err(TableError::Unsupported { reason, .. })) => {
-                    assert!(reason.contains("gzip") && reason.contains(PROP_PARQUET_CODEC), "{reason}");
-                    let data = std::path::PathBuf::from(t.metadata().location().strip_prefix("file://").unwrap()).join("data");
+                    assert!(
+                        reason.contains("gzip") && reason.contains(PROP_PARQUET_CODEC),
+                        "{reason}"
+                    );
+                    let data =
+                        std::path::PathBuf::from(t.metadata().location().strip_prefix("file://").unwrap()).join("data");
                     assert!(!data.exists(), "nothing written for a refused codec");
                 }
                 (_, other) => panic!("{codec}: {other:?}"),

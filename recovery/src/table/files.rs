@@ -97,10 +97,10 @@ pub async fn snapshot_files(
     let loaded = futures::future::try_join_all(manifests.iter().map(|m| async move {
         let mut readable = (*m).clone();
         readable.manifest_path = map(&m.manifest_path);
-        readable
-            .load_manifest(io)
-            .await
-            .map_err(iceberg_err(format!("read the manifest {} of {what}", readable.manifest_path)))
+        readable.load_manifest(io).await.map_err(iceberg_err(format!(
+            "read the manifest {} of {what}",
+            readable.manifest_path
+        )))
     }))
     .await?;
     for (manifest, listed) in loaded.into_iter().zip(&manifests) {
@@ -210,11 +210,17 @@ impl Deletes {
             match del.file.content_type() {
                 DataContentType::PositionDeletes => {
                     let target = Arc::new(ArrowSchema::new(vec![
-                        with_id(Field::new("file_path", arrow_schema::DataType::Utf8, false), POS_DELETE_PATH_ID),
-                        with_id(Field::new("pos", arrow_schema::DataType::Int64, false), POS_DELETE_POS_ID),
+                        with_id(
+                            Field::new("file_path", arrow_schema::DataType::Utf8, false),
+                            POS_DELETE_PATH_ID,
+                        ),
+                        with_id(
+                            Field::new("pos", arrow_schema::DataType::Int64, false),
+                            POS_DELETE_POS_ID,
+                        ),
                     ]));
-                    for b in super::read::read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none())
-                        .await?
+                    for b in
+                        super::read::read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none()).await?
                     {
                         let paths = b.column(0).as_string::<i32>();
                         let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
@@ -249,17 +255,22 @@ impl Deletes {
                             .fields()
                             .iter()
                             .find(|f| field_id(f) == Some(*id))
-                            .ok_or_else(|| bad(&del.path, format!("equality field id {id} is not in the table schema")))?;
+                            .ok_or_else(|| {
+                                bad(&del.path, format!("equality field id {id} is not in the table schema"))
+                            })?;
                         fields.push(f.as_ref().clone().with_nullable(true));
                     }
                     let target = Arc::new(ArrowSchema::new(fields.clone()));
-                    let converter = RowConverter::new(fields.iter().map(|f| SortField::new(f.data_type().clone())).collect())
-                        .map_err(|e| bad(&del.path, e.to_string()))?;
+                    let converter =
+                        RowConverter::new(fields.iter().map(|f| SortField::new(f.data_type().clone())).collect())
+                            .map_err(|e| bad(&del.path, e.to_string()))?;
                     let mut keys = HashSet::new();
-                    for b in super::read::read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none())
-                        .await?
+                    for b in
+                        super::read::read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none()).await?
                     {
-                        let rows = converter.convert_columns(b.columns()).map_err(|e| bad(&del.path, e.to_string()))?;
+                        let rows = converter
+                            .convert_columns(b.columns())
+                            .map_err(|e| bad(&del.path, e.to_string()))?;
                         keys.extend(rows.iter().map(|r| Box::<[u8]>::from(r.as_ref())));
                     }
                     let partition = del.file.partition();
@@ -298,10 +309,7 @@ impl Deletes {
             }
         }
         let applies = |e: &&EqualityDelete| {
-            e.sequence > *sequence
-                && e.partition
-                    .as_ref()
-                    .is_none_or(|(s, p)| s == spec_id && p == partition)
+            e.sequence > *sequence && e.partition.as_ref().is_none_or(|(s, p)| s == spec_id && p == partition)
         };
         for eq in self.0.equality.iter().filter(applies) {
             let schema = batch.schema();

@@ -77,7 +77,10 @@ pub async fn live_files(table: &Table) -> Result<(Vec<DataFile>, Deletes), Table
         return Ok((Vec::new(), Deletes::none()));
     };
     let files = snapshot_files(table.file_io(), &name, snapshot.manifest_list(), &|p| p.to_string()).await?;
-    let deletes = Deletes::load(table.file_io(), &name, &files, &super::arrow_schema(table)?, &|p| p.to_string()).await?;
+    let deletes = Deletes::load(table.file_io(), &name, &files, &super::arrow_schema(table)?, &|p| {
+        p.to_string()
+    })
+    .await?;
     Ok((files.data.into_iter().map(|f| f.file).collect(), deletes))
 }
 
@@ -175,10 +178,7 @@ pub async fn read_paths(
             .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
         let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
-        let reader = builder
-            .with_batch_size(64 * 1024)
-            .build()
-            .map_err(|e| bad(path, &e))?;
+        let reader = builder.with_batch_size(64 * 1024).build().map_err(|e| bad(path, &e))?;
         let mut offset = 0u64;
         for batch in reader {
             let batch = batch.map_err(|e| bad(path, &e))?;
@@ -222,7 +222,9 @@ impl Projection {
                 return Err(format!(
                     "no column for required field {}{}",
                     field.name(),
-                    field_id(field).map(|id| format!(" (field id {id})")).unwrap_or_default()
+                    field_id(field)
+                        .map(|id| format!(" (field id {id})"))
+                        .unwrap_or_default()
                 ));
             }
             sources.push(source);
