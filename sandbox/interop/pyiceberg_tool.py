@@ -421,18 +421,21 @@ def cmd_rename(db: str, warehouse: str, ident: str, old: str, new: str) -> None:
     table = catalog(db, warehouse).load_table(ident)
     with table.update_schema() as update:
         update.rename_column(old, new)
+    print(json.dumps({"renamed": old, "to": new}))
 
 
 def cmd_add_column(db: str, warehouse: str, ident: str, name: str) -> None:
     table = catalog(db, warehouse).load_table(ident)
     with table.update_schema() as update:
         update.add_column(name, StringType())
+    print(json.dumps({"added": name}))
 
 
 def cmd_set_property(db: str, warehouse: str, ident: str, key: str, value: str) -> None:
     table = catalog(db, warehouse).load_table(ident)
     with table.transaction() as tx:
         tx.set_properties({key: value})
+    print(json.dumps({"set": key}))
 
 
 def cmd_describe(db: str, warehouse: str, ident: str) -> None:
