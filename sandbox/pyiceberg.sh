@@ -10,8 +10,8 @@
 # goes to stderr.
 set -euo pipefail
 
-PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.10.0'
-# PyIceberg 0.10.0 accepts a range of pyarrow versions; pin the one it is tested with here.
+PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.12.0'
+# PyIceberg 0.12.0 accepts a range of pyarrow versions; pin the one it is tested with here.
 PYARROW_SPEC='pyarrow==20.0.0'
 VENV="${TIDEMARK_VENV:-$HOME/.cache/tidemark/venv}"
 # What the venv must hold; a marker file records it so a changed pin reinstalls.

@@ -4,6 +4,7 @@
 #[path = "e2e_faults.rs"]
 mod faults;
 mod catalogs;
+mod interop;
 mod support;
 
 use support::*;

@@ -40,7 +40,7 @@ use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use tidemark_recovery::recover::{RecoverOptions, recover};
-use tidemark_recovery::table::read::read_files;
+use tidemark_recovery::table::read::{live_files, read_files};
 use tidemark_recovery::table::{self, arrow_schema, live_data_files};
 
 const TABLE: &str = "bench.orders";
@@ -587,11 +587,11 @@ async fn recover_step(dir: &Path) -> Value {
     let ms = |name: &str| report.steps.iter().find(|s| s.step == name).map_or(0, |s| s.ms) as f64 / 1000.0;
     // Not measured: the final state's figures, for the comparison with the peers.
     let table = table::load_table(&handle, &into).await.unwrap();
-    let files = live_data_files(&table).await.unwrap();
+    let (files, deletes) = live_files(&table).await.unwrap();
     let schema = arrow_schema(&table).unwrap();
     let (mut rows, mut tombstones, mut version_sum) = (0u64, 0u64, 0u64);
     for file in &files {
-        for b in read_files(&table, &[file], &schema, None).await.unwrap() {
+        for b in read_files(&table, &[file], &schema, None, &deletes).await.unwrap() {
             rows += b.num_rows() as u64;
             let d = b
                 .column_by_name("is_deleted")

@@ -32,8 +32,8 @@ use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
-use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, prunable, read_files, split_rows};
-use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, live_data_files, write_data_file};
+use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files, prunable, read_files, split_rows};
+use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, write_data_file};
 
 /// Rows of the table one merge chunk reads at most (about; a chunk never splits a file, nor two
 /// files whose key ranges overlap).
@@ -292,7 +292,7 @@ pub async fn merge_and_commit(
         .unwrap_or(-1);
     let mut retries = 0;
     for attempt in 1..=max_attempts.max(1) {
-        let files = live_data_files(&table).await?;
+        let (files, deletes) = live_files(&table).await?;
         let candidates = if prunable(key_t) {
             files_for_keys(&files, key_field_id, &keys)
         } else {
@@ -309,7 +309,9 @@ pub async fn merge_and_commit(
             if chunk_events.is_empty() {
                 continue;
             }
-            let current = read_files(&table, chunk, &schema, Some(&cur_schema)).await?;
+            // Live rows only: the deletes of other writers are applied, so that a rewrite carries
+            // exactly the rows readers see into its new files.
+            let current = read_files(&table, chunk, &schema, Some(&cur_schema), &deletes).await?;
             let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
             stats.add(&out.stats);
             files_to_rewrite.extend(out.files_to_rewrite);
@@ -421,6 +423,8 @@ pub async fn apply(
     let started = Instant::now();
     let spec = &journal.spec;
     let mut table = table::create_or_load_table(handle, table_name, spec).await?;
+    // Before anything is written (a merged file, a checkpoint): a table tidemark cannot commit to.
+    table::check_supported(table_name, table.metadata())?;
     let mut state = applied_state(&table);
     if let Some(found) = &state.journal_id
         && found != &journal.header.journal_id

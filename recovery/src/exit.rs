@@ -79,7 +79,8 @@ fn table_code(e: &crate::table::TableError) -> u8 {
         | T::InvalidIdent { .. }
         | T::InvalidCatalog { .. }
         | T::InvalidWarehouse { .. }
-        | T::BatchSchema { .. } => BAD_INPUT,
+        | T::BatchSchema { .. }
+        | T::Unsupported { .. } => BAD_INPUT,
         _ => FAILURE,
     }
 }
@@ -135,7 +136,8 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 R::BeyondVerified { .. }
                 | R::NoCheckpoint { .. }
                 | R::UnknownSnapshot { .. }
-                | R::NoPosition { .. } => BAD_INPUT,
+                | R::NoPosition { .. }
+                | R::Unsupported { .. } => BAD_INPUT,
                 R::TargetExists { .. } => CONFLICT,
                 _ => FAILURE,
             };

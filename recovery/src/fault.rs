@@ -14,8 +14,8 @@ use tidemark_schemas::FORMAT_VERSION;
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{FILE_COLUMN, current_schema};
-use crate::table::read::read_files;
-use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, live_data_files, write_data_file};
+use crate::table::read::{live_files, read_files};
+use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, write_data_file};
 
 #[derive(Debug, thiserror::Error)]
 pub enum FaultError {
@@ -49,10 +49,12 @@ pub async fn delete_rows(
     ids: &dyn Ids,
 ) -> Result<FaultReport, FaultError> {
     let table = table::load_table(handle, table_name).await?;
+    table::check_supported(table_name, table.metadata())?;
     let schema = arrow_schema(&table)?;
     let cur = current_schema(&schema);
-    let files = live_data_files(&table).await?;
-    let rows = read_files(&table, &files.iter().collect::<Vec<_>>(), &schema, Some(&cur)).await?;
+    // Live rows only (other writers' deletes applied): the rewritten files carry what readers see.
+    let (files, deletes) = live_files(&table).await?;
+    let rows = read_files(&table, &files.iter().collect::<Vec<_>>(), &schema, Some(&cur), &deletes).await?;
     let pred_err = |source| FaultError::Predicate {
         table: table_name.into(),
         predicate: predicate.into(),

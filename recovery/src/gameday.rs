@@ -41,10 +41,9 @@ use crate::dr::rewrite::rewrite_paths;
 use crate::drill::{DrillCheck, DrillStep, Timer};
 use crate::ids::Ids;
 use crate::recover::snapshot::PrefixMap;
-use crate::table::read::read_files;
+use crate::table::read::read_table;
 use crate::table::{
-    self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, live_data_files, parse_ident,
-    write_data_file,
+    self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, parse_ident, write_data_file,
 };
 
 /// The scratch namespace.
@@ -500,10 +499,7 @@ async fn recover_catalog(
 /// Reads every live data file of the table; the row count.
 async fn scan(handle: &CatalogHandle, name: &str) -> Result<u64, String> {
     let t = table::load_table(handle, name).await.map_err(|e| e.to_string())?;
-    let files = live_data_files(&t).await.map_err(|e| e.to_string())?;
-    let refs: Vec<_> = files.iter().collect();
-    let schema = arrow_schema(&t).map_err(|e| e.to_string())?;
-    let batches = read_files(&t, &refs, &schema, None).await.map_err(|e| e.to_string())?;
+    let batches = read_table(&t).await.map_err(|e| e.to_string())?;
     Ok(batches.iter().map(|b| b.num_rows() as u64).sum())
 }
 

@@ -6,6 +6,8 @@ pub mod apply;
 mod apply_tests;
 pub mod benchdata;
 pub mod catalog;
+#[cfg(test)]
+mod deletes_tests;
 pub mod dr;
 pub mod drill;
 pub mod exit;

@@ -166,7 +166,9 @@ pub fn current_schema(table_schema: &SchemaRef) -> SchemaRef {
 }
 
 /// Runs the merge of `events` (event schema) into `current` (table rows plus [`FILE_COLUMN`]).
-/// `output` is the schema of produced rows (the table's columns, by name).
+/// `output` is the schema of produced rows (the table's columns, by name): the spec's columns
+/// come from the winning event, any other column from the table row it replaces (null for a
+/// new key).
 pub async fn merge(
     spec: &CompiledSpec,
     current: Vec<RecordBatch>,
@@ -221,7 +223,20 @@ pub async fn merge(
     }
 
     // The winner per key and what it does to the table.
-    let out_cols: Vec<String> = output.fields().iter().map(|f| format!("w.{}", q(f.name()))).collect();
+    // Columns outside the journal's spec (another writer added them) carry the table row's value
+    // forward; a new key gets null.
+    let out_cols: Vec<String> = output
+        .fields()
+        .iter()
+        .map(|f| {
+            let side = if spec.event_schema.index_of(f.name()).is_ok() {
+                "w"
+            } else {
+                "c"
+            };
+            format!("{side}.{}", q(f.name()))
+        })
+        .collect();
     let sql = format!(
         "WITH ranked AS (SELECT ev.*, row_number() OVER (PARTITION BY {key} ORDER BY {version} DESC, {pos} ASC) AS rn FROM ev), \
          w AS (SELECT * FROM ranked WHERE rn = 1) \

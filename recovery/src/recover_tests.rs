@@ -337,6 +337,76 @@ async fn recovery_refuses_what_it_cannot_prove() {
         matches!(err, RecoverError::ChainBroken { ref kind, .. } if kind == "checksum_mismatch"),
         "{err}"
     );
+    // Checked before the seed: the refused recovery left no table behind.
+    assert!(
+        matches!(
+            table::load_table(&target, "shop.r4").await,
+            Err(table::TableError::TableNotFound { .. })
+        ),
+        "a refused recovery seeds nothing"
+    );
+    // The conflict is found by the replay, after the seed: that table is marked refused.
+    let r3 = table::load_table(&target, "shop.r3").await.unwrap();
+    assert!(
+        r3.metadata()
+            .properties()
+            .contains_key(crate::recover::seed::PROP_REFUSED),
+        "{:?}",
+        r3.metadata().properties()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let opts = s.opts(&meta, "shop.orders_recovered", None);
+    recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(8), &mut |_| {})
+        .await
+        .unwrap();
+    // The recovered table is damaged; validating it again refuses it (and marks it).
+    delete_rows(
+        &target,
+        "shop.orders_recovered",
+        "order_id = 'F07'",
+        &clock(),
+        &SeededIds::new(9),
+    )
+    .await
+    .unwrap();
+    let (refused, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(10), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(!refused.validation.ok);
+    // A rerun of the same recovery under a new id (the CLI's default) replaces the refused table
+    // instead of stopping at "exists and is not this recovery's".
+    let rerun = RecoverOptions {
+        recovery_id: "rec-rerun".into(),
+        ..opts.clone()
+    };
+    let (report, t) = recover(&s.journal, &target, &rerun, &clock(), &SeededIds::new(11), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(report.validation.ok, "{:?}", report.validation);
+    assert!(!report.seed_resumed);
+    assert_ne!(report.table_uuid, refused.table_uuid);
+    assert_eq!(
+        t.metadata()
+            .properties()
+            .get(crate::recover::seed::PROP_RECOVERY_ID)
+            .map(String::as_str),
+        Some("rec-rerun")
+    );
+    // A validated table of another recovery is never replaced.
+    let other = RecoverOptions {
+        recovery_id: "rec-other".into(),
+        ..opts
+    };
+    let err = recover(&s.journal, &target, &other, &clock(), &SeededIds::new(12), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RecoverError::TargetExists { .. }), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

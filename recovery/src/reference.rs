@@ -52,11 +52,14 @@ impl std::fmt::Display for Cell {
     }
 }
 
-/// A row: the spec's columns in order, and the journal position that produced it.
+/// A row: the spec's columns in order, and the journal position that produced it; `extra` holds
+/// the table's columns outside the spec (another writer added them), in table order, each as its
+/// display text. Events have none: a replaced row keeps its extra values, a new key gets nulls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefRow {
     pub cells: Vec<Cell>,
     pub position: u64,
+    pub extra: Vec<Cell>,
 }
 
 /// Why a unit could not be applied.
@@ -138,11 +141,29 @@ fn string_at(array: &dyn Array, row: usize) -> String {
     }
 }
 
-/// Rows of batches that have the spec's columns (by name) and `journal_position`.
+/// The columns of `schema` outside the spec (and other than `journal_position` and the merge's
+/// file column), in schema order.
+pub fn extra_columns(spec: &CompiledSpec, schema: &arrow::datatypes::Schema) -> Vec<String> {
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .filter(|n| {
+            n != POSITION_COLUMN && n != crate::merge::FILE_COLUMN && !spec.spec.columns.iter().any(|c| &c.name == n)
+        })
+        .collect()
+}
+
+/// Rows of batches that have the spec's columns (by name) and `journal_position`, with any
+/// other column as [`RefRow::extra`].
 pub fn rows_of(spec: &CompiledSpec, batches: &[RecordBatch]) -> Vec<RefRow> {
     let mut out = Vec::new();
     for b in batches {
         let schema = b.schema();
+        let extra: Vec<usize> = extra_columns(spec, &schema)
+            .iter()
+            .map(|n| schema.index_of(n).expect("a column of the schema"))
+            .collect();
         let idx: Vec<usize> = spec
             .spec
             .columns
@@ -164,9 +185,21 @@ pub fn rows_of(spec: &CompiledSpec, batches: &[RecordBatch]) -> Vec<RefRow> {
                 .zip(&spec.types)
                 .map(|(&i, &t)| cell(b.column(i).as_ref(), t, r))
                 .collect();
+            let extra = extra
+                .iter()
+                .map(|&i| {
+                    let col = b.column(i);
+                    if col.is_null(r) {
+                        Cell::Null
+                    } else {
+                        Cell::Str(arrow::util::display::array_value_to_string(col, r).unwrap_or_default())
+                    }
+                })
+                .collect();
             out.push(RefRow {
                 cells,
                 position: pos.value(r) as u64,
+                extra,
             });
         }
     }
@@ -178,6 +211,8 @@ pub fn rows_of(spec: &CompiledSpec, batches: &[RecordBatch]) -> Vec<RefRow> {
 pub struct RefState {
     pub spec: CompiledSpec,
     pub rows: BTreeMap<Cell, RefRow>,
+    /// How many columns outside the spec the rows carry (a new key gets that many nulls).
+    pub extra: usize,
 }
 
 impl RefState {
@@ -185,12 +220,14 @@ impl RefState {
         RefState {
             spec,
             rows: BTreeMap::new(),
+            extra: 0,
         }
     }
 
     /// Seeds the state from table rows. Duplicate keys in the seed are reported, not merged.
     pub fn seeded(spec: CompiledSpec, rows: Vec<RefRow>) -> Result<Self, String> {
         let mut state = RefState::new(spec);
+        state.extra = rows.first().map_or(0, |r| r.extra.len());
         for row in rows {
             let key = row.cells[state.spec.key_index].clone();
             if let Some(prev) = state.rows.insert(key.clone(), row) {
@@ -283,7 +320,12 @@ impl RefState {
                 None => true,
             };
             if newer {
-                self.rows.insert(key.clone(), (*e).clone());
+                let mut row = (*e).clone();
+                row.extra = match self.rows.get(key) {
+                    Some(cur) => cur.extra.clone(),
+                    None => vec![Cell::Null; self.extra],
+                };
+                self.rows.insert(key.clone(), row);
             }
         }
         Ok(())
@@ -330,7 +372,11 @@ mod tests {
             Cell::Bool(deleted),
             Cell::Ts(0),
         ];
-        RefRow { cells, position }
+        RefRow {
+            cells,
+            position,
+            extra: Vec::new(),
+        }
     }
 
     #[test]

@@ -27,10 +27,8 @@ use tidemark_recovery::apply::{ApplyOptions, ApplyReport, applied_state, apply};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, Dialect, open_catalog};
 use tidemark_recovery::ids::SeededIds;
 use tidemark_recovery::reference::{self, Cell, RefRow, RefState};
-use tidemark_recovery::table::read::read_files;
 use tidemark_recovery::table::{
-    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, live_data_files, load_table,
-    write_data_file,
+    CommitStamp, TableError, commit_overwrite, create_or_load_table, live_data_files, load_table, write_data_file,
 };
 use uuid::Uuid;
 
@@ -136,11 +134,7 @@ fn rows_by_key(batches: &[arrow_array::RecordBatch]) -> BTreeMap<Cell, RefRow> {
 
 /// The live data of `table` as record batches in the table's schema.
 async fn table_batches(table: &Table) -> Vec<arrow_array::RecordBatch> {
-    let files = live_data_files(table).await.unwrap();
-    let schema = arrow_schema(table).unwrap();
-    read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None)
-        .await
-        .unwrap()
+    tidemark_recovery::table::read::read_table(table).await.unwrap()
 }
 
 /// Every row of the table as the catalog now has it.

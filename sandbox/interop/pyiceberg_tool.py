@@ -5,13 +5,32 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON):
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
       The table's rows as JSON lines sorted by order_id: decimals as strings ("12.50"),
       timestamps as ISO 8601 in UTC with microseconds ("2026-09-21T13:46:41.000000Z").
-  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
       Creates the namespace and the table with the orders schema (field ids 1..9, identifier
-      field order_id, every field required, format v2, unpartitioned) and appends the rows of
-      ROWS_JSONL (one JSON object a line, the columns above; amount a string, event_time RFC 3339).
+      field order_id, every field required, format v2, unpartitioned or partitioned by PARTITION,
+      `column:transform,…` with identity, year, month, day, hour, bucket[N], truncate[W]) and
+      appends the rows of ROWS_JSONL (one JSON object a line, the columns above; amount a
+      string, event_time RFC 3339).
   pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
       The table's snapshots as a JSON array: snapshot_id, parent_snapshot_id, sequence_number,
       timestamp_ms, operation and summary (the other properties, keys sorted), oldest first.
+  pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+      Appends rows to an existing table by its current schema (JSON keys are the current column
+      names; decimals as strings, timestamps RFC 3339; a column left out is null).
+  pyiceberg_tool.py position-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
+  pyiceberg_tool.py equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
+      Deletes rows by merge-on-read, as Spark or Flink do: a position delete file (file_path,
+      pos; the rows' positions in their data files) or an equality delete file on order_id,
+      written with pyarrow and committed in a delete manifest of its own through PyIceberg's
+      snapshot producer and catalog commit (PyIceberg itself only deletes copy-on-write).
+      Prints {"delete_file": PATH, "rows": N}.
+  pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
+  pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
+      Schema changes through PyIceberg's update_schema (an added column is an optional string).
+  pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
+  pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE
+      The current schema (fields with id, name, type, required), partition spec, sort order,
+      properties and format version as JSON.
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -26,6 +45,19 @@ import sys
 
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.conversions import to_bytes
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestWriterV2,
+)
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _FastAppendFiles
+from pyiceberg.typedef import Record
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -100,7 +132,8 @@ def cmd_read(db: str, warehouse: str, ident: str) -> None:
     table = catalog(db, warehouse).load_table(ident)
     arrow = table.scan().to_arrow()
     rows = arrow.to_pylist()
-    rows.sort(key=lambda r: r["order_id"])
+    key = table.schema().find_field(1).name
+    rows.sort(key=lambda r: r[key])
     out = sys.stdout
     for r in rows:
         out.write(json.dumps({k: cell(v) for k, v in r.items()}, sort_keys=False))
@@ -114,14 +147,29 @@ def parse_time(text: str) -> dt.datetime:
     return t.astimezone(dt.timezone.utc)
 
 
-def cmd_create_and_write(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+def partition_spec(text: str):
+    """`column:transform,…` (identity, year, month, day, hour, bucket[N], truncate[W]) on SCHEMA."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import parse_transform
+
+    fields = []
+    for n, part in enumerate(text.split(",")):
+        column, _, transform = part.partition(":")
+        source = SCHEMA.find_field(column)
+        t = parse_transform(transform)
+        name = column if transform == "identity" else f"{column}_{transform.split('[')[0]}"
+        fields.append(PartitionField(source_id=source.field_id, field_id=1000 + n, transform=t, name=name))
+    return PartitionSpec(*fields)
+
+
+def cmd_create_and_write(db: str, warehouse: str, ident: str, rows_path: str, partition: str = "") -> None:
     cat = catalog(db, warehouse)
     ns, _ = split_ident(ident)
     cat.create_namespace_if_not_exists(ns)
     table = cat.create_table(
         ident,
         schema=SCHEMA,
-        partition_spec=UNPARTITIONED_PARTITION_SPEC,
+        partition_spec=partition_spec(partition) if partition else UNPARTITIONED_PARTITION_SPEC,
         properties={"format-version": "2", "write.format.default": "parquet"},
     )
     rows = []
@@ -183,23 +231,273 @@ def cmd_snapshots(db: str, warehouse: str, ident: str) -> None:
     sys.stdout.write("\n")
 
 
+def local_path(location: str) -> str:
+    if not location.startswith("file://"):
+        raise SystemExit(f"only local warehouses are supported here: {location}")
+    return location[len("file://") :]
+
+
+def value_of(field_type, text):
+    """A JSON value as PyIceberg's pyarrow conversion wants it for an Iceberg type."""
+    if text is None:
+        return None
+    if isinstance(field_type, DecimalType):
+        return decimal.Decimal(str(text))
+    if isinstance(field_type, TimestamptzType):
+        return parse_time(text)
+    if isinstance(field_type, LongType):
+        return int(text)
+    if isinstance(field_type, BooleanType):
+        return bool(text)
+    return text
+
+
+def cmd_append(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    schema = table.schema()
+    rows = []
+    with open(rows_path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                rows.append({fld.name: value_of(fld.field_type, r.get(fld.name)) for fld in schema.fields})
+    data = pa.Table.from_pylist(rows, schema=schema.as_arrow())
+    table.append(data)
+    json.dump({"table": ident, "rows": data.num_rows}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+class _DeleteManifestWriter(ManifestWriterV2):
+    """A v2 manifest of delete files (PyIceberg 0.12 writes data manifests only)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+class _RowDelta(_FastAppendFiles):
+    """PyIceberg's snapshot producer, adding delete files in a delete manifest of their own."""
+
+    def __init__(self, delete_files: list[DataFile], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._delete_files = delete_files
+
+    def _manifests(self):
+        manifests = super()._manifests()
+        writer = _DeleteManifestWriter(
+            spec=self._transaction.table_metadata.spec(),
+            schema=self.schema(),
+            output_file=self.new_manifest_output(),
+            snapshot_id=self._snapshot_id,
+            avro_compression=self._compression,
+        )
+        with writer:
+            for f in self._delete_files:
+                writer.add(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.ADDED,
+                        snapshot_id=self._snapshot_id,
+                        sequence_number=None,
+                        file_sequence_number=None,
+                        data_file=f,
+                    )
+                )
+        return manifests + [writer.to_manifest_file()]
+
+    def _summary(self, snapshot_properties=None):
+        from pyiceberg.table.snapshots import SnapshotSummaryCollector, Summary, update_snapshot_summaries
+
+        meta = self._transaction.table_metadata
+        ssc = SnapshotSummaryCollector()
+        for f in self._delete_files:
+            ssc.add_file(data_file=f, partition_spec=meta.spec(), schema=meta.schema())
+        previous = meta.snapshot_by_id(self._parent_snapshot_id) if self._parent_snapshot_id is not None else None
+        return update_snapshot_summaries(
+            summary=Summary(operation=self._operation, **ssc.build(), **(snapshot_properties or {})),
+            previous_summary=previous.summary if previous is not None else None,
+        )
+
+
+def commit_delete_file(table, delete_file: DataFile) -> None:
+    with table.transaction() as tx:
+        producer = _RowDelta(
+            [delete_file],
+            operation=Operation.DELETE,
+            transaction=tx,
+            io=table.io,
+        )
+        producer.commit()
+
+
+def write_delete_parquet(table, arrow: pa.Table, kind: str) -> tuple[str, int]:
+    import uuid as uuid_mod
+
+    import pyarrow.parquet as pq
+
+    path = f"{table.location()}/data/{kind}-delete-{uuid_mod.uuid4()}.parquet"
+    pq.write_table(arrow, local_path(path), compression="zstd")
+    return path, os.path.getsize(local_path(path))
+
+
+def cmd_position_delete(db: str, warehouse: str, ident: str, *keys: str) -> None:
+    import pyarrow.parquet as pq
+
+    table = catalog(db, warehouse).load_table(ident)
+    key_name = table.schema().find_field(1).name
+    wanted = set(keys)
+    hits = []
+    for task in table.scan().plan_files():
+        data = pq.read_table(local_path(task.file.file_path))
+        # By field id 1 (the key): the file's column of that id, whatever its name now.
+        column = None
+        for i, f in enumerate(data.schema):
+            if f.metadata and f.metadata.get(b"PARQUET:field_id") == b"1":
+                column = data.column(i)
+        if column is None:
+            column = data.column(key_name)
+        for pos, value in enumerate(column.to_pylist()):
+            if value in wanted:
+                hits.append((task.file.file_path, pos))
+    if len(hits) != len(wanted):
+        raise SystemExit(f"found {len(hits)} of the keys {sorted(wanted)} in the live data files")
+    hits.sort()
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
+            pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
+        ]
+    )
+    arrow = pa.Table.from_pylist([{"file_path": p, "pos": n} for p, n in hits], schema=schema)
+    path, size = write_delete_parquet(table, arrow, "pos")
+    path_type = StringType()
+    delete_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=len(hits),
+        file_size_in_bytes=size,
+        lower_bounds={2147483546: to_bytes(path_type, hits[0][0])},
+        upper_bounds={2147483546: to_bytes(path_type, hits[-1][0])},
+        sort_order_id=None,
+        spec_id=table.metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+    )
+    commit_delete_file(table, delete_file)
+    json.dump({"delete_file": path, "rows": len(hits)}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def cmd_equality_delete(db: str, warehouse: str, ident: str, *keys: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    key_field = table.schema().find_field(1)
+    schema = pa.schema(
+        [pa.field(key_field.name, pa.string(), nullable=False, metadata={"PARQUET:field_id": "1"})]
+    )
+    arrow = pa.Table.from_pylist([{key_field.name: k} for k in keys], schema=schema)
+    path, size = write_delete_parquet(table, arrow, "eq")
+    delete_file = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=len(keys),
+        file_size_in_bytes=size,
+        sort_order_id=None,
+        spec_id=table.metadata.default_spec_id,
+        equality_ids=[1],
+        key_metadata=None,
+    )
+    commit_delete_file(table, delete_file)
+    json.dump({"delete_file": path, "rows": len(keys)}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def cmd_rename(db: str, warehouse: str, ident: str, old: str, new: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    with table.update_schema() as update:
+        update.rename_column(old, new)
+    print(json.dumps({"renamed": old, "to": new}))
+
+
+def cmd_add_column(db: str, warehouse: str, ident: str, name: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    with table.update_schema() as update:
+        update.add_column(name, StringType())
+    print(json.dumps({"added": name}))
+
+
+def cmd_set_property(db: str, warehouse: str, ident: str, key: str, value: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    with table.transaction() as tx:
+        tx.set_properties({key: value})
+    print(json.dumps({"set": key}))
+
+
+def cmd_describe(db: str, warehouse: str, ident: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    meta = table.metadata
+    out = {
+        "format_version": meta.format_version,
+        "fields": [
+            {"id": f.field_id, "name": f.name, "type": str(f.field_type), "required": f.required}
+            for f in table.schema().fields
+        ],
+        "identifier_field_ids": sorted(table.schema().identifier_field_ids),
+        "partition_spec": [
+            {"source_id": f.source_id, "name": f.name, "transform": str(f.transform)} for f in table.spec().fields
+        ],
+        "sort_order": [
+            {"source_id": f.source_id, "transform": str(f.transform), "direction": str(f.direction)}
+            for f in table.sort_order().fields
+        ],
+        "properties": dict(sorted(meta.properties.items())),
+    }
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+
 USAGE = """usage:
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
-  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
-  pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE"""
+  pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
+  pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
+  pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+  pyiceberg_tool.py position-delete|equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
+  pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
+  pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
+  pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
+  pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE"""
+
+COMMANDS = {
+    # name: (function, number of arguments after TABLE, or None for one or more)
+    "read": (cmd_read, 0),
+    "create-and-write": (cmd_create_and_write, None),
+    "snapshots": (cmd_snapshots, 0),
+    "append": (cmd_append, 1),
+    "position-delete": (cmd_position_delete, None),
+    "equality-delete": (cmd_equality_delete, None),
+    "rename": (cmd_rename, 2),
+    "add-column": (cmd_add_column, 1),
+    "set-property": (cmd_set_property, 2),
+    "describe": (cmd_describe, 0),
+}
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 1 and argv[0] == "read" and len(argv) == 4:
-        cmd_read(*argv[1:])
-    elif len(argv) >= 1 and argv[0] == "create-and-write" and len(argv) == 5:
-        cmd_create_and_write(*argv[1:])
-    elif len(argv) >= 1 and argv[0] == "snapshots" and len(argv) == 4:
-        cmd_snapshots(*argv[1:])
-    else:
-        print(USAGE, file=sys.stderr)
-        return 2
-    return 0
+    command = COMMANDS.get(argv[0]) if argv else None
+    if command is not None:
+        func, extra = command
+        rest = len(argv) - 4
+        if (extra is None and rest >= 1) or rest == extra:
+            func(*argv[1:])
+            return 0
+    print(USAGE, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 //!
 //! A record holds, per table: the row count of the current snapshot (the sum of its live data
 //! files' record counts; delete files are not subtracted), the snapshot count, every branch and
-//! tag with its snapshot id, the current schema's top-level fields, the current snapshot id, the
+//! tag with its snapshot id, the current schema's top-level fields, the format version, the
+//! default partition spec and sort order, the table properties, the current snapshot id, the
 //! metadata location and the table uuid. Tables are sorted by name and refs and fields by
 //! name and id, so that two records of the same catalog state serialize byte for byte alike
 //! (`recorded_at` aside, which the caller injects).
@@ -58,6 +59,20 @@ pub struct TableHistory {
     pub refs: Vec<RefHistory>,
     /// The current schema's top-level fields, sorted by id.
     pub schema_fields: Vec<FieldHistory>,
+    /// The table's format version (1, 2, 3). Absent in records written before it was recorded;
+    /// this and the fields below are compared only when both records have them.
+    #[serde(default)]
+    pub format_version: Option<u8>,
+    /// The default partition spec's fields as `name=transform(source field id)`, in spec order
+    /// (empty: unpartitioned).
+    #[serde(default)]
+    pub partition_spec: Option<Vec<String>>,
+    /// The default sort order's fields as `transform(source field id) direction null-order`.
+    #[serde(default)]
+    pub sort_order: Option<Vec<String>>,
+    /// The table properties.
+    #[serde(default)]
+    pub properties: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -215,6 +230,18 @@ async fn table_history(handle: &CatalogHandle, name: &str) -> Result<TableHistor
         })
         .collect();
     schema_fields.sort_by_key(|f| f.id);
+    let partition_spec = meta
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .map(|f| format!("{}={}({})", f.name, f.transform, f.source_id))
+        .collect();
+    let sort_order = meta
+        .default_sort_order()
+        .fields
+        .iter()
+        .map(|f| format!("{}({}) {} {}", f.transform, f.source_id, f.direction, f.null_order))
+        .collect();
     Ok(TableHistory {
         table: name.to_string(),
         table_uuid: meta.uuid().to_string(),
@@ -224,6 +251,10 @@ async fn table_history(handle: &CatalogHandle, name: &str) -> Result<TableHistor
         snapshot_count: meta.snapshots().len(),
         refs,
         schema_fields,
+        format_version: Some(meta.format_version() as u8),
+        partition_spec: Some(partition_spec),
+        sort_order: Some(sort_order),
+        properties: Some(meta.properties().clone().into_iter().collect()),
     })
 }
 
@@ -322,6 +353,43 @@ fn compare_table(x: &TableHistory, y: &TableHistory, out: &mut Vec<HistoryDiff>)
                     q.map(|f| show(f)),
                     false,
                 )
+            }
+        }
+    }
+
+    if let (Some(p), Some(q)) = (x.format_version, y.format_version)
+        && p != q
+    {
+        push("format version".into(), s(&p), s(&q), false);
+    }
+    let list = |v: &[String]| if v.is_empty() { "none".to_string() } else { v.join(", ") };
+    if let (Some(p), Some(q)) = (&x.partition_spec, &y.partition_spec)
+        && p != q
+    {
+        push("partition spec".into(), Some(list(p)), Some(list(q)), false);
+    }
+    if let (Some(p), Some(q)) = (&x.sort_order, &y.sort_order)
+        && p != q
+    {
+        push("sort order".into(), Some(list(p)), Some(list(q)), false);
+    }
+    if let (Some(p), Some(q)) = (&x.properties, &y.properties) {
+        let keys: BTreeSet<&String> = p.keys().chain(q.keys()).collect();
+        for k in keys {
+            let (a, b) = (p.get(k), q.get(k));
+            if a != b {
+                let what = match (a, b) {
+                    (None, _) => "added",
+                    (_, None) => "removed",
+                    _ => "changed",
+                };
+                // tidemark's own bookkeeping (a recovery id, say) differs on a recovered table.
+                push(
+                    format!("property {k} {what}"),
+                    a.cloned(),
+                    b.cloned(),
+                    k.starts_with("tidemark."),
+                );
             }
         }
     }

@@ -133,6 +133,10 @@ fn table(name: &str) -> TableHistory {
                 required: false,
             },
         ],
+        format_version: Some(2),
+        partition_spec: Some(Vec::new()),
+        sort_order: Some(vec!["identity(1) ascending nulls-first".into()]),
+        properties: Some([("write.format.default".to_string(), "parquet".to_string())].into()),
     }
 }
 
@@ -185,4 +189,39 @@ fn compare_names_every_difference() {
     assert_eq!(changed.a.as_deref(), Some("v string optional"));
     assert_eq!(changed.b.as_deref(), Some("v string required"));
     assert!(diffs.iter().all(|d| !d.informational));
+}
+
+#[test]
+fn compare_names_a_lost_partition_spec_sort_order_property_and_format_version() {
+    let a = rec(vec![table("s.t")]);
+    let mut t = table("s.t");
+    t.format_version = Some(1);
+    t.partition_spec = Some(vec!["day=day(8)".into()]);
+    t.sort_order = Some(Vec::new());
+    let props = t.properties.as_mut().unwrap();
+    props.remove("write.format.default");
+    props.insert("tidemark.recovery-id".into(), "rec-1".into());
+    let b = rec(vec![t]);
+    let diffs = compare(&a, &b);
+    let got: Vec<(&str, bool)> = diffs.iter().map(|d| (d.what.as_str(), d.informational)).collect();
+    assert_eq!(
+        got,
+        vec![
+            ("format version", false),
+            ("partition spec", false),
+            ("sort order", false),
+            ("property tidemark.recovery-id added", true),
+            ("property write.format.default removed", false),
+        ]
+    );
+    assert_eq!(diffs[1].a.as_deref(), Some("none"));
+    assert_eq!(diffs[1].b.as_deref(), Some("day=day(8)"));
+    // A record written before these were recorded compares only what it has.
+    let mut old = table("s.t");
+    (old.format_version, old.partition_spec, old.sort_order, old.properties) = (None, None, None, None);
+    assert!(
+        compare(&rec(vec![old]), &b)
+            .iter()
+            .all(|d| !d.what.starts_with("property"))
+    );
 }

@@ -17,11 +17,11 @@ use tidemark_journal::store::{ObjectStore, PutMode};
 use super::rebuild::{TableStatus, choose_head, discover, rebuild};
 use crate::benchdata::order_columns;
 use crate::ids::{Ids, SeededIds};
-use crate::table::read::read_files;
+use crate::table::read::read_table;
 use crate::table::test_support::catalog_in;
 use crate::table::{
-    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, live_data_files, load_table,
-    parse_ident, write_data_file,
+    CommitStamp, TableError, arrow_schema, commit_overwrite, create_or_load_table, load_table, parse_ident,
+    write_data_file,
 };
 
 // ---- choose_head on hand-made metadata ----
@@ -178,11 +178,7 @@ async fn table_with_commits(
 }
 
 async fn row_count(table: &Table) -> usize {
-    let files = live_data_files(table).await.unwrap();
-    let refs: Vec<_> = files.iter().collect();
-    let batches = read_files(table, &refs, &arrow_schema(table).unwrap(), None)
-        .await
-        .unwrap();
+    let batches = read_table(table).await.unwrap();
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 

@@ -286,7 +286,16 @@ pub async fn rewrite_paths(
     file_io_props: &HashMap<String, String>,
 ) -> Result<RewriteReport, RewriteError> {
     let io = file_io(file_io_props);
-    let old_metadata = metadata_location.to_string();
+    // A plain path (absolute or relative) is a local file, spelled as the table's own paths are:
+    // file:///abs/path. The storage layer takes only URLs.
+    let old_metadata = if metadata_location.contains("://") {
+        metadata_location.to_string()
+    } else {
+        crate::dr::rebuild::warehouse_base(metadata_location).map_err(|e| RewriteError::Invalid {
+            path: metadata_location.to_string(),
+            reason: e.to_string(),
+        })?
+    };
     let bytes = io
         .new_input(&old_metadata)
         .map_err(io_err("open", &old_metadata))?

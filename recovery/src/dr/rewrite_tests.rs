@@ -114,4 +114,12 @@ async fn a_copy_under_another_root_reads_after_the_rewrite() {
     // Nothing was overwritten: a second rewrite writes new names.
     let again = rewrite_paths(&copied, &from, &to, &HashMap::new()).await.unwrap();
     assert_ne!(again.new_metadata, report.new_metadata);
+
+    // A plain absolute path names the same file (it used to fail: "relative URL without a base").
+    let plain = copied.strip_prefix("file://").unwrap();
+    let third = rewrite_paths(plain, &from, &to, &HashMap::new()).await.unwrap();
+    assert_eq!(third.old_metadata, copied);
+    assert!(third.new_metadata.starts_with(&format!("{to}/shop/orders/metadata/")));
+    let reread = register(&dir.path().join("plain"), &third.new_metadata).await;
+    assert_eq!(row_count(&reread).await.unwrap(), rows);
 }

@@ -12,10 +12,8 @@ use iceberg::table::Table;
 use crate::benchdata::order_columns;
 use crate::catalog::CatalogHandle;
 use crate::ids::{Ids, SeededIds};
-use crate::table::read::read_files;
-use crate::table::{
-    CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, live_data_files, write_data_file,
-};
+use crate::table::read::read_table;
+use crate::table::{CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, write_data_file};
 
 /// Appends orders `n*100 .. n*100+10` at version 1 (journal position `n`), committed at
 /// 1,800,000,000 + `n` seconds.
@@ -80,10 +78,7 @@ pub async fn tag_and_branch(handle: &CatalogHandle, table: &Table, tag: &str, br
 
 /// Rows of the table's current snapshot.
 pub async fn row_count(table: &Table) -> Result<usize, TableError> {
-    let files = live_data_files(table).await?;
-    let refs: Vec<_> = files.iter().collect();
-    let schema = arrow_schema(table)?;
-    let batches = read_files(table, &refs, &schema, None).await?;
+    let batches = read_table(table).await?;
     Ok(batches.iter().map(RecordBatch::num_rows).sum())
 }
 

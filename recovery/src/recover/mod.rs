@@ -187,6 +187,11 @@ pub async fn recover(
             message: format!("H = {h} is before the snapshot's position {}", snap.position),
         });
     }
+    // Everything that can be checked is checked before the seed writes anything: the events
+    // after the snapshot verify from its recorded manifest digest up to H, and the snapshot
+    // holds the journal's columns.
+    let verified = replay::verified_events(journal, &snap, h).await?;
+    crate::table::check_schema(&journal.spec, &snap.schema)?;
     step("boundary", t, format!("H = {h}"), &mut steps);
 
     let t = Instant::now();
@@ -214,19 +219,29 @@ pub async fn recover(
         &mut steps,
     );
 
+    // From here on a failure or a failed validation marks the seeded table refused, so that a
+    // rerun of the same recovery drops it and starts again (see `seed`).
     let t = Instant::now();
-    let (table, replay_stats, replay_resumed) = replay::replay(
+    let replayed = replay::replay(
         journal,
         handle,
-        table,
+        table.clone(),
         &snap,
         h,
+        verified,
         &opts.recovery_id,
         clock,
         ids,
         opts.partition_rows.unwrap_or(crate::apply::MERGE_CHUNK_ROWS),
     )
-    .await?;
+    .await;
+    let (table, replay_stats, replay_resumed) = match replayed {
+        Ok(r) => r,
+        Err(e) => {
+            seed::mark_refused(handle, &opts.into, &e.to_string(), clock).await;
+            return Err(e);
+        }
+    };
     tidemark_journal::failpoint::hit("recover:after-replay");
     step(
         "replay",
@@ -254,7 +269,19 @@ pub async fn recover(
         &spill_dir(),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
-    .await?;
+    .await;
+    let validation = match validation {
+        Ok(v) if v.ok => v,
+        Ok(v) => {
+            let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
+            seed::mark_refused(handle, &opts.into, &why, clock).await;
+            v
+        }
+        Err(e) => {
+            seed::mark_refused(handle, &opts.into, &e.to_string(), clock).await;
+            return Err(e);
+        }
+    };
     tidemark_journal::failpoint::hit("recover:after-validate");
     step(
         "validate",

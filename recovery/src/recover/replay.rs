@@ -67,6 +67,7 @@ pub async fn verified_events(
     Ok((events, holder.0, holder.1))
 }
 
+/// Replays `verified` (what [`verified_events`] returned for `snap` and `h`) into `table`.
 #[allow(clippy::too_many_arguments)]
 pub async fn replay(
     journal: &Journal,
@@ -74,6 +75,7 @@ pub async fn replay(
     table: Table,
     snap: &TrustedSnapshot,
     h: u64,
+    verified: (Vec<arrow::array::RecordBatch>, u64, String),
     recovery_id: &str,
     clock: &dyn Clock,
     ids: &dyn Ids,
@@ -87,7 +89,7 @@ pub async fn replay(
     if done {
         return Ok((table, MergeStats::default(), true));
     }
-    let (events, sequence, digest) = verified_events(journal, snap, h).await?;
+    let (events, sequence, digest) = verified;
     let mut summary = HashMap::new();
     summary.insert(PROP_STEP.to_string(), "replay".to_string());
     summary.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());

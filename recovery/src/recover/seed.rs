@@ -4,7 +4,12 @@
 //! The seed is one commit, so it is all or nothing. The table is created with the property
 //! `tidemark.recovery-id`; a table of this recovery that exists without its seed commit is a seed
 //! that stopped before it was confirmed: it is dropped and seeded afresh, never appended to. A
-//! table of that name that belongs to something else is refused.
+//! table left by a refused attempt (marked `tidemark.recovery-refused`) of the same recovery —
+//! same source snapshot and journal, under another recovery id — is dropped and seeded afresh
+//! too. A table of that name that belongs to something else is refused.
+//!
+//! The new table is a drop-in replacement for the source: the snapshot's schema (columns other
+//! writers added included), the source's partition spec, sort order and properties.
 
 use std::collections::HashMap;
 
@@ -19,12 +24,49 @@ use crate::apply::{PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PR
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::table::read::read_paths;
-use crate::table::{self, CommitStamp, arrow_schema, commit_overwrite, parse_ident, write_data_file};
+use crate::table::{self, CommitStamp, commit_overwrite, parse_ident, write_data_file};
+
+/// The Arrow schema (with field ids) of the snapshot's own schema.
+pub fn snapshot_arrow_schema(snap: &TrustedSnapshot) -> Result<arrow_schema::SchemaRef, RecoverError> {
+    iceberg::arrow::schema_to_arrow_schema(&snap.schema)
+        .map(std::sync::Arc::new)
+        .map_err(|e| RecoverError::Iceberg {
+            context: format!("convert the schema of snapshot {} to Arrow", snap.snapshot_id),
+            message: e.to_string(),
+        })
+}
 
 pub const PROP_RECOVERY_ID: &str = "tidemark.recovery-id";
 pub const PROP_STEP: &str = "tidemark.recovery-step";
 pub const PROP_SOURCE_SNAPSHOT: &str = "tidemark.source-snapshot";
 pub const PROP_SOURCE_METADATA: &str = "tidemark.source-metadata";
+/// Set on a recovered table whose recovery was refused (a failed replay or validation): it was
+/// never validated, so no route points at it, and a rerun of the same recovery replaces it.
+pub const PROP_REFUSED: &str = "tidemark.recovery-refused";
+
+/// Marks the table `into` refused, best effort: when the mark cannot be written, a rerun is
+/// refused as before (the table stays for inspection and can be dropped by hand).
+pub async fn mark_refused(handle: &CatalogHandle, into: &str, why: &str, clock: &dyn Clock) {
+    if let Ok(t) = table::load_table(handle, into).await {
+        let props = HashMap::from([(PROP_REFUSED.to_string(), why.to_string())]);
+        let _ = table::commit_properties(handle, &t, props).await;
+    }
+}
+
+/// Whether `existing` is a refused attempt of the same recovery: the same source snapshot and
+/// journal, marked refused.
+fn refused_attempt_of(existing: &Table, snap: &TrustedSnapshot, journal_id: &str) -> bool {
+    let meta = existing.metadata();
+    if !meta.properties().contains_key(PROP_REFUSED) {
+        return false;
+    }
+    meta.snapshots().any(|s| {
+        let p = &s.summary().additional_properties;
+        p.get(PROP_STEP).map(String::as_str) == Some("seed")
+            && p.get(PROP_SOURCE_SNAPSHOT) == Some(&snap.snapshot_id.to_string())
+            && p.get(PROP_JOURNAL_ID).map(String::as_str) == Some(journal_id)
+    })
+}
 
 /// Seeds `into`; returns the table and whether the seed was already there (resumed).
 #[allow(clippy::too_many_arguments)]
@@ -39,6 +81,8 @@ pub async fn seed(
     ids: &dyn Ids,
 ) -> Result<(Table, bool), RecoverError> {
     let ident = parse_ident(into)?;
+    // The snapshot must hold the journal's columns (others may be there too).
+    table::check_schema(spec, &snap.schema)?;
     if handle
         .catalog()
         .table_exists(&ident)
@@ -50,7 +94,11 @@ pub async fn seed(
     {
         let existing = table::load_table(handle, into).await?;
         let owner = existing.metadata().properties().get(PROP_RECOVERY_ID).cloned();
-        if owner.as_deref() != Some(recovery_id) {
+        // Same recovery id: resumed as it is (a refused one is validated again). Another id: only
+        // a refused attempt of the same recovery (source snapshot, journal) is replaced.
+        let ours = owner.as_deref() == Some(recovery_id);
+        let refused = !ours && refused_attempt_of(&existing, snap, journal_id);
+        if !ours && !refused {
             return Err(RecoverError::TargetExists {
                 table: into.to_string(),
                 owner,
@@ -60,10 +108,10 @@ pub async fn seed(
             .metadata()
             .snapshots()
             .any(|s| s.summary().additional_properties.get(PROP_STEP).map(String::as_str) == Some("seed"));
-        if seeded {
+        if seeded && !refused {
             return Ok((existing, true));
         }
-        // An unconfirmed seed of this recovery: start fresh.
+        // An unconfirmed seed of this recovery, or a refused attempt of it: start fresh.
         handle
             .catalog()
             .drop_table(&ident)
@@ -75,14 +123,26 @@ pub async fn seed(
     }
     let mut props = HashMap::new();
     props.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());
-    let t = table::create_table_with_properties(handle, into, spec, props).await?;
-    let schema = arrow_schema(&t)?;
+    // A drop-in replacement: the snapshot's schema (columns other writers added included), the
+    // source's partition spec, sort order and properties.
+    let t = table::create_table_like(handle, into, &snap.metadata, &snap.schema, props).await?;
+    // The snapshot's rows are read by the snapshot's field ids; the new table has the same
+    // columns in the same order (its ids numbered afresh), so the batches fit it by name.
+    let schema = snapshot_arrow_schema(snap)?;
     // One source file at a time (two in flight), so memory follows the file size, not the
     // table's; each is rewritten as files of at most ROWS_PER_FILE rows.
     let copy_file = |path: String| {
         let (t, schema) = (&t, &schema);
         async move {
-            let batches = read_paths(&snap.file_io, &snap.metadata_location, &[path.as_str()], schema, None).await?;
+            let batches = read_paths(
+                &snap.file_io,
+                &snap.metadata_location,
+                &[path.as_str()],
+                schema,
+                None,
+                &snap.deletes,
+            )
+            .await?;
             let mut added = Vec::new();
             let (mut group, mut rows) = (Vec::new(), 0);
             for batch in batches {

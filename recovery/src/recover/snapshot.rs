@@ -12,12 +12,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::io::{FileIO, FileIOBuilder};
-use iceberg::spec::{DataContentType, FormatVersion, Manifest, ManifestList, Schema, TableMetadata};
+use iceberg::spec::{FormatVersion, ManifestList, Schema, TableMetadata};
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
 
 use super::{RecoverError, trust};
+use crate::table::files::{Deletes, snapshot_files};
 
 /// Rewrites a path's prefix: `from` → `to`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +70,12 @@ pub struct TrustedSnapshot {
     pub schema: Schema,
     /// Data files, as readable paths (prefix map applied).
     pub data_files: Vec<String>,
+    /// Rows in the data files, before deletes.
     pub record_count: u64,
+    /// The position and equality deletes of other writers that apply to the data files.
+    pub deletes: Deletes,
+    /// The source table's metadata (partition spec, sort order, properties of the snapshot's table).
+    pub metadata: Arc<TableMetadata>,
     pub file_io: FileIO,
 }
 
@@ -170,32 +176,34 @@ pub async fn choose(
         (recorded.position, recorded.manifest_sequence, recorded.manifest_digest);
     let map = source.prefix_map.as_ref();
     let list_path = PrefixMap::apply(map, snapshot.manifest_list());
+    // The manifest list and manifests must exist (the first missing one is named).
     let list = ManifestList::parse_with_version(&read(&io, &list_path, "manifest list").await?, FormatVersion::V2)
         .map_err(|e| RecoverError::Iceberg {
             context: format!("parse manifest list {list_path}"),
             message: e.to_string(),
         })?;
-    let mut data_files = Vec::new();
-    let mut record_count = 0;
     for mf in list.entries() {
         let path = PrefixMap::apply(map, &mf.manifest_path);
-        let manifest =
-            Manifest::parse_avro(&read(&io, &path, "manifest").await?).map_err(|e| RecoverError::Iceberg {
-                context: format!("parse manifest {path}"),
-                message: e.to_string(),
-            })?;
-        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let f = entry.data_file();
-            if f.content_type() != DataContentType::Data {
-                return Err(RecoverError::Unsupported {
-                    reason: format!("snapshot {snapshot_id} has delete file {}", f.file_path()),
-                });
-            }
-            data_files.push(PrefixMap::apply(map, f.file_path()));
-            record_count += f.record_count();
-        }
+        read(&io, &path, "manifest").await?;
     }
-    for path in &data_files {
+    let mapped = |p: &str| PrefixMap::apply(map, p);
+    let files = snapshot_files(&io, &source.metadata_location, snapshot.manifest_list(), &mapped).await?;
+    // The snapshot's own schema (a snapshot older than a schema change was written with it).
+    let schema = snapshot
+        .schema_id()
+        .and_then(|id| meta.schema_by_id(id))
+        .unwrap_or_else(|| meta.current_schema())
+        .as_ref()
+        .clone();
+    let arrow = Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(&schema).map_err(|e| RecoverError::Iceberg {
+            context: format!("convert the schema of snapshot {snapshot_id} to Arrow"),
+            message: e.to_string(),
+        })?,
+    );
+    let data_files: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
+    let record_count = files.record_count();
+    for path in data_files.iter().chain(files.deletes.iter().map(|f| &f.path)) {
         let exists = io.exists(path).await.map_err(|e| RecoverError::Iceberg {
             context: format!("check data file {path}"),
             message: e.to_string(),
@@ -207,7 +215,7 @@ pub async fn choose(
             });
         }
     }
-    let schema = meta.current_schema().as_ref().clone();
+    let deletes = Deletes::load(&io, &source.metadata_location, &files, &arrow, &mapped).await?;
     Ok(TrustedSnapshot {
         table_uuid,
         snapshot_id,
@@ -218,6 +226,8 @@ pub async fn choose(
         schema,
         data_files,
         record_count,
+        deletes,
+        metadata: Arc::new(meta.clone()),
         file_io: io,
     })
 }

@@ -15,10 +15,11 @@ use tidemark_journal::spec::CompiledSpec;
 use tidemark_schemas::FORMAT_VERSION;
 
 use super::RecoverError;
+use super::seed::snapshot_arrow_schema;
 use super::snapshot::TrustedSnapshot;
-use crate::reference::{Cell, RefRow, RefState, rows_of};
-use crate::table::read::{read_files, read_paths, split_rows};
-use crate::table::{arrow_schema, live_data_files};
+use crate::reference::{Cell, RefRow, RefState, extra_columns, rows_of};
+use crate::table::arrow_schema;
+use crate::table::read::{live_files, read_files, read_paths, read_table, split_rows};
 
 /// How many mismatches the report lists.
 pub const FIRST_MISMATCHES: usize = 20;
@@ -67,8 +68,14 @@ impl ValidationReport {
     }
 }
 
-/// Compares table rows with the expected state, key by key.
-pub fn compare(spec: &CompiledSpec, expected: &BTreeMap<Cell, RefRow>, found_rows: Vec<RefRow>) -> ValidationReport {
+/// Compares table rows with the expected state, key by key, every column (`extra` names the
+/// columns outside the spec, in [`RefRow::extra`] order).
+pub fn compare(
+    spec: &CompiledSpec,
+    extra: &[String],
+    expected: &BTreeMap<Cell, RefRow>,
+    found_rows: Vec<RefRow>,
+) -> ValidationReport {
     let mut r = ValidationReport {
         format_version: FORMAT_VERSION,
         keys_expected: expected.len() as u64,
@@ -160,6 +167,19 @@ pub fn compare(spec: &CompiledSpec, expected: &BTreeMap<Cell, RefRow>, found_row
                     found: Some(got.cells[i].to_string()),
                 },
             );
+        } else if let Some(i) = (0..extra.len()).find(|&i| want.extra.get(i) != got.extra.get(i)) {
+            r.value_mismatches += 1;
+            let show = |c: Option<&Cell>| c.map_or_else(|| "absent".to_string(), Cell::to_string);
+            push(
+                &mut r,
+                Mismatch {
+                    key: key.to_string(),
+                    kind: "value".into(),
+                    column: Some(extra[i].clone()),
+                    expected: Some(show(want.extra.get(i))),
+                    found: Some(show(got.extra.get(i))),
+                },
+            );
         } else if got.position != want.position {
             r.value_mismatches += 1;
             push(
@@ -193,27 +213,40 @@ pub fn compare(spec: &CompiledSpec, expected: &BTreeMap<Cell, RefRow>, found_row
     r
 }
 
-/// The reference state: snapshot rows folded with the events as one unit.
+/// The reference state: snapshot rows (its deletes applied, read by its own schema) folded with
+/// the events as one unit.
 pub async fn reference_state(
     spec: &CompiledSpec,
     snap: &TrustedSnapshot,
-    table_schema: &arrow_schema::SchemaRef,
     events: &[RecordBatch],
 ) -> Result<BTreeMap<Cell, RefRow>, RecoverError> {
+    let schema = snapshot_arrow_schema(snap)?;
+    let extra = extra_columns(spec, &schema).len();
     let paths: Vec<&str> = snap.data_files.iter().map(String::as_str).collect();
-    let seed = read_paths(&snap.file_io, &snap.metadata_location, &paths, table_schema, None).await?;
-    fold(spec, &seed, events)
+    let seed = read_paths(
+        &snap.file_io,
+        &snap.metadata_location,
+        &paths,
+        &schema,
+        None,
+        &snap.deletes,
+    )
+    .await?;
+    fold(spec, extra, &seed, events)
 }
 
-/// The reference fold of snapshot rows and events (each as batches).
+/// The reference fold of snapshot rows and events (each as batches); rows carry `extra`
+/// columns outside the spec.
 fn fold(
     spec: &CompiledSpec,
+    extra: usize,
     seed: &[RecordBatch],
     events: &[RecordBatch],
 ) -> Result<BTreeMap<Cell, RefRow>, RecoverError> {
     let mut state = RefState::seeded(spec.clone(), rows_of(spec, seed)).map_err(|m| RecoverError::Validation {
         message: format!("the trusted snapshot: {m}"),
     })?;
+    state.extra = extra;
     state
         .apply(&rows_of(spec, events))
         .map_err(|c| RecoverError::Validation {
@@ -222,12 +255,9 @@ fn fold(
     Ok(state.rows)
 }
 
-/// Every row of the table's current snapshot.
+/// Every live row of the table's current snapshot.
 pub async fn table_rows(spec: &CompiledSpec, table: &Table) -> Result<Vec<RefRow>, RecoverError> {
-    let schema = arrow_schema(table)?;
-    let files = live_data_files(table).await?;
-    let batches = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None).await?;
-    Ok(rows_of(spec, &batches))
+    Ok(rows_of(spec, &read_table(table).await?))
 }
 
 /// Rows of one side that one validation partition holds at most (on average). Above this many
@@ -257,7 +287,19 @@ pub async fn validate(
     partition_rows: u64,
 ) -> Result<ValidationReport, RecoverError> {
     let schema = arrow_schema(table)?;
-    let files = live_data_files(table).await?;
+    let snap_schema = snapshot_arrow_schema(snap)?;
+    // Every column is compared: those outside the journal's spec too. The recovered table has
+    // the snapshot's columns; a column one side lacks is a mismatch, not a skip.
+    let extra = extra_columns(spec, &schema);
+    let snap_extra = extra_columns(spec, &snap_schema);
+    if extra != snap_extra {
+        return Err(RecoverError::Validation {
+            message: format!(
+                "the recovered table's columns outside the journal spec are {extra:?}, the snapshot's are {snap_extra:?}"
+            ),
+        });
+    }
+    let (files, deletes) = live_files(table).await?;
     let rows: u64 = files
         .iter()
         .map(|f| f.record_count())
@@ -265,9 +307,9 @@ pub async fn validate(
         .max(snap.record_count);
     let parts = rows.div_ceil(partition_rows.max(1)).max(1) as usize;
     if parts == 1 {
-        let expected = reference_state(spec, snap, &schema, events).await?;
-        let found = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None).await?;
-        return Ok(compare(spec, &expected, rows_of(spec, &found)));
+        let expected = reference_state(spec, snap, events).await?;
+        let found = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None, &deletes).await?;
+        return Ok(compare(spec, &extra, &expected, rows_of(spec, &found)));
     }
     let spill = Spill::create(spill_dir, parts)?;
     let io_err = |e: std::io::Error| RecoverError::Validation {
@@ -275,11 +317,19 @@ pub async fn validate(
     };
     // The snapshot's rows, then the table's, one file at a time.
     for path in &snap.data_files {
-        let batches = read_paths(&snap.file_io, &snap.metadata_location, &[path.as_str()], &schema, None).await?;
+        let batches = read_paths(
+            &snap.file_io,
+            &snap.metadata_location,
+            &[path.as_str()],
+            &snap_schema,
+            None,
+            &snap.deletes,
+        )
+        .await?;
         spill.write(spec, Side::Snapshot, &batches).map_err(io_err)?;
     }
     for file in &files {
-        let batches = read_files(table, &[file], &schema, None).await?;
+        let batches = read_files(table, &[file], &schema, None, &deletes).await?;
         spill.write(spec, Side::Table, &batches).map_err(io_err)?;
     }
     let spill = std::sync::Arc::new(spill.finish().map_err(io_err)?);
@@ -297,6 +347,7 @@ pub async fn validate(
     let workers: Vec<_> = (0..PARTITIONS_AT_ONCE.min(parts))
         .map(|_| {
             let (spec, spill, event_parts, next) = (spec.clone(), spill.clone(), event_parts.clone(), next.clone());
+            let extra = extra.clone();
             tokio::task::spawn_blocking(move || {
                 let mut reports = Vec::new();
                 loop {
@@ -304,7 +355,7 @@ pub async fn validate(
                     if p >= parts {
                         return Ok(reports);
                     }
-                    reports.push((p, validate_partition(&spec, &spill, p, &event_parts[p])?));
+                    reports.push((p, validate_partition(&spec, &extra, &spill, p, &event_parts[p])?));
                 }
             })
         })
@@ -331,6 +382,7 @@ pub async fn validate(
 
 fn validate_partition(
     spec: &CompiledSpec,
+    extra: &[String],
     spill: &Spilled,
     p: usize,
     events: &[RecordBatch],
@@ -340,9 +392,9 @@ fn validate_partition(
             message: format!("validation spill partition {p}: {e}"),
         })
     };
-    let expected = fold(spec, &read(Side::Snapshot)?, events)?;
+    let expected = fold(spec, extra.len(), &read(Side::Snapshot)?, events)?;
     let found = rows_of(spec, &read(Side::Table)?);
-    Ok(compare(spec, &expected, found))
+    Ok(compare(spec, extra, &expected, found))
 }
 
 #[derive(Clone, Copy)]

@@ -22,10 +22,10 @@ use std::collections::{HashMap, HashSet};
 
 use arrow_array::RecordBatch;
 use chrono::{DateTime, Utc};
+use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestEntryRef,
-    ManifestFile, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotReference, Summary,
-    TableMetadata, TableMetadataBuilder,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, MAIN_BRANCH, ManifestListWriter, ManifestWriterBuilder,
+    Operation, PartitionKey, Snapshot, SnapshotReference, Struct, Summary, TableMetadata, TableMetadataBuilder,
 };
 use iceberg::table::Table;
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
@@ -36,8 +36,10 @@ use iceberg::writer::file_writer::location_generator::{
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use iceberg::{TableRequirement, TableUpdate};
+use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
+use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies};
 use super::{TableError, arrow_schema, iceberg_err};
 use crate::catalog::{CatalogHandle, CommitRequest};
 
@@ -71,7 +73,10 @@ pub async fn write_data_file(
     let props = meta
         .table_properties()
         .map_err(iceberg_err(format!("read the properties of {name}")))?;
-    let parquet = ParquetWriterBuilder::from_table_properties(&props, meta.current_schema().clone());
+    let parquet = ParquetWriterBuilder::new(
+        writer_properties(&name, meta.properties(), &props)?,
+        meta.current_schema().clone(),
+    );
     let locations = DefaultLocationGenerator::new(meta).map_err(iceberg_err(format!("data location of {name}")))?;
     let names = DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet);
     // The writer overwrites without asking: a reused file id would silently replace a live data
@@ -79,7 +84,9 @@ pub async fn write_data_file(
     // (A clone of `names` would share its counter; a fresh generator does not.)
     let first_name =
         DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet).generate_file_name();
-    let first = locations.generate_location(None, &first_name);
+    // (For a partitioned table the first file lands in some partition's folder: the name is
+    // looked for in the folder of the first row's partition below.)
+    let first = locations.generate_location(first_partition(table, &conformed)?.as_ref(), &first_name);
     let exists = table
         .file_io()
         .exists(&first)
@@ -91,22 +98,125 @@ pub async fn write_data_file(
             path: first,
         });
     }
-    let rolling = RollingFileWriterBuilder::new(
-        parquet,
-        props.write_target_file_size_bytes,
-        table.file_io().clone(),
-        locations,
-        names,
-    );
     let context = format!("write data files of {name}");
-    let mut writer = DataFileWriterBuilder::new(rolling)
-        .build(None)
-        .await
-        .map_err(iceberg_err(&context))?;
-    for batch in conformed {
-        writer.write(batch).await.map_err(iceberg_err(&context))?;
+    // One writer per partition of the table's default spec (one for an unpartitioned table); the
+    // writers share the name generator, so every file name is `<file_id>-NNNNN` and unique.
+    let mut groups: Vec<(Option<PartitionKey>, Vec<RecordBatch>)> = Vec::new();
+    let spec = meta.default_partition_spec();
+    if spec.is_unpartitioned() {
+        groups.push((None, conformed));
+    } else {
+        let splitter =
+            RecordBatchPartitionSplitter::try_new_with_computed_values(meta.current_schema().clone(), spec.clone())
+                .map_err(iceberg_err(format!("partition the rows of {name}")))?;
+        let mut index: HashMap<Struct, usize> = HashMap::new();
+        for batch in &conformed {
+            for (key, part) in splitter
+                .split(batch)
+                .map_err(iceberg_err(format!("partition the rows of {name}")))?
+            {
+                let n = *index.entry(key.data().clone()).or_insert_with(|| {
+                    groups.push((Some(key.clone()), Vec::new()));
+                    groups.len() - 1
+                });
+                groups[n].1.push(part);
+            }
+        }
     }
-    writer.close().await.map_err(iceberg_err(&context))
+    let mut out = Vec::new();
+    for (key, batches) in groups {
+        let rolling = RollingFileWriterBuilder::new(
+            parquet.clone(),
+            props.write_target_file_size_bytes,
+            table.file_io().clone(),
+            locations.clone(),
+            names.clone(),
+        );
+        let mut writer = DataFileWriterBuilder::new(rolling)
+            .build(key)
+            .await
+            .map_err(iceberg_err(&context))?;
+        for batch in batches {
+            writer.write(batch).await.map_err(iceberg_err(&context))?;
+        }
+        out.extend(writer.close().await.map_err(iceberg_err(&context))?);
+    }
+    Ok(out)
+}
+
+/// The partition key of the first row of `batches` under the table's default spec (`None` when
+/// the table is unpartitioned).
+fn first_partition(table: &Table, batches: &[RecordBatch]) -> Result<Option<PartitionKey>, TableError> {
+    let meta = table.metadata();
+    let spec = meta.default_partition_spec();
+    if spec.is_unpartitioned() || batches.is_empty() {
+        return Ok(None);
+    }
+    let name = table.identifier().to_string();
+    let splitter =
+        RecordBatchPartitionSplitter::try_new_with_computed_values(meta.current_schema().clone(), spec.clone())
+            .map_err(iceberg_err(format!("partition the rows of {name}")))?;
+    Ok(splitter
+        .split(&batches[0].slice(0, 1))
+        .map_err(iceberg_err(format!("partition the rows of {name}")))?
+        .into_iter()
+        .next()
+        .map(|(k, _)| k))
+}
+
+/// Property naming the Parquet codec of data files, as Java and PyIceberg read it.
+pub const PROP_PARQUET_CODEC: &str = "write.parquet.compression-codec";
+/// Property naming the codec's level.
+pub const PROP_PARQUET_LEVEL: &str = "write.parquet.compression-level";
+
+/// The Parquet writer settings of the table: `write.parquet.compression-codec` (default zstd, as
+/// Java and PyIceberg default; `zstd`, `snappy` or `uncompressed`/`none` — this build has no
+/// gzip, brotli or lz4, and a table asking for one is refused before anything is written),
+/// `write.parquet.compression-level` for zstd (default 3, Java's), and the content-defined
+/// chunking keys iceberg-rust translates.
+pub fn writer_properties(
+    table: &str,
+    properties: &HashMap<String, String>,
+    props: &iceberg::spec::TableProperties,
+) -> Result<WriterProperties, TableError> {
+    use parquet::basic::{Compression, ZstdLevel};
+    let unsupported = |reason: String| TableError::Unsupported {
+        table: table.to_string(),
+        reason,
+    };
+    let codec = properties
+        .get(PROP_PARQUET_CODEC)
+        .map_or("zstd".to_string(), |c| c.trim().to_ascii_lowercase());
+    let level = properties.get(PROP_PARQUET_LEVEL).map(|l| l.trim());
+    let compression = match codec.as_str() {
+        "zstd" => {
+            let level = match level {
+                Some(l) => l
+                    .parse::<i32>()
+                    .map_err(|_| unsupported(format!("{PROP_PARQUET_LEVEL} = {l:?} is not a number")))?,
+                None => 3,
+            };
+            Compression::ZSTD(
+                ZstdLevel::try_new(level).map_err(|e| unsupported(format!("{PROP_PARQUET_LEVEL} = {level}: {e}")))?,
+            )
+        }
+        "snappy" => Compression::SNAPPY,
+        "uncompressed" | "none" => Compression::UNCOMPRESSED,
+        other => {
+            return Err(unsupported(format!(
+                "{PROP_PARQUET_CODEC} = {other:?}: this build writes zstd, snappy or uncompressed Parquet"
+            )));
+        }
+    };
+    let cdc = props.cdc_enabled.then_some(parquet::file::properties::CdcOptions {
+        min_chunk_size: props.cdc_min_chunk_size,
+        max_chunk_size: props.cdc_max_chunk_size,
+        norm_level: props.cdc_norm_level,
+    });
+    Ok(WriterProperties::builder()
+        .set_compression(compression)
+        .set_content_defined_chunking(cdc)
+        .build())
 }
 
 /// Gives `batch` the table's Arrow schema (field ids in the metadata), checking names and types.
@@ -123,54 +233,18 @@ fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -
     RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| fail(e.to_string()))
 }
 
-/// The live files of the current snapshot: data entries (with their inherited sequence numbers
-/// and snapshot ids) and the delete manifests, which a commit carries forward as they are.
-struct CurrentFiles {
-    data: Vec<ManifestEntryRef>,
-    delete_manifests: Vec<ManifestFile>,
-}
-
-async fn current_files(table: &Table) -> Result<CurrentFiles, TableError> {
-    let mut files = CurrentFiles {
-        data: Vec::new(),
-        delete_manifests: Vec::new(),
-    };
+/// The live files of the current snapshot (none for a table without a snapshot).
+async fn current_files(table: &Table) -> Result<SnapshotFiles, TableError> {
     let Some(snapshot) = table.metadata().current_snapshot() else {
-        return Ok(files);
+        return Ok(SnapshotFiles::default());
     };
-    let name = table.identifier();
-    let list = table
-        .manifest_list_reader(snapshot)
-        .load()
-        .await
-        .map_err(iceberg_err(format!("read the manifest list of {name}")))?;
-    let mut data_manifests = Vec::new();
-    for manifest in list.consume_entries() {
-        match manifest.content {
-            ManifestContentType::Data => data_manifests.push(manifest),
-            ManifestContentType::Deletes => files.delete_manifests.push(manifest),
-        }
-    }
-    let file_io = table.file_io();
-    // `load_manifest` fills in the values an entry inherits from its manifest-list row.
-    let loaded = futures::future::try_join_all(data_manifests.iter().map(|m| m.load_manifest(file_io)))
-        .await
-        .map_err(iceberg_err(format!("read the manifests of {name}")))?;
-    for manifest in loaded {
-        let (entries, _) = manifest.into_parts();
-        files.data.extend(entries.into_iter().filter(|e| e.is_alive()));
-    }
-    Ok(files)
+    let name = table.identifier().to_string();
+    snapshot_files(table.file_io(), &name, snapshot.manifest_list(), &|p| p.to_string()).await
 }
 
 /// All data files of the table's current snapshot (none for a table without a snapshot).
 pub async fn live_data_files(table: &Table) -> Result<Vec<DataFile>, TableError> {
-    Ok(current_files(table)
-        .await?
-        .data
-        .iter()
-        .map(|e| e.data_file().clone())
-        .collect())
+    Ok(current_files(table).await?.data.into_iter().map(|f| f.file).collect())
 }
 
 /// Counts for the snapshot summary.
@@ -185,6 +259,15 @@ struct Counts {
     total_files: u64,
     total_records: u64,
     total_size: u64,
+    /// Delete files: kept (total) and dropped because no remaining data file needs them.
+    total_delete_files: u64,
+    total_position_deletes: u64,
+    total_equality_deletes: u64,
+    total_delete_size: u64,
+    removed_delete_files: u64,
+    removed_position_deletes: u64,
+    removed_equality_deletes: u64,
+    removed_delete_size: u64,
 }
 
 /// Commits a snapshot of `table` that removes the data files `removed` (paths of live files) and
@@ -212,7 +295,7 @@ pub async fn commit_overwrite(
         .to_string();
 
     let current = current_files(table).await?;
-    let live: HashSet<&str> = current.data.iter().map(|e| e.file_path()).collect();
+    let live: HashSet<&str> = current.data.iter().map(|e| e.file.file_path()).collect();
     let removed: HashSet<&str> = removed.iter().map(String::as_str).collect();
     if let Some(path) = removed.iter().find(|p| !live.contains(**p)) {
         return Err(TableError::FileNotLive {
@@ -221,11 +304,15 @@ pub async fn commit_overwrite(
         });
     }
     let mut added_paths = HashSet::new();
+    let partition_fields = meta.default_partition_spec().fields().len();
     for file in &added {
-        if file.content_type() != DataContentType::Data || !file.partition().fields().is_empty() {
+        if file.content_type() != DataContentType::Data || file.partition().fields().len() != partition_fields {
             return Err(TableError::Unsupported {
                 table: name,
-                reason: format!("{} is not an unpartitioned data file", file.file_path()),
+                reason: format!(
+                    "{} is not a data file of the table's partition spec ({partition_fields} partition fields)",
+                    file.file_path()
+                ),
             });
         }
         if live.contains(file.file_path()) || !added_paths.insert(file.file_path()) {
@@ -244,43 +331,55 @@ pub async fn commit_overwrite(
 
     // The snapshot id is unique in this table, so a reused stamp can never overwrite a manifest
     // that an earlier snapshot references.
-    let manifest_path = format!("{metadata_dir}/{}-{snapshot_id}-m0.avro", stamp.id);
-    let output = table
-        .file_io()
-        .new_output(&manifest_path)
-        .map_err(io_err("open the manifest"))?;
-    let mut writer = ManifestWriterBuilder::new(
-        output,
-        Some(snapshot_id),
-        meta.current_schema().clone(),
-        meta.default_partition_spec().as_ref().clone(),
-    )
-    .build_v2_data();
+    // One data manifest per partition spec (a manifest's entries all follow its spec): the
+    // default spec's holds the added files; files of an older spec keep theirs.
+    let default_spec = meta.default_partition_spec_id();
+    let mut writers: Vec<(i32, iceberg::spec::ManifestWriter)> = Vec::new();
+    let writer_for =
+        |writers: &mut Vec<(i32, iceberg::spec::ManifestWriter)>, spec_id: i32| -> Result<usize, TableError> {
+            if let Some(n) = writers.iter().position(|(s, _)| *s == spec_id) {
+                return Ok(n);
+            }
+            let spec = meta
+                .partition_spec_by_id(spec_id)
+                .ok_or_else(|| TableError::Unsupported {
+                    table: name.clone(),
+                    reason: format!("a data manifest names partition spec {spec_id}, which the table does not have"),
+                })?;
+            let path = format!("{metadata_dir}/{}-{snapshot_id}-m{}.avro", stamp.id, writers.len());
+            let output = table.file_io().new_output(&path).map_err(io_err("open the manifest"))?;
+            let writer = ManifestWriterBuilder::new(
+                output,
+                Some(snapshot_id),
+                meta.current_schema().clone(),
+                spec.as_ref().clone(),
+            )
+            .build_v2_data();
+            writers.push((spec_id, writer));
+            Ok(writers.len() - 1)
+        };
     let mut counts = Counts::default();
+    // The data files live after this commit, with their data sequence numbers.
+    let mut remaining: Vec<(String, i64)> = Vec::with_capacity(current.data.len() + added.len());
+    for file in &added {
+        remaining.push((file.file_path().to_string(), sequence_number));
+    }
     for file in added {
         counts.added_files += 1;
         counts.added_records += file.record_count();
         counts.added_size += file.file_size_in_bytes();
-        writer
+        let n = writer_for(&mut writers, default_spec)?;
+        writers[n]
+            .1
             .add_file(file, sequence_number)
             .map_err(io_err("add a data file to the manifest"))?;
     }
     for entry in &current.data {
-        let file = entry.data_file();
-        // After `load_manifest`, live v2 entries always have their data sequence number and
-        // snapshot id. The file sequence number can be null in manifests upgraded from v1;
-        // Java then falls back to the data sequence number, and so do we.
-        let (Some(seq), Some(entry_snapshot)) = (entry.sequence_number(), entry.snapshot_id()) else {
-            return Err(TableError::Unsupported {
-                table: name,
-                reason: format!(
-                    "manifest entry of {} has no sequence number or snapshot id",
-                    file.file_path()
-                ),
-            });
-        };
-        let file_seq = entry.file_sequence_number.or(Some(seq));
-        if removed.contains(entry.file_path()) {
+        let file = &entry.file;
+        let (seq, file_seq) = (entry.sequence, Some(entry.file_sequence));
+        let n = writer_for(&mut writers, entry.spec_id)?;
+        let writer = &mut writers[n].1;
+        if removed.contains(file.file_path()) {
             counts.deleted_files += 1;
             counts.deleted_records += file.record_count();
             counts.removed_size += file.file_size_in_bytes();
@@ -288,21 +387,116 @@ pub async fn commit_overwrite(
                 .add_delete_file(file.clone(), seq, file_seq)
                 .map_err(io_err("mark a file deleted"))?;
         } else {
+            remaining.push((file.file_path().to_string(), seq));
             counts.total_files += 1;
             counts.total_records += file.record_count();
             counts.total_size += file.file_size_in_bytes();
             writer
-                .add_existing_file(file.clone(), entry_snapshot, seq, file_seq)
+                .add_existing_file(file.clone(), entry.snapshot_id, seq, file_seq)
                 .map_err(io_err("keep a file in the manifest"))?;
         }
     }
     counts.total_files += counts.added_files;
     counts.total_records += counts.added_records;
     counts.total_size += counts.added_size;
-    let data_manifest = writer
-        .write_manifest_file()
-        .await
-        .map_err(io_err("write the manifest"))?;
+    let mut data_manifests = Vec::with_capacity(writers.len());
+    for (_, writer) in writers {
+        data_manifests.push(
+            writer
+                .write_manifest_file()
+                .await
+                .map_err(io_err("write the manifest"))?,
+        );
+    }
+    let remaining: Vec<(&str, i64)> = remaining.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+
+    // Delete files of other writers: those that can still remove a row of a remaining data file
+    // stay; the others (their rows were carried into new files, or their files are gone) are
+    // dropped. A delete manifest without a dropped file is carried as it is; one with a dropped
+    // file is written again, the dropped files marked DELETED.
+    let dropped: HashSet<&str> = current
+        .deletes
+        .iter()
+        .filter(|d| !still_applies(d, &remaining))
+        .map(|d| d.file.file_path())
+        .collect();
+    for del in &current.deletes {
+        let f = &del.file;
+        let (files, records, size) = if dropped.contains(f.file_path()) {
+            (
+                &mut counts.removed_delete_files,
+                if f.content_type() == DataContentType::PositionDeletes {
+                    &mut counts.removed_position_deletes
+                } else {
+                    &mut counts.removed_equality_deletes
+                },
+                &mut counts.removed_delete_size,
+            )
+        } else {
+            (
+                &mut counts.total_delete_files,
+                if f.content_type() == DataContentType::PositionDeletes {
+                    &mut counts.total_position_deletes
+                } else {
+                    &mut counts.total_equality_deletes
+                },
+                &mut counts.total_delete_size,
+            )
+        };
+        *files += 1;
+        *records += f.record_count();
+        *size += f.file_size_in_bytes();
+    }
+    let mut delete_manifests = Vec::with_capacity(current.delete_manifests.len());
+    for (n, manifest) in current.delete_manifests.iter().enumerate() {
+        let entries: Vec<&LiveFile> = current
+            .deletes
+            .iter()
+            .filter(|d| d.manifest == manifest.manifest_path)
+            .collect();
+        if !entries.iter().any(|d| dropped.contains(d.file.file_path())) {
+            delete_manifests.push(manifest.clone());
+            continue;
+        }
+        let spec = meta
+            .partition_spec_by_id(manifest.partition_spec_id)
+            .ok_or_else(|| TableError::Unsupported {
+                table: name.clone(),
+                reason: format!(
+                    "delete manifest {} names partition spec {}, which the table does not have",
+                    manifest.manifest_path, manifest.partition_spec_id
+                ),
+            })?;
+        let path = format!("{metadata_dir}/{}-{snapshot_id}-d{n}.avro", stamp.id);
+        let output = table
+            .file_io()
+            .new_output(&path)
+            .map_err(io_err("open a delete manifest"))?;
+        let mut writer = ManifestWriterBuilder::new(
+            output,
+            Some(snapshot_id),
+            meta.current_schema().clone(),
+            spec.as_ref().clone(),
+        )
+        .build_v2_deletes();
+        for del in entries {
+            if dropped.contains(del.file.file_path()) {
+                writer
+                    .add_delete_file(del.file.clone(), del.sequence, Some(del.file_sequence))
+                    .map_err(io_err("mark a delete file deleted"))?;
+            } else {
+                writer
+                    .add_existing_file(del.file.clone(), del.snapshot_id, del.sequence, Some(del.file_sequence))
+                    .map_err(io_err("keep a delete file"))?;
+            }
+        }
+        delete_manifests.push(
+            writer
+                .write_manifest_file()
+                .await
+                .map_err(io_err("write a delete manifest"))?,
+        );
+    }
 
     // Java's name for a manifest list: snap-<snapshot id>-<attempt>-<commit uuid>.avro.
     let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", stamp.id);
@@ -314,7 +508,7 @@ pub async fn commit_overwrite(
         .await
         .map_err(io_err("open the manifest list"))?;
     let mut list = ManifestListWriter::v2(list_out, snapshot_id, meta.current_snapshot_id(), sequence_number);
-    list.add_manifests(std::iter::once(data_manifest).chain(current.delete_manifests.iter().cloned()))
+    list.add_manifests(data_manifests.into_iter().chain(delete_manifests))
         .map_err(io_err("list the manifests"))?;
     list.close().await.map_err(io_err("write the manifest list"))?;
 
@@ -324,7 +518,7 @@ pub async fn commit_overwrite(
         Operation::Overwrite
     };
     let mut properties = summary;
-    properties.extend(summary_counts(&counts, &current.delete_manifests, meta));
+    properties.extend(summary_counts(&counts));
     // The metadata builder refuses a snapshot more than a minute older than the table's last
     // update, and time travel by timestamp needs snapshot times that increase: a clock behind
     // the table's history is raised to just after it.
@@ -387,6 +581,109 @@ pub async fn commit_refs(
         updates.push(TableUpdate::SetSnapshotRef { ref_name, reference });
     }
     Ok(handle.commit(table, CommitRequest { requirements, updates }).await?)
+}
+
+/// Test support: commits a snapshot that adds `deletes` (position or equality delete files) in a
+/// delete manifest of their own, every existing manifest carried, as another engine's
+/// merge-on-read delete does (iceberg-rust 0.10.1 has no row-delta action).
+#[cfg(test)]
+pub(crate) async fn commit_delete_files(
+    handle: &CatalogHandle,
+    table: &Table,
+    deletes: Vec<DataFile>,
+    stamp: CommitStamp,
+) -> Result<Table, TableError> {
+    let name = table.identifier().to_string();
+    let meta = table.metadata();
+    let io_err = |what: &str| iceberg_err(format!("{what} for {name}"));
+    let expected = table
+        .metadata_location_result()
+        .map_err(io_err("metadata location"))?
+        .to_string();
+    let snapshot = meta.current_snapshot().expect("a table with data");
+    let existing = table
+        .manifest_list_reader(snapshot)
+        .load()
+        .await
+        .map_err(io_err("read the manifest list"))?
+        .consume_entries();
+    let snapshot_id = new_snapshot_id(stamp.id, meta);
+    let sequence_number = meta.next_sequence_number();
+    let metadata_dir = format!("{}/metadata", meta.location());
+    let path = format!("{metadata_dir}/{}-{snapshot_id}-deletes.avro", stamp.id);
+    let output = table.file_io().new_output(&path).map_err(io_err("open"))?;
+    let mut writer = ManifestWriterBuilder::new(
+        output,
+        Some(snapshot_id),
+        meta.current_schema().clone(),
+        meta.default_partition_spec().as_ref().clone(),
+    )
+    .build_v2_deletes();
+    let (mut pos, mut eq) = (0u64, 0u64);
+    let (n, size): (u64, u64) = (
+        deletes.len() as u64,
+        deletes.iter().map(|f| f.file_size_in_bytes()).sum(),
+    );
+    for f in deletes {
+        match f.content_type() {
+            DataContentType::PositionDeletes => pos += f.record_count(),
+            _ => eq += f.record_count(),
+        }
+        writer.add_file(f, sequence_number).map_err(io_err("add"))?;
+    }
+    let manifest = writer.write_manifest_file().await.map_err(io_err("write"))?;
+    let list_path = format!("{metadata_dir}/snap-{snapshot_id}-1-{}.avro", stamp.id);
+    let out = table
+        .file_io()
+        .new_output(&list_path)
+        .map_err(io_err("open"))?
+        .writer()
+        .await
+        .map_err(io_err("open"))?;
+    let mut list = ManifestListWriter::v2(out, snapshot_id, meta.current_snapshot_id(), sequence_number);
+    list.add_manifests(existing.into_iter().chain(std::iter::once(manifest)))
+        .map_err(io_err("list"))?;
+    list.close().await.map_err(io_err("close"))?;
+    let summary = HashMap::from([
+        ("added-delete-files".to_string(), n.to_string()),
+        ("added-position-deletes".to_string(), pos.to_string()),
+        ("added-equality-deletes".to_string(), eq.to_string()),
+        ("added-files-size".to_string(), size.to_string()),
+    ]);
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(meta.current_snapshot_id())
+        .with_sequence_number(sequence_number)
+        .with_timestamp_ms(stamp.at.timestamp_millis().max(meta.last_updated_ms() + 1))
+        .with_manifest_list(list_path)
+        .with_summary(Summary {
+            operation: Operation::Delete,
+            additional_properties: summary,
+        })
+        .with_schema_id(meta.current_schema_id())
+        .build();
+    let new_metadata = TableMetadataBuilder::new_from_metadata(meta.clone(), Some(expected.clone()))
+        .set_branch_snapshot(snapshot, MAIN_BRANCH)
+        .and_then(|b| b.build())
+        .map_err(io_err("build the new table metadata"))?
+        .metadata;
+    publish(handle, table, &expected, new_metadata).await
+}
+
+/// Sets table properties of `table` in a metadata-only commit (no new snapshot), through the
+/// catalog contract like every commit. Returns the table as committed.
+pub async fn commit_properties(
+    handle: &CatalogHandle,
+    table: &Table,
+    properties: HashMap<String, String>,
+) -> Result<Table, TableError> {
+    let request = CommitRequest {
+        requirements: vec![TableRequirement::UuidMatch {
+            uuid: table.metadata().uuid(),
+        }],
+        updates: vec![TableUpdate::SetProperties { updates: properties }],
+    };
+    Ok(handle.commit(table, request).await?)
 }
 
 /// Publishes `new_metadata` (built from `table`'s metadata) through the catalog as a commit:
@@ -464,8 +761,10 @@ fn commit_request(table: &Table, new: &TableMetadata) -> Result<CommitRequest, T
     Ok(CommitRequest { requirements, updates })
 }
 
-/// The hand-made snapshot supports what tidemark creates: format v2, unpartitioned.
-fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+/// The hand-made snapshot supports format v2 tables (partitioned or not: files are written per
+/// partition of the default spec). Writers call it before they write anything, so that a
+/// refused table gets no unreferenced file.
+pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     let unsupported = |reason: String| {
         Err(TableError::Unsupported {
             table: name.to_string(),
@@ -474,9 +773,6 @@ fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     };
     if meta.format_version() != FormatVersion::V2 {
         return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
-    }
-    if !meta.default_partition_spec().is_unpartitioned() {
-        return unsupported("the table is partitioned".into());
     }
     Ok(())
 }
@@ -492,38 +788,31 @@ fn new_snapshot_id(id: Uuid, meta: &TableMetadata) -> i64 {
 }
 
 /// The standard summary counts. Totals are counted from the files themselves rather than
-/// carried from the parent's summary, which another writer may have left out.
-fn summary_counts(counts: &Counts, delete_manifests: &[ManifestFile], meta: &TableMetadata) -> HashMap<String, String> {
-    let mut out: HashMap<String, String> = [
+/// carried from the parent's summary, which another writer may have left out. Sizes count data
+/// and delete files, as Java and PyIceberg do.
+fn summary_counts(counts: &Counts) -> HashMap<String, String> {
+    let mut out: Vec<(&str, u64)> = vec![
         ("added-data-files", counts.added_files),
         ("deleted-data-files", counts.deleted_files),
         ("added-records", counts.added_records),
         ("deleted-records", counts.deleted_records),
         ("added-files-size", counts.added_size),
-        ("removed-files-size", counts.removed_size),
+        ("removed-files-size", counts.removed_size + counts.removed_delete_size),
         ("total-data-files", counts.total_files),
         ("total-records", counts.total_records),
-        ("total-files-size", counts.total_size),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let delete_files: u64 = delete_manifests
-        .iter()
-        .map(|m| u64::from(m.added_files_count.unwrap_or(0)) + u64::from(m.existing_files_count.unwrap_or(0)))
-        .sum();
-    out.insert("total-delete-files".into(), delete_files.to_string());
-    // Delete files are carried unchanged, so their row totals are the parent's.
-    let parent = meta.current_snapshot().map(|s| &s.summary().additional_properties);
-    for key in ["total-position-deletes", "total-equality-deletes"] {
-        let value = match (delete_files, parent.and_then(|p| p.get(key))) {
-            (0, _) => "0".to_string(),
-            (_, Some(v)) => v.clone(),
-            (_, None) => continue,
-        };
-        out.insert(key.to_string(), value);
+        ("total-files-size", counts.total_size + counts.total_delete_size),
+        ("total-delete-files", counts.total_delete_files),
+        ("total-position-deletes", counts.total_position_deletes),
+        ("total-equality-deletes", counts.total_equality_deletes),
+    ];
+    if counts.removed_delete_files > 0 {
+        out.extend([
+            ("removed-delete-files", counts.removed_delete_files),
+            ("removed-position-deletes", counts.removed_position_deletes),
+            ("removed-equality-deletes", counts.removed_equality_deletes),
+        ]);
     }
-    out
+    out.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 #[cfg(test)]
@@ -936,5 +1225,63 @@ mod tests {
             "{err}"
         );
         assert_eq!(rows(&t1, None).await, want(&[("a", 1)]));
+    }
+
+    /// The codec of the first column chunk of each file.
+    async fn codecs(table: &Table, files: &[DataFile]) -> Vec<parquet::basic::Compression> {
+        let mut out = Vec::new();
+        for f in files {
+            let bytes = table.file_io().new_input(f.file_path()).unwrap().read().await.unwrap();
+            let reader = parquet::file::reader::SerializedFileReader::new(bytes).unwrap();
+            use parquet::file::reader::FileReader;
+            out.push(reader.metadata().row_group(0).column(0).compression());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn data_files_honour_the_compression_codec_property() {
+        use parquet::basic::Compression;
+        let dir = tempfile::tempdir().unwrap();
+        let handle = catalog_in(dir.path()).await;
+        let spec = CompiledSpec::orders();
+        // Default: zstd, as Java and PyIceberg write.
+        let table = create_or_load_table(&handle, TABLE, &spec).await.unwrap();
+        let files = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
+            .await
+            .unwrap();
+        assert!(
+            matches!(codecs(&table, &files).await[..], [Compression::ZSTD(_)]),
+            "{:?}",
+            codecs(&table, &files).await
+        );
+        for (codec, ok) in [("snappy", true), ("uncompressed", true), ("gzip", false)] {
+            let props = HashMap::from([(PROP_PARQUET_CODEC.to_string(), codec.to_string())]);
+            let name = format!("shop.{codec}");
+            let t = crate::table::create_table_with_properties(&handle, &name, &spec, props)
+                .await
+                .unwrap();
+            let got = write_data_file(&t, &[orders(&[("a", 1)])], stamp(2).id).await;
+            match (ok, got) {
+                (true, Ok(files)) => {
+                    let want = if codec == "snappy" {
+                        Compression::SNAPPY
+                    } else {
+                        Compression::UNCOMPRESSED
+                    };
+                    assert_eq!(codecs(&t, &files).await, vec![want], "{codec}");
+                }
+                (false, Err(TableError::Unsupported { reason, .. })) => {
+                    assert!(
+                        reason.contains("gzip") && reason.contains(PROP_PARQUET_CODEC),
+                        "{reason}"
+                    );
+                    let data =
+                        std::path::PathBuf::from(t.metadata().location().strip_prefix("file://").unwrap()).join("data");
+                    assert!(!data.exists(), "nothing written for a refused codec");
+                }
+                (_, other) => panic!("{codec}: {other:?}"),
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
 
 pub mod commit;
+pub mod files;
 pub mod read;
 pub mod schema;
 
@@ -19,7 +20,9 @@ use tidemark_journal::spec::CompiledSpec;
 
 use crate::catalog::CatalogHandle;
 
-pub use commit::{CommitStamp, commit_overwrite, commit_refs, live_data_files, write_data_file};
+pub use commit::{
+    CommitStamp, check_supported, commit_overwrite, commit_properties, commit_refs, live_data_files, write_data_file,
+};
 pub use schema::{check_schema, iceberg_schema};
 
 /// Errors of catalog and table work. Each carries the facts an operator needs to act.
@@ -250,19 +253,6 @@ async fn create_table(
     spec: &CompiledSpec,
     mut properties: HashMap<String, String>,
 ) -> Result<Table, TableError> {
-    let catalog = handle.catalog();
-    let ns = id.namespace();
-    let ns_exists = catalog
-        .namespace_exists(ns)
-        .await
-        .map_err(iceberg_err(format!("look up namespace {ns:?}")))?;
-    if !ns_exists {
-        match catalog.create_namespace(ns, HashMap::new()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
-            Err(e) => return Err(iceberg_err(format!("create namespace {}", ns.join(".")))(e)),
-        }
-    }
     let schema = iceberg_schema(spec);
     // Rewrites are copy-on-write per data file holding a touched key. Sorting by key keeps each
     // key's rows in a narrow range of files, so a batch of touched keys rewrites few files.
@@ -277,14 +267,61 @@ async fn create_table(
         .with_sort_field(key_field)
         .build(&schema)
         .map_err(iceberg_err("build the key sort order"))?;
+    properties.insert("write.format.default".to_string(), "parquet".to_string());
+    create_with(handle, id, schema, None, sort_order, properties).await
+}
+
+/// Creates a new table like the one whose metadata is `like`: its current schema (`schema`,
+/// e.g. a snapshot's), default partition spec, default sort order and properties, with
+/// `properties` added over them (refused if the table exists; `tidemark.*` keys of `like` are
+/// not copied). The catalog numbers the field ids
+/// afresh in schema order, so the columns keep their order, names, types and nullability.
+pub async fn create_table_like(
+    handle: &CatalogHandle,
+    ident: &str,
+    like: &iceberg::spec::TableMetadata,
+    schema: &iceberg::spec::Schema,
+    properties: HashMap<String, String>,
+) -> Result<Table, TableError> {
+    let mut props = like.properties().clone();
+    // Reserved keys are refused by the catalog; tidemark's own bookkeeping (`tidemark.*`, e.g.
+    // a recovery id) belongs to the table it was set on, not to a copy.
+    props.retain(|k, _| {
+        !iceberg::spec::TableProperties::RESERVED_PROPERTIES.contains(&k.as_str()) && !k.starts_with("tidemark.")
+    });
+    props.extend(properties);
+    let spec = like.default_partition_spec().as_ref().clone().into_unbound();
+    let order = like.default_sort_order().as_ref().clone();
+    create_with(handle, &parse_ident(ident)?, schema.clone(), Some(spec), order, props).await
+}
+
+async fn create_with(
+    handle: &CatalogHandle,
+    id: &TableIdent,
+    schema: iceberg::spec::Schema,
+    partition_spec: Option<iceberg::spec::UnboundPartitionSpec>,
+    sort_order: SortOrder,
+    properties: HashMap<String, String>,
+) -> Result<Table, TableError> {
+    let catalog = handle.catalog();
+    let ns = id.namespace();
+    let ns_exists = catalog
+        .namespace_exists(ns)
+        .await
+        .map_err(iceberg_err(format!("look up namespace {ns:?}")))?;
+    if !ns_exists {
+        match catalog.create_namespace(ns, HashMap::new()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+            Err(e) => return Err(iceberg_err(format!("create namespace {}", ns.join(".")))(e)),
+        }
+    }
     let creation = TableCreation::builder()
         .name(id.name().to_string())
         .schema(schema)
+        .partition_spec_opt(partition_spec)
         .sort_order(sort_order)
-        .properties({
-            properties.insert("write.format.default".to_string(), "parquet".to_string());
-            properties
-        })
+        .properties(properties)
         // "format-version" as a property is refused by iceberg-rust; the builder field is the way.
         .format_version(FormatVersion::V2)
         .build();

@@ -2,8 +2,10 @@
 //! in (what copy-on-write needs to know), and pruning files by the key column's bounds in the
 //! manifests so that a batch of events reads only the files that can hold its keys.
 //!
-//! Only tables without delete files are read this way (tidemark writes none; a table with
-//! equality or position deletes from another writer is refused by the commit path).
+//! Columns are matched by Iceberg field id (`PARQUET:field_id`), as Iceberg readers must: a column
+//! renamed by another writer keeps its id, and a column added after a file was written reads as
+//! null in that file. The position and equality deletes of other writers are applied to every
+//! row read ([`super::files::Deletes`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use iceberg::table::Table;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tidemark_journal::spec::ColumnType;
 
+use super::files::{Deletes, field_id, snapshot_files};
 use super::{TableError, iceberg_err};
 use crate::reference::Cell;
 
@@ -46,13 +49,14 @@ pub fn files_for_keys<'a>(files: &'a [DataFile], key_field_id: i32, keys: &BTree
         .collect()
 }
 
-/// Every row of `files` in `schema` (the table's Arrow schema, columns matched by name), plus a
-/// last column naming the file when `with_file` is given.
+/// Every live row of `files` (`deletes` applied) in `schema` (the table's Arrow schema, columns
+/// matched by field id), plus a last column naming the file when `with_file` is given.
 pub async fn read_files(
     table: &Table,
     files: &[&DataFile],
     schema: &SchemaRef,
     with_file: Option<&SchemaRef>,
+    deletes: &Deletes,
 ) -> Result<Vec<RecordBatch>, TableError> {
     let paths: Vec<&str> = files.iter().map(|f| f.file_path()).collect();
     read_paths(
@@ -61,8 +65,30 @@ pub async fn read_files(
         &paths,
         schema,
         with_file,
+        deletes,
     )
     .await
+}
+
+/// The live data files of the table's current snapshot and their deletes, loaded.
+pub async fn live_files(table: &Table) -> Result<(Vec<DataFile>, Deletes), TableError> {
+    let name = table.identifier().to_string();
+    let Some(snapshot) = table.metadata().current_snapshot() else {
+        return Ok((Vec::new(), Deletes::none()));
+    };
+    let files = snapshot_files(table.file_io(), &name, snapshot.manifest_list(), &|p| p.to_string()).await?;
+    let deletes = Deletes::load(table.file_io(), &name, &files, &super::arrow_schema(table)?, &|p| {
+        p.to_string()
+    })
+    .await?;
+    Ok((files.data.into_iter().map(|f| f.file).collect(), deletes))
+}
+
+/// Every live row of the table's current snapshot, in the table's Arrow schema.
+pub async fn read_table(table: &Table) -> Result<Vec<RecordBatch>, TableError> {
+    let (files, deletes) = live_files(table).await?;
+    let schema = super::arrow_schema(table)?;
+    read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None, &deletes).await
 }
 
 /// Groups `files` into chunks of about `chunk_rows` rows that cover disjoint key ranges: a cut is
@@ -135,6 +161,7 @@ pub async fn read_paths(
     paths: &[&str],
     schema: &SchemaRef,
     with_file: Option<&SchemaRef>,
+    deletes: &Deletes,
 ) -> Result<Vec<RecordBatch>, TableError> {
     let mut out = Vec::new();
     let bad = |path: &str, e: &dyn std::fmt::Display| TableError::BatchSchema {
@@ -149,37 +176,85 @@ pub async fn read_paths(
             .read()
             .await
             .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.with_batch_size(64 * 1024).build())
-            .map_err(|e| bad(path, &e))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
+        let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
+        let reader = builder.with_batch_size(64 * 1024).build().map_err(|e| bad(path, &e))?;
+        let mut offset = 0u64;
         for batch in reader {
             let batch = batch.map_err(|e| bad(path, &e))?;
-            let mut cols: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len() + 1);
-            for field in schema.fields() {
-                let col = batch
-                    .column_by_name(field.name())
-                    .ok_or_else(|| bad(path, &format!("no column {}", field.name())))?;
-                let col = if col.data_type() == field.data_type() {
-                    col.clone()
-                } else {
-                    cast(col, field.data_type()).map_err(|e| bad(path, &format!("column {}: {e}", field.name())))?
-                };
-                cols.push(col);
-            }
+            let rows = batch.num_rows() as u64;
+            let projected = projection.apply(&batch, schema).map_err(|e| bad(path, &e))?;
+            let live = deletes.filter(path, offset, projected).map_err(|e| bad(path, &e))?;
+            offset += rows;
+            let (target, mut cols) = (schema.clone(), live.columns().to_vec());
             let target = match with_file {
                 Some(s) => {
                     cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
                         *path,
-                        batch.num_rows(),
+                        live.num_rows(),
                     ))));
                     s.clone()
                 }
-                None => schema.clone(),
+                None => target,
             };
             out.push(RecordBatch::try_new(target, cols).map_err(|e| bad(path, &e))?);
         }
     }
     Ok(out)
+}
+
+/// Where each column of the target schema comes from in a file: the file column with the same
+/// field id; for a file written without field ids, the column of the same name (a file
+/// imported without ids); or nothing (a column added after the file was written: null).
+struct Projection(Vec<Option<usize>>);
+
+impl Projection {
+    fn of(file: &SchemaRef, target: &SchemaRef) -> Result<Projection, String> {
+        let file_ids: Vec<Option<i32>> = file.fields().iter().map(|f| field_id(f)).collect();
+        let by_id = file_ids.iter().any(Option::is_some);
+        let mut sources = Vec::with_capacity(target.fields().len());
+        for field in target.fields() {
+            let source = match (by_id, field_id(field)) {
+                (true, Some(id)) => file_ids.iter().position(|f| *f == Some(id)),
+                _ => file.index_of(field.name()).ok(),
+            };
+            if source.is_none() && !field.is_nullable() {
+                return Err(format!(
+                    "no column for required field {}{}",
+                    field.name(),
+                    field_id(field)
+                        .map(|id| format!(" (field id {id})"))
+                        .unwrap_or_default()
+                ));
+            }
+            sources.push(source);
+        }
+        Ok(Projection(sources))
+    }
+
+    fn apply(&self, batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+        for (field, source) in target.fields().iter().zip(&self.0) {
+            let col = match source {
+                Some(i) => {
+                    let col = batch.column(*i);
+                    if col.data_type() == field.data_type() {
+                        col.clone()
+                    } else {
+                        cast(col, field.data_type()).map_err(|e| format!("column {}: {e}", field.name()))?
+                    }
+                }
+                None => arrow::array::new_null_array(field.data_type(), batch.num_rows()),
+            };
+            cols.push(col);
+        }
+        RecordBatch::try_new_with_options(
+            target.clone(),
+            cols,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+        )
+        .map_err(|e| e.to_string())
+    }
 }
 
 /// The key column's type must allow bound pruning; other key types read every file.

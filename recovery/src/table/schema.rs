@@ -59,9 +59,11 @@ fn describe(t: &Type, required: bool) -> String {
     format!("{t} {}", if required { "required" } else { "optional" })
 }
 
-/// Checks that `table_schema` has exactly the spec's columns with the spec's types and
-/// nullability (field order and ids are not compared: writers match columns by field id). The
-/// error names the first mismatching column in spec order, then any extra table column.
+/// Checks that `table_schema` has the spec's columns with the spec's types and nullability
+/// (field order and ids are not compared: writers match columns by field id). Other columns
+/// (added by another writer) may be there when they are optional: the merge carries their values
+/// forward and a new key gets null. The error names the first mismatching column in spec order,
+/// then any required extra table column.
 pub fn check_schema(spec: &CompiledSpec, table_schema: &Schema) -> Result<(), TableError> {
     let table = spec.spec.name.clone();
     let mismatch = |column: &str, expected: String, found: String| TableError::SchemaMismatch {
@@ -88,7 +90,7 @@ pub fn check_schema(spec: &CompiledSpec, table_schema: &Schema) -> Result<(), Ta
         }
     }
     for field in table_schema.as_struct().fields() {
-        if !expected.iter().any(|(name, _, _)| name == &field.name) {
+        if field.required && !expected.iter().any(|(name, _, _)| name == &field.name) {
             return Err(mismatch(
                 &field.name,
                 "absent".into(),
@@ -163,6 +165,8 @@ mod tests {
             ("status".into(), "string required".into(), "missing".into())
         );
 
+        // An optional column another writer added is carried; a required one could not be
+        // filled for a new key.
         let extra = schema_with(&spec, |f| {
             f.push(NestedField::optional(
                 10,
@@ -170,9 +174,17 @@ mod tests {
                 Type::Primitive(PrimitiveType::String),
             ))
         });
+        check_schema(&spec, &extra).unwrap();
+        let required_extra = schema_with(&spec, |f| {
+            f.push(NestedField::required(
+                10,
+                "note",
+                Type::Primitive(PrimitiveType::String),
+            ))
+        });
         assert_eq!(
-            mismatch_of(&spec, &extra),
-            ("note".into(), "absent".into(), "string optional".into())
+            mismatch_of(&spec, &required_extra),
+            ("note".into(), "absent".into(), "string required".into())
         );
 
         let wrong_type = schema_with(&spec, |f| *f[1].field_type = Type::Primitive(PrimitiveType::Int));

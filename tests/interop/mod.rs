@@ -1,0 +1,336 @@
+//! Tables that another engine also writes (issue 11): PyIceberg (sandbox/pyiceberg.sh) deletes
+//! rows with merge-on-read delete files, renames columns, adds columns, appends rows, and tidemark
+//! applies, faults and recovers between its commits. Every check reads the table back through
+//! PyIceberg, row by row, against the merge rules computed here independently.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::support::python::PyIceberg;
+use super::support::*;
+use super::{assert_same_rows, merge_events};
+
+/// An orders event with the columns that tell a swap apart (status and currency differ).
+fn ev(position: u64, order: &str, version: i64, status: &str, currency: &str) -> String {
+    json!({
+        "position": position,
+        "order_id": order,
+        "order_version": version,
+        "customer_id": format!("c-{order}"),
+        "status": status,
+        "amount": format!("{version}.25"),
+        "currency": currency,
+        "is_deleted": false,
+        "event_time": "2026-11-01T10:00:00.000000Z",
+    })
+    .to_string()
+        + "\n"
+}
+
+/// One table, one journal, one catalog in a scratch folder, and PyIceberg on that catalog.
+struct Shared {
+    s: Scratch,
+    py: PyIceberg,
+    journal: String,
+    catalog: String,
+    events: String,
+}
+
+impl Shared {
+    fn new() -> Option<Shared> {
+        let s = Scratch::new();
+        let py = PyIceberg::new(&s.path("catalog.db"), &s.path("warehouse"))?;
+        let journal = s.path_str("journal");
+        let catalog = s.path_str("catalog.db");
+        s.run(&["journal", "init", "--journal", &journal]).ok();
+        Some(Shared {
+            s,
+            py,
+            journal,
+            catalog,
+            events: String::new(),
+        })
+    }
+
+    /// Appends events to the journal and applies everything to shop.orders.
+    fn apply(&mut self, ndjson: &str) -> Value {
+        let n = self.events.lines().count();
+        let input = self.s.write(&format!("events-{n}.ndjson"), ndjson);
+        self.s
+            .run(&[
+                "journal",
+                "append",
+                "--journal",
+                &self.journal,
+                "--input",
+                input.to_str().unwrap(),
+            ])
+            .ok();
+        self.events.push_str(ndjson);
+        self.s
+            .run(&[
+                "apply",
+                "--journal",
+                &self.journal,
+                "--catalog",
+                &self.catalog,
+                "--table",
+                "shop.orders",
+                "--json",
+            ])
+            .ok()
+            .json()
+    }
+
+    /// The journal's state by the merge rules, without the keys `gone`.
+    fn expected(&self, gone: &[&str]) -> Vec<Value> {
+        let mut state = BTreeMap::new();
+        merge_events(&mut state, &self.events);
+        state.retain(|k, _| !gone.contains(&k.as_str()));
+        state.into_values().collect()
+    }
+
+    fn py(&self, command: &str, extra: &[&str]) -> Value {
+        self.py.run(command, "shop.orders", extra).ok().json()
+    }
+
+    fn current_snapshot(&self) -> i64 {
+        let snaps = self.py.snapshots("shop.orders");
+        snaps.last().unwrap()["snapshot_id"].as_i64().unwrap()
+    }
+
+    fn last_summary(&self) -> Value {
+        self.py.snapshots("shop.orders").last().unwrap()["summary"].clone()
+    }
+
+    /// `tidemark recover` of shop.orders (at `snapshot`, or its newest checkpoint) into `into`.
+    fn recover(&self, into: &str, snapshot: Option<i64>) -> Value {
+        let id = snapshot.map(|s| s.to_string());
+        let mut args = vec![
+            "recover",
+            "--journal",
+            &self.journal,
+            "--catalog",
+            &self.catalog,
+            "--source-table",
+            "shop.orders",
+            "--into",
+            into,
+            "--json",
+        ];
+        if let Some(id) = &id {
+            args.extend(["--snapshot-id", id]);
+        }
+        self.s.run(&args).ok().json()
+    }
+}
+
+#[test]
+fn rows_another_engine_deleted_by_merge_on_read_stay_deleted() {
+    let Some(mut t) = Shared::new() else { return };
+    let first: String = (1..=8).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
+    t.apply(&first);
+
+    // Another engine deletes o-2 and o-3 with a position delete file.
+    let del = t.py("position-delete", &["o-2", "o-3"]);
+    assert_eq!(del["rows"], 2, "{del}");
+    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2", "o-3"]));
+
+    // An update of o-1 rewrites the one data file, which also holds o-2 and o-3.
+    t.apply(&ev(9, "o-1", 2, "paid", "EUR"));
+    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2", "o-3"]));
+    let summary = t.last_summary();
+    assert_eq!(
+        summary["total-delete-files"], "0",
+        "spent delete files are dropped: {summary}"
+    );
+    assert_eq!(summary["total-records"], "6", "{summary}");
+
+    // fault delete of o-5, whose neighbour o-6 another engine has just deleted by position.
+    t.py("position-delete", &["o-6"]);
+    let with_deletes = t.current_snapshot();
+    t.s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &t.catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_id = 'o-5'",
+    ])
+    .ok();
+    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2", "o-3", "o-5", "o-6"]));
+
+    // An equality delete of o-7 (PyIceberg cannot read those), then an update that rewrites the
+    // file: o-7 must not come back in a file newer than the delete, and the spent delete is
+    // dropped, so PyIceberg can read the table again.
+    t.py("equality-delete", &["o-7"]);
+    t.apply(&ev(10, "o-1", 3, "shipped", "EUR"));
+    assert_same_rows(
+        &t.py.read("shop.orders"),
+        &t.expected(&["o-2", "o-3", "o-5", "o-6", "o-7"]),
+    );
+    assert_eq!(t.last_summary()["total-delete-files"], "0");
+
+    // Recovery from the snapshot that still had position deletes: the deleted rows stay
+    // deleted, the journal after the snapshot's position (9) is replayed, validation passes.
+    let r = t.recover("shop.recovered", Some(with_deletes));
+    assert_eq!(r["validation"]["ok"], true, "{r}");
+    assert_same_rows(&t.py.read("shop.recovered"), &t.expected(&["o-2", "o-3", "o-6"]));
+}
+
+#[test]
+fn columns_are_matched_by_field_id_after_renames() {
+    let Some(mut t) = Shared::new() else { return };
+    let first: String = (1..=4)
+        .map(|i| ev(i, &format!("o-{i}"), 1, &format!("st-{i}"), &format!("cur-{i}")))
+        .collect();
+    t.apply(&first);
+
+    // Another writer swaps the names of status and currency: each column keeps its field id
+    // (and its values); the names now say the other thing.
+    t.py("rename", &["status", "tmp"]);
+    t.py("rename", &["currency", "status"]);
+    t.py("rename", &["tmp", "currency"]);
+    let swap = |mut rows: Vec<Value>| {
+        for r in &mut rows {
+            let (s, c) = (r["status"].clone(), r["currency"].clone());
+            r["status"] = c;
+            r["currency"] = s;
+        }
+        rows
+    };
+    let before = t.py.read("shop.orders");
+    assert_same_rows(&before, &swap(t.expected(&[])));
+
+    // A tidemark commit that rewrites the file keeps every kept row's values in their columns.
+    t.apply(&ev(5, "o-1", 2, "paid", "USD"));
+    let mut want = swap(t.expected(&["o-1"]));
+    let mut state = BTreeMap::new();
+    merge_events(&mut state, &ev(5, "o-1", 2, "paid", "USD"));
+    want.extend(state.into_values());
+    want.sort_by(|a, b| a["order_id"].as_str().cmp(&b["order_id"].as_str()));
+    assert_same_rows(&t.py.read("shop.orders"), &want);
+
+    // A rename and a rename back, with a file written in between under the other name.
+    t.py("rename", &["customer_id", "cust"]);
+    let row = json!({
+        "order_id": "o-9", "order_version": 1, "cust": "c-o-9", "status": "EUR", "amount": "9.00",
+        "currency": "placed", "is_deleted": false, "event_time": "2026-11-01T10:00:00Z", "journal_position": 0,
+    });
+    let rows = t.s.write("o9.jsonl", &format!("{row}\n"));
+    t.py("append", &[rows.to_str().unwrap()]);
+    t.py("rename", &["cust", "customer_id"]);
+    let reread = t.py.read("shop.orders");
+    assert_eq!(reread.len(), 5);
+    assert_eq!(reread[4]["customer_id"], "c-o-9", "{:?}", reread[4]);
+    // tidemark reads PyIceberg's file by field id: an update of o-9 and a recovery both work.
+    t.apply(&ev(6, "o-9", 2, "paid", "USD"));
+    let after = t.py.read("shop.orders");
+    assert_eq!(after[4]["order_version"], 2, "{:?}", after[4]);
+    assert_eq!(after[4]["customer_id"], "c-o-9");
+    assert_same_rows(&after[..4], &reread[..4]);
+    let r = t.recover("shop.recovered", None);
+    assert_eq!(r["validation"]["ok"], true, "{r}");
+    assert_same_rows(&t.py.read("shop.recovered"), &after);
+}
+
+#[test]
+fn a_column_another_writer_added_is_carried_and_recovered() {
+    let Some(mut t) = Shared::new() else { return };
+    let first: String = (1..=3).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
+    t.apply(&first);
+    t.py("add-column", &["note"]);
+    t.py("set-property", &["owner", "team-orders"]);
+    let row = json!({
+        "order_id": "o-5", "order_version": 1, "customer_id": "c-o-5", "status": "placed", "amount": "5.00",
+        "currency": "EUR", "is_deleted": false, "event_time": "2026-11-01T10:00:00Z", "journal_position": 0,
+        "note": "gift wrap",
+    });
+    let rows = t.s.write("o5.jsonl", &format!("{row}\n"));
+    t.py("append", &[rows.to_str().unwrap()]);
+
+    // The journal updates o-5 (its note is carried forward) and inserts o-6 (note null).
+    t.apply(&(ev(4, "o-5", 2, "paid", "EUR") + &ev(5, "o-6", 1, "placed", "EUR")));
+    let found = t.py.read("shop.orders");
+    let mut want = t.expected(&[]);
+    for r in &mut want {
+        r["note"] = if r["order_id"] == "o-5" {
+            json!("gift wrap")
+        } else {
+            Value::Null
+        };
+    }
+    assert_same_rows(&found, &want);
+
+    // The recovered table is a drop-in replacement: the same columns (note included), sort
+    // order, partition spec and properties, and the same rows; validation covers note.
+    let r = t.recover("shop.recovered", None);
+    assert_eq!(r["validation"]["ok"], true, "{r}");
+    assert_same_rows(&t.py.read("shop.recovered"), &found);
+    let source = t.py("describe", &[]);
+    let recovered = t.py.run("describe", "shop.recovered", &[]).ok().json();
+    for key in [
+        "fields",
+        "identifier_field_ids",
+        "partition_spec",
+        "sort_order",
+        "format_version",
+    ] {
+        assert_eq!(source[key], recovered[key], "{key}");
+    }
+    assert_eq!(recovered["properties"]["owner"], "team-orders", "{recovered}");
+    assert!(
+        recovered["properties"]["tidemark.recovery-id"].is_string(),
+        "{recovered}"
+    );
+}
+
+#[test]
+fn a_partitioned_table_is_applied_per_partition_and_recovered_partitioned() {
+    let Some(mut t) = Shared::new() else { return };
+    // PyIceberg creates the table partitioned by currency and writes two partitions.
+    let rows: String = [("o-1", "EUR"), ("o-2", "USD"), ("o-3", "EUR")]
+        .iter()
+        .map(|(k, c)| {
+            let row = json!({
+                "order_id": k, "order_version": 1, "customer_id": format!("c-{k}"), "status": "placed",
+                "amount": "1.25", "currency": c, "is_deleted": false,
+                "event_time": "2026-11-01T10:00:00.000000Z", "journal_position": 0,
+            });
+            format!("{row}\n")
+        })
+        .collect();
+    let rows = t.s.write("rows.jsonl", &rows);
+    t.py.run(
+        "create-and-write",
+        "shop.orders",
+        &[rows.to_str().unwrap(), "currency:identity"],
+    )
+    .ok();
+    let mut prior = BTreeMap::new();
+    for r in t.py.read("shop.orders") {
+        prior.insert(r["order_id"].as_str().unwrap().to_string(), r);
+    }
+    // An update within a partition, one that moves o-3 to another partition, a new key in a
+    // third partition.
+    t.apply(&(ev(1, "o-1", 2, "paid", "EUR") + &ev(2, "o-3", 2, "paid", "GBP") + &ev(3, "o-4", 1, "placed", "CHF")));
+    let mut state = prior;
+    merge_events(&mut state, &t.events);
+    let want: Vec<Value> = state.into_values().collect();
+    let found = t.py.read("shop.orders");
+    assert_same_rows(&found, &want);
+    let summary = t.last_summary();
+    assert_eq!(summary["total-records"], "4", "{summary}");
+
+    // The recovered table is partitioned as its source, with the same rows.
+    let r = t.recover("shop.recovered", None);
+    assert_eq!(r["validation"]["ok"], true, "{r}");
+    assert_same_rows(&t.py.read("shop.recovered"), &found);
+    let source = t.py("describe", &[]);
+    let recovered = t.py.run("describe", "shop.recovered", &[]).ok().json();
+    assert_eq!(source["partition_spec"], recovered["partition_spec"]);
+    assert_eq!(recovered["partition_spec"][0]["transform"], "identity", "{recovered}");
+}
