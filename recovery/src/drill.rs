@@ -25,7 +25,7 @@ use crate::apply::{ApplyOptions, Guard, RouteFence, applied_state, apply};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use crate::fault::delete_rows;
 use crate::ids::Ids;
-use crate::query::routed_context;
+use crate::query::routed_context_with;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
 use crate::table;
@@ -553,7 +553,7 @@ pub async fn run(
 
     // A reader queries through the route.
     let t = Instant::now();
-    let (ctx, routed) = routed_context(&routes, "orders", "is_deleted")
+    let (ctx, routed) = routed_context_with(&routes, "orders", "is_deleted", Some(&dr))
         .await
         .map_err(|e| fail("query")(e.to_string()))?;
     let rows = ctx.sql("SELECT order_id, order_version, status, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','B','C','D','E')").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;

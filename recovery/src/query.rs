@@ -42,9 +42,27 @@ pub async fn routed_context(
     name: &str,
     delete_column: &str,
 ) -> Result<(SessionContext, Route), QueryError> {
+    routed_context_with(routes, name, delete_column, None).await
+}
+
+/// [`routed_context`] for a program that already holds an open catalog (with its credentials):
+/// when the route names that catalog, `known` is used instead of opening the reference again.
+pub async fn routed_context_with(
+    routes: &RouteStore,
+    name: &str,
+    delete_column: &str,
+    known: Option<&crate::catalog::CatalogHandle>,
+) -> Result<(SessionContext, Route), QueryError> {
     let route = routes.resolve().await?;
-    let handle = open_ref(&route.catalog).await?;
-    let t = table::load_table(&handle, &route.table_name).await?;
+    let opened;
+    let handle = match known {
+        Some(h) if h.reference() == &route.catalog => h,
+        _ => {
+            opened = open_ref(&route.catalog).await?;
+            &opened
+        }
+    };
+    let t = table::load_table(handle, &route.table_name).await?;
     let found_uuid = t.metadata().uuid().to_string();
     if found_uuid != route.table_uuid {
         return Err(QueryError::UuidMismatch {

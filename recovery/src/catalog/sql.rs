@@ -505,6 +505,9 @@ pub(crate) fn apply_updates(
                 .map_err(|e| invalid(format!("cannot serialize reference {ref_name}: {e}")))?;
         }
     }
+    // The metadata's last-updated time is the time of the commit itself, as iceberg-rust's
+    // builder stamps it for every other commit; it takes no part in what the table holds.
+    #[allow(clippy::disallowed_methods)]
     let now = chrono::Utc::now().timestamp_millis();
     let log_entry = serde_json::json!({"timestamp-ms": base.last_updated_ms(), "metadata-file": expected});
     match json.get_mut("metadata-log").and_then(serde_json::Value::as_array_mut) {
