@@ -19,6 +19,10 @@
 # Exports:
 #   TIDEMARK_S3TABLES_ENDPOINT   http://127.0.0.1:PORT (S3 Tables API and S3)
 #   TIDEMARK_S3TABLES_ARN        the ARN of the table bucket `tidemark`
+#   TIDEMARK_S3TABLES_MOTO_ENDPOINT  http://127.0.0.1:PORT+1, moto itself without the proxy: its
+#                                UpdateTableMetadataLocation replies do not parse, which the
+#                                tests use as a real lost reply (the pointer moved, the client
+#                                cannot tell)
 #
 # State lives in ${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}: s3tables.pid (moto),
 # s3tables-proxy.pid, s3tables.port, s3tables.log, s3tables-proxy.log.
@@ -50,6 +54,7 @@ arn() { echo "arn:aws:s3tables:$REGION:$ACCOUNT:bucket/$TABLE_BUCKET"; }
 print_exports() {
     echo "export TIDEMARK_S3TABLES_ENDPOINT=http://127.0.0.1:$1"
     echo "export TIDEMARK_S3TABLES_ARN=$(arn)"
+    echo "export TIDEMARK_S3TABLES_MOTO_ENDPOINT=http://127.0.0.1:$(($1 + 1))"
 }
 
 wait_http() {

@@ -1,6 +1,8 @@
 //! End-to-end scenarios: the `tidemark` binary as an operator runs it, on a local folder and on
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
+mod catalogs;
+mod seaweedfs;
 mod support;
 
 use support::*;

@@ -15,6 +15,8 @@
 //! to every reader of the catalog as soon as that statement returns.
 
 pub mod contract;
+pub mod rest;
+pub mod s3tables;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -416,7 +418,7 @@ pub fn s3_props(env: impl Fn(&str) -> Option<String>) -> HashMap<String, String>
     props
 }
 
-fn endpoint_needs_path_style(endpoint: &str) -> bool {
+pub(crate) fn endpoint_needs_path_style(endpoint: &str) -> bool {
     let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
     let authority = rest.split('/').next().unwrap_or(rest);
     let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
