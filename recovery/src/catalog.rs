@@ -17,6 +17,8 @@
 pub mod contract;
 pub mod rest;
 pub mod s3tables;
+#[cfg(test)]
+mod live_tests;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
