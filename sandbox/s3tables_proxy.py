@@ -1,14 +1,17 @@
-"""A pass-through HTTP proxy in front of moto's S3 Tables control plane that fixes one reply.
+"""A pass-through HTTP proxy in front of moto's S3 Tables control plane that fixes two replies.
 
     s3tables_proxy.py LISTEN_PORT UPSTREAM_PORT        (both on 127.0.0.1)
 
 moto 5.2.5 answers UpdateTableMetadataLocation (PUT /tables/{arn}/{ns}/{name}/metadata-location)
 with `"namespace": "shop"` and `"tableArn"`, where the S3 Tables API model has a list
 (`"namespace": ["shop"]`) and `"tableARN"`. aws-sdk-s3tables cannot parse that reply, so the call
-fails after moto already moved the pointer: every commit would look like a lost reply. This
-proxy rewrites just that reply to the shape AWS sends; every other request and reply (the rest
-of the control plane, and S3 traffic to the table warehouses) passes through unchanged. It is
-test scaffolding for the emulator: tidemark's own code reads the API as AWS documents it.
+fails after moto already moved the pointer: every commit would look like a lost reply. And its
+GetTable reply has `"managedByService": false`, where the model has a string (the service that
+manages the table) that AWS leaves out for a customer's table; aws-sdk-s3tables 1.59 refuses
+that reply too. This proxy rewrites just those two replies to the shape AWS sends; every other
+request and reply (the rest of the control plane, and S3 traffic to the table warehouses) passes
+through unchanged. It is test scaffolding for the emulator: tidemark's own code reads the API as
+AWS documents it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,18 @@ def fix_update_metadata_location(body: bytes) -> bytes:
     if "tableArn" in reply and "tableARN" not in reply:
         reply["tableARN"] = reply.pop("tableArn")
     return json.dumps(reply).encode()
+
+
+def fix_get_table(body: bytes) -> bytes:
+    """A GetTable reply without moto's boolean `managedByService` (see the module doc)."""
+    try:
+        reply = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(reply, dict) and isinstance(reply.get("managedByService"), bool):
+        del reply["managedByService"]
+        return json.dumps(reply).encode()
+    return body
 
 
 class Proxy(http.server.BaseHTTPRequestHandler):
@@ -73,6 +88,8 @@ class Proxy(http.server.BaseHTTPRequestHandler):
         if (self.command == "PUT" and path.startswith("/tables/") and path.endswith("/metadata-location")
                 and status == 200):
             data = fix_update_metadata_location(data)
+        elif self.command == "GET" and path == "/get-table" and status == 200:
+            data = fix_get_table(data)
         self.send_response(status)
         for k, v in reply_headers:
             # A HEAD reply keeps the upstream length (the object's size); others get the body's.

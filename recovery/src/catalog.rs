@@ -15,10 +15,10 @@
 //! to every reader of the catalog as soon as that statement returns.
 
 pub mod contract;
-pub mod rest;
-pub mod s3tables;
 #[cfg(test)]
 mod live_tests;
+pub mod rest;
+pub mod s3tables;
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::spec::{
-    ManifestListWriter, NestedField, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference,
-    SnapshotRetention, Summary, Type,
+    ManifestListWriter, NestedField, Operation, PrimitiveType, Schema, Snapshot, SnapshotReference, SnapshotRetention,
+    Summary, Type,
 };
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableRequirement, TableUpdate};
@@ -92,31 +92,49 @@ async fn commit_story(backend: Arc<dyn CatalogBackend>, purpose: &str) {
     let ns = NamespaceIdent::new(unique_ns(purpose));
     catalog.create_namespace(&ns, HashMap::new()).await.unwrap();
     let schema = Schema::builder()
-        .with_fields(vec![NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into()])
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
         .build()
         .unwrap();
     let creation = TableCreation::builder().name("t".into()).schema(schema).build();
     let t0 = catalog.create_table(&ns, creation).await.unwrap();
     let ident = t0.identifier().clone();
-    assert_eq!(backend.pointer(&ident).await.unwrap().as_deref(), t0.metadata_location());
+    assert_eq!(
+        backend.pointer(&ident).await.unwrap().as_deref(),
+        t0.metadata_location()
+    );
 
     let first = snapshot_commit(&t0).await;
     let t1 = backend.commit(&t0, first.clone()).await.unwrap();
     let reloaded = catalog.load_table(&ident).await.unwrap();
     assert_eq!(reloaded.metadata_location(), t1.metadata_location());
-    assert_eq!(reloaded.metadata().current_snapshot_id(), t1.metadata().current_snapshot_id());
-    assert_eq!(backend.pointer(&ident).await.unwrap().as_deref(), t1.metadata_location());
+    assert_eq!(
+        reloaded.metadata().current_snapshot_id(),
+        t1.metadata().current_snapshot_id()
+    );
+    assert_eq!(
+        backend.pointer(&ident).await.unwrap().as_deref(),
+        t1.metadata_location()
+    );
 
     // Based on t0 again: main moved, so it is a conflict, and nothing changes.
     let stale = snapshot_commit(&t0).await;
     let err = backend.commit(&t0, stale.clone()).await.unwrap_err();
     assert!(matches!(err, CommitError::Conflict { .. }), "{err}");
-    assert_eq!(backend.pointer(&ident).await.unwrap().as_deref(), t1.metadata_location());
+    assert_eq!(
+        backend.pointer(&ident).await.unwrap().as_deref(),
+        t1.metadata_location()
+    );
 
     // A lost reply: found by reloading (the first commit), or reported not applied (the stale one).
-    let found = resolve_unknown(backend.as_ref(), &t0, &first, "test".into()).await.unwrap();
+    let found = resolve_unknown(backend.as_ref(), &t0, &first, "test".into())
+        .await
+        .unwrap();
     assert_eq!(found.metadata_location(), t1.metadata_location());
-    let err = resolve_unknown(backend.as_ref(), &t0, &stale, "test".into()).await.unwrap_err();
+    let err = resolve_unknown(backend.as_ref(), &t0, &stale, "test".into())
+        .await
+        .unwrap_err();
     assert!(matches!(err, CommitError::NotApplied { .. }), "{err}");
 
     // A second snapshot on top of the first.
