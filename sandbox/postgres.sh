@@ -26,6 +26,10 @@ DEFAULT_PORT="${TIDEMARK_PG_PORT:-5433}"
 DB_NAME=tidemark
 DB_USER=tidemark
 DB_PASS=tidemark
+# A second user and database whose password appears nowhere else, so that a test can grep every
+# output for it (no secret in routes, reports, messages).
+SECRET_USER=tm_secret
+SECRET_PASS=pw-Never-Shown-7c1e
 
 # Everything but the export lines goes to stderr, so that `eval "$(postgres.sh start)"` works.
 say() { echo "postgres.sh: $*" >&2; }
@@ -106,6 +110,12 @@ ensure_database() {
     if [[ -z "$(super_psql "$port" -tAc "SELECT 1 FROM pg_database WHERE datname = '$DB_NAME'")" ]]; then
         super_psql "$port" -c "CREATE DATABASE $DB_NAME OWNER $DB_USER" >&2
     fi
+    if [[ -z "$(super_psql "$port" -tAc "SELECT 1 FROM pg_roles WHERE rolname = '$SECRET_USER'")" ]]; then
+        super_psql "$port" -c "CREATE ROLE $SECRET_USER LOGIN PASSWORD '$SECRET_PASS'" >&2
+    fi
+    if [[ -z "$(super_psql "$port" -tAc "SELECT 1 FROM pg_database WHERE datname = '$SECRET_USER'")" ]]; then
+        super_psql "$port" -c "CREATE DATABASE $SECRET_USER OWNER $SECRET_USER" >&2
+    fi
 }
 
 # Waits until the password user can log in over TCP and run a query.
@@ -123,6 +133,7 @@ wait_answers() {
 
 print_exports() {
     echo "export TIDEMARK_TEST_PG_URI=postgres://$DB_USER:$DB_PASS@127.0.0.1:$1/$DB_NAME"
+    echo "export TIDEMARK_TEST_PG_SECRET_URI=postgres://$SECRET_USER:$SECRET_PASS@127.0.0.1:$1/$SECRET_USER"
 }
 
 port_in_use() {

@@ -5,7 +5,8 @@
 # proxy's doc). Clients talk to the proxy only, for the control plane and for S3.
 #
 #   sandbox/s3tables.sh start [PORT]   start it (proxy on PORT, default 7740 or
-#                                      $TIDEMARK_S3TABLES_PORT; moto on PORT+1) and print the
+#                                      $TIDEMARK_S3TABLES_PORT; moto on PORT+1, the lossy
+#                                      proxy on PORT+2) and print the
 #                                      export lines
 #   sandbox/s3tables.sh stop           stop both
 #
@@ -19,10 +20,9 @@
 # Exports:
 #   TIDEMARK_S3TABLES_ENDPOINT   http://127.0.0.1:PORT (S3 Tables API and S3)
 #   TIDEMARK_S3TABLES_ARN        the ARN of the table bucket `tidemark`
-#   TIDEMARK_S3TABLES_MOTO_ENDPOINT  http://127.0.0.1:PORT+1, moto itself without the proxy: its
-#                                UpdateTableMetadataLocation replies do not parse, which the
-#                                tests use as a real lost reply (the pointer moved, the client
-#                                cannot tell)
+#   TIDEMARK_S3TABLES_LOSSY_ENDPOINT  http://127.0.0.1:PORT+2, a second proxy that leaves moto's
+#                                UpdateTableMetadataLocation reply unparseable: the tests use it
+#                                as a real lost reply (the pointer moved, the client cannot tell)
 #
 # State lives in ${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}: s3tables.pid (moto),
 # s3tables-proxy.pid, s3tables.port, s3tables.log, s3tables-proxy.log.
@@ -32,6 +32,7 @@ cd "$(dirname "$0")/.."
 SANDBOX_DIR="${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}"
 PID_FILE="$SANDBOX_DIR/s3tables.pid"
 PROXY_PID_FILE="$SANDBOX_DIR/s3tables-proxy.pid"
+LOSSY_PID_FILE="$SANDBOX_DIR/s3tables-lossy.pid"
 PORT_FILE="$SANDBOX_DIR/s3tables.port"
 LOG_FILE="$SANDBOX_DIR/s3tables.log"
 PROXY_LOG_FILE="$SANDBOX_DIR/s3tables-proxy.log"
@@ -54,7 +55,7 @@ arn() { echo "arn:aws:s3tables:$REGION:$ACCOUNT:bucket/$TABLE_BUCKET"; }
 print_exports() {
     echo "export TIDEMARK_S3TABLES_ENDPOINT=http://127.0.0.1:$1"
     echo "export TIDEMARK_S3TABLES_ARN=$(arn)"
-    echo "export TIDEMARK_S3TABLES_MOTO_ENDPOINT=http://127.0.0.1:$(($1 + 1))"
+    echo "export TIDEMARK_S3TABLES_LOSSY_ENDPOINT=http://127.0.0.1:$(($1 + 2))"
 }
 
 wait_http() {
@@ -82,7 +83,7 @@ start() {
         return 0
     fi
     stop >/dev/null 2>&1 || true
-    for p in "$port" $((port + 1)); do
+    for p in "$port" $((port + 1)) $((port + 2)); do
         if curl -s -o /dev/null "http://127.0.0.1:$p/"; then
             say "port $p is already in use; pass another: s3tables.sh start PORT"
             return 1
@@ -95,9 +96,12 @@ start() {
     echo $! >"$PID_FILE"
     setsid "$bin/python" sandbox/s3tables_proxy.py "$port" $((port + 1)) >"$PROXY_LOG_FILE" 2>&1 </dev/null &
     echo $! >"$PROXY_PID_FILE"
+    setsid "$bin/python" sandbox/s3tables_proxy.py $((port + 2)) $((port + 1)) lossy >>"$PROXY_LOG_FILE" 2>&1 </dev/null &
+    echo $! >"$LOSSY_PID_FILE"
     echo "$port" >"$PORT_FILE"
     if ! wait_http $((port + 1)) "$(cat "$PID_FILE")" "$LOG_FILE" \
-        || ! wait_http "$port" "$(cat "$PROXY_PID_FILE")" "$PROXY_LOG_FILE"; then
+        || ! wait_http "$port" "$(cat "$PROXY_PID_FILE")" "$PROXY_LOG_FILE" \
+        || ! wait_http $((port + 2)) "$(cat "$LOSSY_PID_FILE")" "$PROXY_LOG_FILE"; then
         stop
         return 1
     fi
@@ -118,7 +122,7 @@ EOF
 
 stop() {
     local f pid i stopped=""
-    for f in "$PROXY_PID_FILE" "$PID_FILE"; do
+    for f in "$LOSSY_PID_FILE" "$PROXY_PID_FILE" "$PID_FILE"; do
         if pid="$(alive "$f")"; then
             kill "$pid"
             for i in $(seq 1 20); do

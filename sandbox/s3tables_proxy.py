@@ -1,6 +1,9 @@
 """A pass-through HTTP proxy in front of moto's S3 Tables control plane that fixes two replies.
 
-    s3tables_proxy.py LISTEN_PORT UPSTREAM_PORT        (both on 127.0.0.1)
+    s3tables_proxy.py LISTEN_PORT UPSTREAM_PORT [lossy]   (both on 127.0.0.1)
+
+With `lossy`, the UpdateTableMetadataLocation reply is left as moto sends it (unparseable by the
+SDK after the pointer moved): a real lost reply, for the tests of its resolution.
 
 moto 5.2.5 answers UpdateTableMetadataLocation (PUT /tables/{arn}/{ns}/{name}/metadata-location)
 with `"namespace": "shop"` and `"tableArn"`, where the S3 Tables API model has a list
@@ -22,6 +25,7 @@ import json
 import sys
 
 UPSTREAM = ("127.0.0.1", 0)
+LOSSY = False
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
               "proxy-authorization", "proxy-authenticate"}
 
@@ -86,7 +90,7 @@ class Proxy(http.server.BaseHTTPRequestHandler):
             upstream.close()
         path = self.path.split("?", 1)[0]
         if (self.command == "PUT" and path.startswith("/tables/") and path.endswith("/metadata-location")
-                and status == 200):
+                and status == 200 and not LOSSY):
             data = fix_update_metadata_location(data)
         elif self.command == "GET" and path == "/get-table" and status == 200:
             data = fix_get_table(data)
@@ -108,8 +112,9 @@ class Proxy(http.server.BaseHTTPRequestHandler):
 
 
 def main(argv: list[str]) -> None:
-    global UPSTREAM
+    global UPSTREAM, LOSSY
     listen, upstream = int(argv[1]), int(argv[2])
+    LOSSY = len(argv) > 3 and argv[3] == "lossy"
     UPSTREAM = ("127.0.0.1", upstream)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", listen), Proxy)
     server.daemon_threads = True

@@ -1,163 +1,382 @@
-//! The `tidemark` binary on the catalogs beyond SQL, defined the way PyIceberg defines them
-//! (`PYICEBERG_CATALOG__<NAME>__<KEY>` variables, given to every command of the scratch): the
-//! Iceberg REST catalog of SeaweedFS (`--catalog sw`) and moto's S3 Tables (`--catalog st`),
-//! both started by sandbox/test.sh. PyIceberg reads what tidemark committed through each, and
-//! the drill runs its A–E story with its tables in each. TIDEMARK_SKIP_SEAWEEDFS=1 and
-//! TIDEMARK_SKIP_S3TABLES=1 skip them.
+//! End-to-end: choosing a catalog (`--catalog` forms, PyIceberg definitions, refusals), routes
+//! that carry their catalog so readers need nothing else, and no secret anywhere.
 
-use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
 
-use super::support::python::PyIceberg;
-use super::support::*;
-use super::{assert_same_rows, merge_events};
+use crate::support::{Run, Scratch, journal_with, tidemark};
 
-fn env(name: &str) -> String {
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("{name} is not set: run the tests with `bash sandbox/test.sh` (or skip them)"))
-}
-
-fn skipped(var: &str) -> bool {
-    let skip = std::env::var(var).is_ok_and(|v| v == "1");
-    if skip {
-        eprintln!("catalog scenario skipped ({var}=1)");
+/// Runs tidemark in `dir` with `env` set and HOME / PYICEBERG_HOME pointed at `home`, so that
+/// the machine's own `.pyiceberg.yaml` is never read.
+fn run_env(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut cmd = tidemark();
+    cmd.current_dir(dir)
+        .args(args)
+        .env("HOME", home)
+        .env("PYICEBERG_HOME", home);
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-    skip
-}
-
-/// `PYICEBERG_CATALOG__<NAME>__<KEY>` for each (key, value), keys written as PyIceberg spells
-/// them (`s3.endpoint` becomes `S3__ENDPOINT`).
-fn definition(name: &str, props: &[(&str, String)]) -> Vec<(String, String)> {
-    props
-        .iter()
-        .map(|(k, v)| {
-            let key = k.replace('.', "__").replace('-', "_").to_uppercase();
-            (format!("PYICEBERG_CATALOG__{}__{key}", name.to_uppercase()), v.clone())
-        })
-        .collect()
-}
-
-fn s3_keys() -> Vec<(&'static str, String)> {
-    vec![
-        ("s3.access-key-id", env("AWS_ACCESS_KEY_ID")),
-        ("s3.secret-access-key", env("AWS_SECRET_ACCESS_KEY")),
-        ("s3.region", "us-east-1".to_string()),
-    ]
-}
-
-/// SeaweedFS's REST catalog defined as `sw`, or `None` when skipped.
-pub fn rest_definition() -> Option<Vec<(String, String)>> {
-    if skipped("TIDEMARK_SKIP_SEAWEEDFS") {
-        return None;
+    let Output { status, stdout, stderr } = cmd.output().expect("run tidemark");
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
     }
-    let mut props = vec![
-        ("type", "rest".to_string()),
-        ("uri", env("TIDEMARK_REST_URI")),
-        ("warehouse", env("TIDEMARK_REST_WAREHOUSE")),
-        ("credential", env("TIDEMARK_REST_CREDENTIAL")),
-        ("s3.endpoint", env("TIDEMARK_SEAWEED_S3_ENDPOINT")),
-        ("tidemark.register", "false".to_string()),
-    ];
-    props.extend(s3_keys());
-    Some(definition("sw", &props))
 }
 
-/// moto's S3 Tables table bucket defined as `st`, or `None` when skipped.
-pub fn s3tables_definition() -> Option<Vec<(String, String)>> {
-    if skipped("TIDEMARK_SKIP_S3TABLES") {
-        return None;
-    }
-    let endpoint = env("TIDEMARK_S3TABLES_ENDPOINT");
-    let mut props = vec![
-        ("type", "s3tables".to_string()),
-        ("warehouse", env("TIDEMARK_S3TABLES_ARN")),
-        ("s3tables.endpoint", endpoint.clone()),
-        ("s3.endpoint", endpoint),
-    ];
-    props.extend(s3_keys());
-    Some(definition("st", &props))
-}
-
-/// A namespace of this run (S3 Tables' naming rules: lowercase, digits, `_`).
-fn ns(purpose: &str) -> String {
-    format!("e2e_{purpose}_{}", std::process::id())
-}
-
-/// Applies a generated journal into `table` of the catalog `catalog` and deletes the rows with
-/// `order_version > 3` (tidemark's own overwrite commit); returns the rows that should remain.
-fn apply_and_fault(s: &Scratch, catalog: &str, table: &str) -> Vec<serde_json::Value> {
-    let journal = s.path_str("journal");
-    let input = s.path_str("events.ndjson");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    s.run(&[
-        "gen", "events", "--orders", "150", "--events", "600", "--seed", "11", "--out", &input,
-    ])
-    .ok();
-    s.run(&[
-        "journal",
-        "append",
+/// Issue 10, item 4: `recover --catalog sqlite:PATH … --route DIR`, then `query --route DIR`
+/// with nothing else given, from another working folder; the route folder did not exist.
+#[test]
+fn query_through_a_route_written_with_a_sqlite_uri() {
+    let s = Scratch::new();
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let journal = journal_with(&s, "journal", 20, 5);
+    std::fs::create_dir_all(s.path("cat")).unwrap();
+    let catalog = format!("sqlite:{}", s.path_str("cat/catalog.db"));
+    let run = |args: &[&str]| run_env(s.dir.path(), &home, &[], args);
+    run(&[
+        "apply",
         "--journal",
         &journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "200",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
     ])
     .ok();
-    let applied = s
+    let route = s.path_str("routes/main");
+    let done = run(&[
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--route",
+        &route,
+        "--json",
+    ])
+    .ok()
+    .json();
+    let recorded = &done["route"]["catalog"];
+    assert_eq!(recorded["kind"], "sqlite", "{recorded}");
+    assert_eq!(recorded["uri"], s.path_str("cat/catalog.db"), "{recorded}");
+    assert_eq!(recorded["name"], "tidemark");
+    assert_eq!(recorded["warehouse"], format!("file://{}", s.path_str("cat/warehouse")));
+    let elsewhere = s.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let q = run_env(
+        &elsewhere,
+        &home,
+        &[],
+        &[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ],
+    )
+    .ok();
+    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+}
+
+/// A bare word is a defined catalog's name or refused (it used to become a new SQLite file);
+/// defined catalogs come from `.pyiceberg.yaml` and `PYICEBERG_CATALOG__…` variables.
+#[test]
+fn a_catalog_is_chosen_by_name_the_pyiceberg_way() {
+    let s = Scratch::new();
+    let home = s.path("home");
+    let journal = journal_with(&s, "journal", 10, 5);
+    let run = |env: &[(&str, &str)], args: &[&str]| run_env(s.dir.path(), &home, env, args);
+    let apply = |catalog: &str| {
+        vec![
+            "apply".to_string(),
+            "--journal".into(),
+            journal.clone(),
+            "--catalog".into(),
+            catalog.to_string(),
+            "--table".into(),
+            "shop.orders".into(),
+            "--json".into(),
+        ]
+    };
+    let args = apply("dr");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    std::fs::create_dir_all(&home).unwrap();
+    run(&[], &args).fails(3, &["neither a defined catalog", "no catalogs are defined"]);
+    assert!(!s.path("dr").exists(), "a bare word created a SQLite file");
+
+    s.write(
+        "home/.pyiceberg.yaml",
+        &format!(
+            "catalog:\n  dr:\n    type: sql\n    uri: sqlite:///{}\n    warehouse: file://{}\n",
+            s.path_str("dr-site/catalog.db"),
+            s.path_str("dr-site/wh")
+        ),
+    );
+    std::fs::create_dir_all(s.path("dr-site")).unwrap();
+    let r = run(&[], &args).ok().json();
+    assert_eq!(r["applied_to_position"], 10);
+    assert!(s.path("dr-site/catalog.db").is_file());
+    assert!(
+        s.path("dr-site/wh/shop/orders").is_dir(),
+        "the definition's warehouse was not used"
+    );
+
+    // A name defined only by environment variables; an unknown name lists the defined ones.
+    std::fs::create_dir_all(s.path("env-site")).unwrap();
+    let uri = format!("sqlite:///{}", s.path_str("env-site/c.db"));
+    let env = [("PYICEBERG_CATALOG__ENV_SITE__URI", uri.as_str())];
+    let args = apply("env-site");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&env, &args).ok();
+    assert!(s.path("env-site/warehouse/shop/orders").is_dir());
+    let args = apply("nope");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&env, &args).fails(3, &["defined catalogs: dr, env-site"]);
+}
+
+/// Issue 16, defect 1: an unknown scheme is refused (exit 3), and its password never echoed.
+#[test]
+fn an_unknown_scheme_is_refused_without_its_password() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 5, 5);
+    let r = s
         .run(&[
             "apply",
             "--journal",
             &journal,
             "--catalog",
-            catalog,
+            "mysql://u:mySECRETpw@h/db",
             "--table",
-            table,
+            "shop.orders",
+        ])
+        .fails(3, &["mysql"]);
+    assert!(
+        !r.stderr.contains("mySECRETpw") && !r.stdout.contains("mySECRETpw"),
+        "{}",
+        r.stderr
+    );
+    assert!(!s.path("mysql:").exists());
+}
+
+/// The PostgreSQL URI with a password of its own (sandbox/postgres.sh), or `None` when the
+/// PostgreSQL tests are skipped.
+fn pg_secret_uri() -> Option<String> {
+    if let Ok(uri) = std::env::var("TIDEMARK_TEST_PG_SECRET_URI")
+        && !uri.trim().is_empty()
+    {
+        return Some(uri);
+    }
+    if std::env::var("TIDEMARK_SKIP_POSTGRES").as_deref() == Ok("1") {
+        eprintln!("skipped: TIDEMARK_SKIP_POSTGRES=1");
+        return None;
+    }
+    panic!(
+        "TIDEMARK_TEST_PG_SECRET_URI is not set: run `bash sandbox/test.sh` or `eval \"$(bash sandbox/postgres.sh start)\"`"
+    );
+}
+
+/// Every file under `dir`, recursively (the route folder keeps every version of route.json).
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Issue 16, defect 1: with a PostgreSQL catalog given with its password, no command's output,
+/// no message and no version of the route object holds the password; readers bring their own.
+#[test]
+fn no_secret_in_routes_reports_or_messages() {
+    let Some(uri) = pg_secret_uri() else { return };
+    let secret = uri
+        .split_once("://")
+        .and_then(|(_, r)| r.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map(|(_, p)| p.to_string())
+        .expect("the URI has a password");
+    let s = Scratch::new();
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let journal = journal_with(&s, "journal", 20, 5);
+    let warehouse = s.path_str("wh");
+    let route = s.path_str("route");
+    // A catalog name of its own, so that runs against one server do not meet.
+    let name = format!("secret_{}", std::process::id());
+    let mut outputs = Vec::new();
+    let mut run = |env: &[(&str, &str)], args: &[&str], code: i32| {
+        let r = run_env(s.dir.path(), &home, env, args);
+        assert_eq!(r.code, code, "{args:?}\nstdout: {}\nstderr: {}", r.stdout, r.stderr);
+        outputs.push((args.join(" "), r.stdout.clone(), r.stderr.clone()));
+        r
+    };
+    let cat = [
+        "--catalog",
+        uri.as_str(),
+        "--warehouse",
+        warehouse.as_str(),
+        "--catalog-name",
+        name.as_str(),
+    ];
+    fn with<'a>(head: &[&'a str], cat: &[&'a str], tail: &[&'a str]) -> Vec<&'a str> {
+        [head, cat, tail].concat()
+    }
+    run(
+        &[],
+        &with(
+            &["apply", "--journal", &journal],
+            &cat,
+            &["--table", "shop.orders", "--json"],
+        ),
+        0,
+    );
+    run(
+        &[],
+        &with(
+            &["fault", "delete"],
+            &cat,
+            &["--table", "shop.orders", "--where", "order_id = 'o-3'", "--json"],
+        ),
+        0,
+    );
+    run(
+        &[],
+        &with(
+            &["recover", "--journal", &journal],
+            &cat,
+            &[
+                "--into",
+                "shop.fixed",
+                "--source-table",
+                "shop.orders",
+                "--route",
+                &route,
+                "--json",
+            ],
+        ),
+        0,
+    );
+    run(
+        &[],
+        &with(
+            &["route", "flip", "--route", &route],
+            &cat,
+            &[
+                "--table",
+                "shop.fixed",
+                "--applied-position",
+                "20",
+                "--reason",
+                "again",
+                "--json",
+            ],
+        ),
+        0,
+    );
+    run(&[], &["route", "show", "--route", &route, "--json"], 0);
+    run(&[], &with(&["catalog", "state"], &cat, &["--json"]), 0);
+    run(
+        &[],
+        &with(&["history", "record"], &cat, &["--out", &s.path_str("history.json")]),
+        0,
+    );
+    // A reader without credentials is refused (without the secret in the message); with its own
+    // PGPASSWORD it reads.
+    run(&[], &["query", "--route", &route, "SELECT count(*) FROM orders"], 1);
+    let q = run(
+        &[("PGPASSWORD", secret.as_str())],
+        &[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ],
+        0,
+    );
+    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+    // A wrong password: refused, neither password echoed.
+    let wrong = uri.replace(&secret, "wrongPW-0000");
+    let r = run(
+        &[],
+        &[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &wrong,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+        ],
+        1,
+    );
+    assert!(!r.stderr.contains("wrongPW-0000"), "{}", r.stderr);
+
+    for (cmd, stdout, stderr) in &outputs {
+        assert!(!stdout.contains(&secret), "`{cmd}` printed the password: {stdout}");
+        assert!(!stderr.contains(&secret), "`{cmd}` printed the password: {stderr}");
+    }
+    let files = files_under(Path::new(&route));
+    assert!(files.len() >= 2, "the route folder keeps its versions: {files:?}");
+    for f in files.iter().chain([s.path("history.json")].iter()) {
+        let body = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        assert!(!body.contains(&secret), "{} holds the password", f.display());
+    }
+}
+
+/// `tidemark drill --catalog FILE`: the A–E story with the source and recovered tables in one
+/// given SQLite catalog, in a namespace of the drill's own.
+#[test]
+fn the_drill_in_a_given_sqlite_catalog() {
+    let s = Scratch::new();
+    let catalog = s.path_str("mine.db");
+    let work = s.path_str("drill");
+    let r = s
+        .run(&[
+            "drill",
+            "--work",
+            &work,
+            "--catalog",
+            &catalog,
+            "--orders",
+            "200",
+            "--events",
+            "1500",
             "--json",
         ])
         .ok()
         .json();
-    assert_eq!(applied["applied_to_position"], 600, "{applied}");
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        catalog,
-        "--table",
-        table,
-        "--where",
-        "order_version > 3",
-    ])
-    .ok();
-    let mut state = BTreeMap::new();
-    merge_events(&mut state, &std::fs::read_to_string(&input).unwrap());
-    state.retain(|_, row| row["order_version"].as_i64().unwrap() <= 3);
-    state.into_values().collect()
-}
-
-fn pyiceberg_reads(definition: Vec<(String, String)>, catalog: &str, tool_catalog: &str, purpose: &str) {
-    let Some(py) = PyIceberg::on_defined(tool_catalog, definition.clone()) else {
-        return;
-    };
-    let mut s = Scratch::new();
-    s.env = definition;
-    let table = format!("{}.orders", ns(purpose));
-    let expected = apply_and_fault(&s, catalog, &table);
-    assert!(expected.len() > 10, "the scenario keeps some rows");
-    assert_same_rows(&py.read(&table), &expected);
-    let snapshots = py.snapshots(&table);
-    let last = snapshots.last().expect("snapshots");
-    assert_eq!(last["operation"], "overwrite", "{snapshots:#?}");
-    assert_eq!(last["summary"]["total-records"], expected.len().to_string(), "{last:#}");
-}
-
-#[test]
-fn pyiceberg_reads_what_tidemark_committed_through_rest() {
-    let Some(def) = rest_definition() else { return };
-    pyiceberg_reads(def, "sw", "catalog:sw", "py_rest");
-}
-
-#[test]
-fn pyiceberg_reads_what_tidemark_committed_through_s3tables() {
-    let Some(def) = s3tables_definition() else { return };
-    pyiceberg_reads(def, "st", "s3tables:st", "py_st");
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(s.path("mine.db").is_file());
+    let shown = s
+        .run(&["route", "show", "--route", &format!("{work}/route"), "--json"])
+        .ok()
+        .json();
+    let routed = &shown[0]["route"];
+    assert_eq!(routed["catalog"]["uri"], catalog, "{routed}");
+    let table = routed["table_name"].as_str().unwrap();
+    assert!(
+        table.starts_with("drill_") && table.ends_with(".orders_recovered"),
+        "{table}"
+    );
 }

@@ -339,7 +339,7 @@ pub async fn merge_and_commit(
                 stats.files_rewritten = files_to_rewrite.len() as u64;
                 return Ok((t, stats, retries, true));
             }
-            Err(TableError::CommitConflict { .. }) if attempt < max_attempts => {
+            Err(e) if e.is_retryable_commit() && attempt < max_attempts => {
                 retries += 1;
                 table = table::load_table(handle, &name).await?;
                 if let Some(to) = skip_if_applied

@@ -39,6 +39,10 @@ pub struct DrillOptions {
     pub orders: u64,
     pub events: u64,
     pub seed: u64,
+    /// The catalog of the source and recovered tables (what `--catalog` accepts); default: a
+    /// SQLite catalog each for the source and the DR side, in the work folder. A given catalog
+    /// holds both tables, in a namespace of the drill's own (`drill_<id>`), so drills never meet.
+    pub catalog: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -216,11 +220,19 @@ pub async fn run(
     let journal = Journal::init(journal_store, orders_spec(), format!("drill-{}", ids.uuid()), clock)
         .await
         .map_err(|e| fail("setup")(e.to_string()))?;
+    let ns = match &opts.catalog {
+        Some(_) => format!("drill_{}", &ids.uuid().simple().to_string()[..12]),
+        None => "shop".to_string(),
+    };
+    let (src_name, rec_name) = (format!("{ns}.orders"), format!("{ns}.orders_recovered"));
     let open = |dir: &str, wh: &str| {
         let cfg = CatalogConfig {
-            uri: work.join(dir).join("catalog.db").display().to_string(),
+            uri: match &opts.catalog {
+                Some(c) => c.clone(),
+                None => work.join(dir).join("catalog.db").display().to_string(),
+            },
             warehouse: wh.to_string(),
-            name: "tidemark".into(),
+            name: String::new(),
         };
         let d = work.join(dir);
         async move {
@@ -238,7 +250,11 @@ pub async fn run(
     timer.done(
         "setup",
         t,
-        format!("journal, source and DR catalogs, route under {base}"),
+        format!(
+            "journal and route under {base}; {src_name} in the {}, {rec_name} in the {}",
+            source.reference(),
+            dr.reference()
+        ),
         false,
     );
 
@@ -273,7 +289,7 @@ pub async fn run(
     let r = apply(
         &journal,
         &source,
-        "shop.orders",
+        &src_name,
         &ApplyOptions::default(),
         clock,
         ids,
@@ -281,12 +297,12 @@ pub async fn run(
     )
     .await
     .map_err(|e| fail("apply")(e.to_string()))?;
-    let src = table::load_table(&source, "shop.orders")
+    let src = table::load_table(&source, &src_name)
         .await
         .map_err(|e| fail("apply")(e.to_string()))?;
     let first_route = FlipRequest {
-        table_name: "shop.orders".into(),
-        catalog: work.join("source/catalog.db").display().to_string(),
+        table_name: src_name.clone(),
+        catalog: source.reference().clone(),
         metadata_location: src.metadata_location().unwrap_or_default().into(),
         table_uuid: src.metadata().uuid().to_string(),
         applied_position: r.applied_to_position,
@@ -312,7 +328,7 @@ pub async fn run(
     let threshold = OrderGen::order_id(opts.orders * 7 / 10);
     let bad = delete_rows(
         &source,
-        "shop.orders",
+        &src_name,
         &format!("order_id IN ('A', 'B', 'C') OR order_id >= '{threshold}'"),
         clock,
         ids,
@@ -331,7 +347,7 @@ pub async fn run(
     let copied = copy_prefix(root.as_ref(), "source-warehouse/", "dr-warehouse/")
         .await
         .map_err(fail("replicate"))?;
-    let src = table::load_table(&source, "shop.orders")
+    let src = table::load_table(&source, &src_name)
         .await
         .map_err(|e| fail("replicate")(e.to_string()))?;
     let replica_metadata = src.metadata_location().unwrap_or_default().to_string();
@@ -367,7 +383,7 @@ pub async fn run(
     let r2 = apply(
         &journal,
         &source,
-        "shop.orders",
+        &src_name,
         &ApplyOptions::default(),
         clock,
         ids,
@@ -404,7 +420,7 @@ pub async fn run(
             at_or_before: Some(before_bad),
         },
         to: None,
-        into: "shop.orders_recovered".into(),
+        into: rec_name.clone(),
         partition_rows: None,
     };
     let route_at_start = routes
@@ -439,8 +455,8 @@ pub async fn run(
     let mut flipped = false;
     if report.validation.ok {
         let req = FlipRequest {
-            table_name: "shop.orders_recovered".into(),
-            catalog: work.join("dr/catalog.db").display().to_string(),
+            table_name: rec_name.clone(),
+            catalog: dr.reference().clone(),
             metadata_location: recovered.metadata_location().unwrap_or_default().into(),
             table_uuid: recovered.metadata().uuid().to_string(),
             applied_position: report.h,
@@ -467,8 +483,8 @@ pub async fn run(
 
     // A stale controller that read the route before the flip is refused.
     let stale = FlipRequest {
-        table_name: "shop.orders".into(),
-        catalog: work.join("source/catalog.db").display().to_string(),
+        table_name: src_name.clone(),
+        catalog: source.reference().clone(),
         metadata_location: "stale".into(),
         table_uuid: "stale".into(),
         applied_position: 0,
@@ -537,7 +553,7 @@ pub async fn run(
 
     // A reader queries through the route.
     let t = Instant::now();
-    let (ctx, routed) = routed_context(&routes, &warehouse_url("dr-warehouse"), "orders", "is_deleted")
+    let (ctx, routed) = routed_context(&routes, "orders", "is_deleted")
         .await
         .map_err(|e| fail("query")(e.to_string()))?;
     let rows = ctx.sql("SELECT order_id, order_version, status, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','B','C','D','E')").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;
@@ -607,11 +623,11 @@ pub async fn run(
         .unwrap_or(crate::reference::Cell::Null);
     checks.push(DrillCheck {
         check: "readers follow the route".into(),
-        ok: routed.generation == 2 && routed.table_name == "shop.orders_recovered",
+        ok: routed.generation == 2 && routed.table_name == rec_name,
         detail: format!("generation {}, {} visible orders", routed.generation, visible_count),
     });
 
-    let src_now = table::load_table(&source, "shop.orders")
+    let src_now = table::load_table(&source, &src_name)
         .await
         .map_err(|e| fail("report")(e.to_string()))?;
     let rpo_commits = (src_now.metadata().snapshots().count() as u64).saturating_sub(replica_snapshots);

@@ -21,6 +21,9 @@ pub const CAPABILITY: u8 = 6;
 pub const NOT_FOUND: u8 = 7;
 /// Credentials refused.
 pub const ACCESS_DENIED: u8 = 8;
+/// A catalog commit whose outcome is unknown (its reply was lost and the table could not be
+/// reloaded): run the command again once the catalog answers; it resolves the commit.
+pub const OUTCOME_UNKNOWN: u8 = 9;
 
 /// An error that has already decided its exit code (e.g. a failed verification report).
 #[derive(Debug, thiserror::Error)]
@@ -62,7 +65,9 @@ fn journal_code(e: &JournalError) -> u8 {
 fn table_code(e: &crate::table::TableError) -> u8 {
     use crate::table::TableError as T;
     match e {
-        T::CommitConflict { .. } => CONFLICT,
+        T::CommitConflict { .. } | T::CommitNotApplied { .. } => CONFLICT,
+        T::CommitUnknown { .. } => OUTCOME_UNKNOWN,
+        T::MissingCapability { .. } => CAPABILITY,
         T::TableNotFound { .. } => NOT_FOUND,
         T::SchemaMismatch { .. }
         | T::InvalidIdent { .. }

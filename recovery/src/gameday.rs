@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{Int64Array, RecordBatch};
+use iceberg::ErrorKind;
 use iceberg::spec::{SnapshotReference, SnapshotRetention};
 use iceberg::table::Table;
-use iceberg::{Catalog, ErrorKind};
 use serde::Serialize;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::spec::CompiledSpec;
@@ -32,7 +32,7 @@ use tidemark_journal::store;
 use tidemark_schemas::FORMAT_VERSION;
 
 use crate::benchdata::order_columns;
-use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
+use crate::catalog::{CatalogConfig, CatalogHandle, INSTEAD_OF_REGISTER, open_catalog};
 use crate::dr::copy::{self, CopyOptions, Phase};
 use crate::dr::history::{self, HistoryRecord};
 use crate::dr::rebuild::{self, choose_head, file_name, warehouse_base};
@@ -319,6 +319,9 @@ async fn recover_catalog(
     dr: &CatalogHandle,
     record: &HistoryRecord,
 ) -> Result<GamedayRun, GamedayError> {
+    // Step 5 registers: a DR catalog that cannot is refused before anything is read or written.
+    dr.require(true, false, "register the game day's tables", INSTEAD_OF_REGISTER)
+        .map_err(|e| fail("discover")(e.to_string()))?;
     let dr_base = warehouse_base(dr_url).map_err(|e| fail("discover")(e.to_string()))?;
     let dr_store = store::open(dr_url).await.map_err(|e| fail("discover")(e.to_string()))?;
     let started = Instant::now();
@@ -392,8 +395,7 @@ async fn recover_catalog(
                 Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
                 Err(e) => return Err(e.to_string()),
             }
-            dr.catalog()
-                .register_table(&ident, rw.new_metadata)
+            dr.register_table(&ident, &rw.new_metadata)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok::<(), String>(())

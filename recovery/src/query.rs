@@ -10,7 +10,7 @@ use iceberg_datafusion::IcebergStaticTableProvider;
 use tidemark_router::RouteStore;
 use tidemark_schemas::Route;
 
-use crate::catalog::{CatalogConfig, open_catalog};
+use crate::catalog::open_ref;
 use crate::table;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,20 +33,17 @@ pub enum QueryError {
     Iceberg(String),
 }
 
-/// Resolves the route now and returns a session with the routed table registered.
+/// Resolves the route now and returns a session with the routed table registered. The catalog
+/// is the one the route records ([`open_ref`]): its kind, URI, warehouse and name; credentials
+/// come from the reader's own configuration (a catalog defined under the same name, the AWS
+/// chain, `PGPASSWORD` or `~/.pgpass`).
 pub async fn routed_context(
     routes: &RouteStore,
-    warehouse: &str,
     name: &str,
     delete_column: &str,
 ) -> Result<(SessionContext, Route), QueryError> {
     let route = routes.resolve().await?;
-    let handle = open_catalog(&CatalogConfig {
-        uri: route.catalog.clone(),
-        warehouse: warehouse.to_string(),
-        name: "tidemark".into(),
-    })
-    .await?;
+    let handle = open_ref(&route.catalog).await?;
     let t = table::load_table(&handle, &route.table_name).await?;
     let found_uuid = t.metadata().uuid().to_string();
     if found_uuid != route.table_uuid {

@@ -430,7 +430,7 @@ async fn a_fenced_writer_never_commits_after_the_route_moved() {
     let t = table::load_table(&s.source, "shop.orders").await.unwrap();
     let req = |name: &str| FlipRequest {
         table_name: name.into(),
-        catalog: "c".into(),
+        catalog: s.source.reference().clone(),
         metadata_location: t.metadata_location().unwrap().into(),
         table_uuid: t.metadata().uuid().to_string(),
         applied_position: 26,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{self, ObjectStore, PutMode};
-use tidemark_schemas::{FORMAT_VERSION, Route, RoutePointer};
+use tidemark_schemas::{CatalogRef, FORMAT_VERSION, Route, RoutePointer};
 
 use crate::error::{Result, RouteError};
 use crate::paths;
@@ -24,8 +24,9 @@ use crate::paths;
 pub struct FlipRequest {
     /// `namespace.table` readers query.
     pub table_name: String,
-    /// Catalog URI of the routed table.
-    pub catalog: String,
+    /// The catalog of the routed table, as readers open it: no secrets (a URI with a password
+    /// is refused).
+    pub catalog: CatalogRef,
     pub metadata_location: String,
     pub table_uuid: String,
     /// The journal position the table holds; the next writer starts after it.
@@ -50,6 +51,12 @@ impl RouteStore {
     /// Opens the route at a URL: a folder, a `file://` URL or `s3://bucket/prefix`.
     pub async fn open(url: &str) -> Result<Self> {
         Ok(Self::new(store::open(url).await?))
+    }
+
+    /// [`RouteStore::open`] for a writer of the route: a local folder that does not exist yet is
+    /// created (as `journal init` creates its folder); a bucket must exist.
+    pub async fn open_or_create(url: &str) -> Result<Self> {
+        Ok(Self::new(store::open_or_create(url).await?))
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
@@ -217,7 +224,8 @@ fn encode(route: &Route) -> Bytes {
 fn check_request(req: &FlipRequest) -> std::result::Result<(), String> {
     let required = [
         ("table_name", &req.table_name),
-        ("catalog", &req.catalog),
+        ("catalog uri", &req.catalog.uri),
+        ("catalog name", &req.catalog.name),
         ("metadata_location", &req.metadata_location),
         ("table_uuid", &req.table_uuid),
         ("reason", &req.reason),
@@ -227,10 +235,25 @@ fn check_request(req: &FlipRequest) -> std::result::Result<(), String> {
             return Err(format!("{name} is empty"));
         }
     }
+    if has_password(&req.catalog.uri) {
+        // The route is stored in every version, readable by every reader: never a secret.
+        return Err("the catalog reference holds a password; record the URI without it".into());
+    }
     if req.recovery_id.as_deref().is_some_and(|id| id.trim().is_empty()) {
         return Err("recovery_id is empty (omit it instead)".into());
     }
     Ok(())
+}
+
+/// Whether `scheme://user:password@host…` carries a password.
+fn has_password(uri: &str) -> bool {
+    let Some((_, rest)) = uri.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
 }
 
 /// Parses and checks one stored route. `format_version` is checked before the fields, so that a
@@ -282,7 +305,12 @@ mod tests {
     fn request(name: &str) -> FlipRequest {
         FlipRequest {
             table_name: name.into(),
-            catalog: "sqlite:///tmp/c.db".into(),
+            catalog: CatalogRef {
+                kind: tidemark_schemas::CatalogKind::Sqlite,
+                uri: "/tmp/c.db".into(),
+                warehouse: Some("file:///tmp/warehouse".into()),
+                name: "tidemark".into(),
+            },
             metadata_location: format!("file:///w/{name}/metadata/00001.metadata.json"),
             table_uuid: "u-1".into(),
             applied_position: 10,
@@ -311,6 +339,21 @@ mod tests {
         let mut r = request("ns.t");
         r.recovery_id = Some(String::new());
         assert!(check_request(&r).is_err());
+        let mut r = request("ns.t");
+        r.catalog.kind = tidemark_schemas::CatalogKind::Postgres;
+        r.catalog.uri = "postgres://tm:SECRET@db/cat".into();
+        let err = check_request(&r).unwrap_err();
+        assert!(err.contains("password") && !err.contains("SECRET"), "{err}");
+    }
+
+    #[test]
+    fn a_legacy_route_with_a_uri_string_is_read() {
+        let mut v = serde_json::to_value(build(request("ns.t"), 1, None, "t".into())).unwrap();
+        v["catalog"] = "sqlite:///tmp/old.db".into();
+        let route = decode_str(&v.to_string()).unwrap();
+        assert_eq!(route.catalog.uri, "/tmp/old.db");
+        assert_eq!(route.catalog.kind, tidemark_schemas::CatalogKind::Sqlite);
+        assert_eq!(route.catalog.warehouse, None);
     }
 
     #[test]

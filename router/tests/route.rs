@@ -37,7 +37,7 @@ fn clock() -> StepClock {
 fn request(table: &str, position: u64) -> FlipRequest {
     FlipRequest {
         table_name: format!("ns.{table}"),
-        catalog: "sqlite:///tmp/catalog.db".into(),
+        catalog: tidemark_schemas::CatalogRef::from_legacy_uri("/tmp/catalog.db"),
         metadata_location: format!("file:///warehouse/ns/{table}/metadata/00001.metadata.json"),
         table_uuid: format!("uuid-{table}"),
         applied_position: position,

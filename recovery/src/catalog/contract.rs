@@ -58,36 +58,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
-use iceberg::{TableIdent, TableRequirement, TableUpdate};
-use serde::{Deserialize, Serialize};
+use iceberg::{NamespaceIdent, TableIdent, TableRequirement, TableUpdate};
 
 use crate::table::TableError;
 
-/// The kinds of catalog tidemark supports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CatalogKind {
-    Sqlite,
-    Postgres,
-    Rest,
-    S3tables,
-}
-
-/// A catalog as a reader can open it again with nothing else given, and without secrets:
-/// what a route records. Credentials come from the reader's own configuration (the standard AWS
-/// chain, `.pyiceberg.yaml` / `PYICEBERG_CATALOG__…` entries, or the PostgreSQL password file).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CatalogRef {
-    pub kind: CatalogKind,
-    /// SQLite: the absolute file path; PostgreSQL: the URI without password; REST: the base URI;
-    /// S3 Tables: the table-bucket ARN.
-    pub uri: String,
-    /// The warehouse location (`file:///…`, `s3://…`), or the REST warehouse name when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warehouse: Option<String>,
-    /// The catalog name (SQL `catalog_name`, or the PyIceberg catalog name it was defined under).
-    pub name: String,
-}
+pub use tidemark_schemas::route::{CatalogKind, CatalogRef};
 
 /// What a backend can do beyond load, create and commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +122,52 @@ pub trait CatalogBackend: Debug + Send + Sync {
     /// Moves `ident` from `expected` to `new` (both existing metadata files) if and only if it
     /// still points at `expected`. Returns whether this call won.
     async fn swap_pointer(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<bool, TableError>;
+
+    /// Every table (`namespace.name`, sorted) with its metadata pointer; with `namespace`, only
+    /// the tables directly in it. The default lists through [`CatalogBackend::iceberg`], every
+    /// namespace level, and asks [`CatalogBackend::pointer`] per table; a backend with a cheaper
+    /// way (one SQL query) overrides it.
+    async fn pointers(&self, namespace: Option<&NamespaceIdent>) -> Result<Vec<(String, Option<String>)>, TableError> {
+        let catalog = self.iceberg();
+        let list_err = |what: String| {
+            move |source: iceberg::Error| TableError::Iceberg {
+                context: what,
+                source: Box::new(source),
+            }
+        };
+        let mut namespaces = Vec::new();
+        match namespace {
+            Some(ns) => namespaces.push(ns.clone()),
+            None => {
+                let mut todo = catalog
+                    .list_namespaces(None)
+                    .await
+                    .map_err(list_err("list the namespaces".into()))?;
+                while let Some(ns) = todo.pop() {
+                    let children = catalog
+                        .list_namespaces(Some(&ns))
+                        .await
+                        .map_err(list_err(format!("list the namespaces in {}", ns.join("."))))?;
+                    todo.extend(children.into_iter().filter(|c| c != &ns));
+                    namespaces.push(ns);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for ns in namespaces {
+            let tables = catalog
+                .list_tables(&ns)
+                .await
+                .map_err(list_err(format!("list the tables in {}", ns.join("."))))?;
+            for ident in tables {
+                let pointer = self.pointer(&ident).await?;
+                out.push((format!("{}.{}", ns.join("."), ident.name()), pointer));
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
 }
 
 /// What a commit added, to recognise it after a lost reply.

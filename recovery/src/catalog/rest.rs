@@ -197,7 +197,7 @@ impl RestBackend {
         // A local S3 endpoint (an IP or localhost) has no DNS for virtual-host addressing.
         if let Some(endpoint) = catalog_props.get(S3_ENDPOINT)
             && !catalog_props.contains_key(S3_PATH_STYLE_ACCESS)
-            && super::endpoint_needs_path_style(endpoint)
+            && super::config::endpoint_needs_path_style(endpoint)
         {
             catalog_props.insert(S3_PATH_STYLE_ACCESS.to_string(), "true".to_string());
         }

@@ -194,7 +194,7 @@ impl S3TablesBackend {
         io_props.entry(S3_REGION.to_string()).or_insert(region);
         if let Some(endpoint) = io_props.get(S3_ENDPOINT)
             && !io_props.contains_key(S3_PATH_STYLE_ACCESS)
-            && super::endpoint_needs_path_style(endpoint)
+            && super::config::endpoint_needs_path_style(endpoint)
         {
             io_props.insert(S3_PATH_STYLE_ACCESS.to_string(), "true".to_string());
         }
@@ -294,7 +294,8 @@ fn outcome(e: &SdkError<UpdateTableMetadataLocationError>) -> Outcome {
             UpdateTableMetadataLocationError::ConflictException(_) => Outcome::Conflict,
             UpdateTableMetadataLocationError::InternalServerErrorException(_)
             | UpdateTableMetadataLocationError::TooManyRequestsException(_) => Outcome::Unknown,
-            _ if s.raw().status().is_server_error() => Outcome::Unknown,
+            // A 2xx whose body does not parse: the server did it, the client cannot tell.
+            _ if s.raw().status().is_server_error() || s.raw().status().is_success() => Outcome::Unknown,
             _ => Outcome::Refused,
         },
         // The request could not be built or signed: nothing was sent.

@@ -91,8 +91,8 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             common,
         } => {
             let map = super::parse_hints(hints)?;
-            let warehouse = catalog.default_warehouse()?;
             let handle = catalog.open().await?;
+            let warehouse = handle.warehouse().to_string();
             let report = rebuild(&warehouse, &handle, namespace.as_deref(), &map).await?;
             if common.json {
                 print_json(&report)?;

@@ -28,6 +28,10 @@ pub struct DrillArgs {
     pub events: u64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// The catalog of the source and recovered tables (any form `--catalog` accepts; README
+    /// "Catalogs"); default: a SQLite catalog each for the source and DR sides in the work folder.
+    #[arg(long)]
+    pub catalog: Option<String>,
     /// Write the report as Markdown here (default: drill-report.md in the work folder).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -46,6 +50,7 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         orders: args.orders,
         events: args.events,
         seed: args.seed,
+        catalog: args.catalog.clone(),
     };
     let mut progress = Progress::new("drill", args.common.quiet);
     let report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {

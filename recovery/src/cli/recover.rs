@@ -79,7 +79,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
                     CatalogArgs {
                         catalog: uri.clone(),
                         warehouse: args.source_warehouse.clone(),
-                        catalog_name: args.catalog.catalog_name.clone(),
+                        catalog_name: None,
                     }
                     .open()
                     .await?
@@ -112,7 +112,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         },
     };
     let routes = match &args.route {
-        Some(r) => Some(RouteStore::open(r).await?),
+        Some(r) => Some(RouteStore::open_or_create(r).await?),
         None => None,
     };
     // The route as the job found it: the flip is If-Match on this.
@@ -148,7 +148,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     {
         let req = FlipRequest {
             table_name: args.into.clone(),
-            catalog: args.catalog.catalog.clone(),
+            catalog: handle.reference().clone(),
             metadata_location: t.metadata_location().unwrap_or_default().to_string(),
             table_uuid: t.metadata().uuid().to_string(),
             applied_position: report.h,

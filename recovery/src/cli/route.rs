@@ -74,12 +74,12 @@ pub async fn run(cmd: RouteCommand) -> anyhow::Result<()> {
             expect_generation,
             common,
         } => {
-            let routes = RouteStore::open(&route).await?;
+            let routes = RouteStore::open_or_create(&route).await?;
             let handle = catalog.open().await?;
             let t = table::load_table(&handle, &name).await?;
             let req = FlipRequest {
                 table_name: name.clone(),
-                catalog: catalog.catalog.clone(),
+                catalog: handle.reference().clone(),
                 metadata_location: t.metadata_location().unwrap_or_default().to_string(),
                 table_uuid: t.metadata().uuid().to_string(),
                 applied_position,
@@ -131,9 +131,6 @@ pub struct QueryArgs {
     /// The route URL; resolved on every invocation.
     #[arg(long)]
     pub route: String,
-    /// Warehouse of the routed catalog (default: `warehouse` beside a SQLite catalog).
-    #[arg(long)]
-    pub warehouse: Option<String>,
     /// The name the routed table has in SQL (tombstones excluded); `<name>_with_tombstones` has every row.
     #[arg(long, default_value = "orders")]
     pub name: String,
@@ -146,17 +143,7 @@ pub struct QueryArgs {
 
 pub async fn run_query(args: QueryArgs) -> anyhow::Result<()> {
     let routes = RouteStore::open(&args.route).await?;
-    let route = routes.resolve().await?;
-    let warehouse = match &args.warehouse {
-        Some(w) => w.clone(),
-        None => CatalogArgs {
-            catalog: route.catalog.clone(),
-            warehouse: None,
-            catalog_name: "tidemark".into(),
-        }
-        .default_warehouse()?,
-    };
-    let (ctx, route) = routed_context(&routes, &warehouse, &args.name, &args.delete_column).await?;
+    let (ctx, route) = routed_context(&routes, &args.name, &args.delete_column).await?;
     let batches: Vec<RecordBatch> = ctx.sql(&args.sql).await?.collect().await?;
     eprintln!(
         "route generation {}: {} ({})",

@@ -1,10 +1,8 @@
 //! Catalog options shared by the commands that work on tables, and `tidemark apply` and
 //! `tidemark fault delete`.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
@@ -17,48 +15,35 @@ use tidemark_router::{Fence, RouteStore};
 
 use super::{Common, print_json};
 
-/// Where the Iceberg catalog and warehouse are.
+/// Where the Iceberg catalog and warehouse are (README, "Catalogs").
 #[derive(Debug, Clone, Args)]
 pub struct CatalogArgs {
-    /// SQLite file (the embedded default) or postgres:// URI of the SQL catalog.
+    /// A SQLite file (the embedded default), postgres://…, rest+http(s)://host[:port][/path], an
+    /// S3 Tables table-bucket ARN, or the name of a catalog defined in .pyiceberg.yaml or
+    /// PYICEBERG_CATALOG__<NAME>__<KEY> variables.
     #[arg(long, env = "TIDEMARK_CATALOG")]
     pub catalog: String,
-    /// Warehouse folder or s3://bucket/prefix; default: `warehouse` beside a SQLite catalog file.
+    /// Warehouse folder or s3://bucket/prefix; default: the defined catalog's, or `warehouse`
+    /// beside a SQLite catalog file.
     #[arg(long, env = "TIDEMARK_WAREHOUSE")]
     pub warehouse: Option<String>,
-    /// Catalog name (PyIceberg's and Java's readers must use the same).
-    #[arg(long, default_value = "tidemark")]
-    pub catalog_name: String,
+    /// Catalog name (PyIceberg's and Java's readers must use the same); default: the defined
+    /// catalog's name, or `tidemark`.
+    #[arg(long)]
+    pub catalog_name: Option<String>,
 }
 
 impl CatalogArgs {
-    /// `--warehouse`, or `warehouse/` beside a SQLite catalog file.
-    pub fn default_warehouse(&self) -> anyhow::Result<String> {
-        match &self.warehouse {
-            Some(w) => Ok(w.clone()),
-            None if self.catalog.starts_with("postgres") => {
-                anyhow::bail!("--warehouse is required with a PostgreSQL catalog")
-            }
-            None => {
-                let file = self.catalog.strip_prefix("sqlite://").unwrap_or(&self.catalog);
-                let dir = Path::new(file)
-                    .parent()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                let dir = std::fs::canonicalize(dir).with_context(|| format!("folder of catalog {}", self.catalog))?;
-                Ok(dir.join("warehouse").display().to_string())
-            }
+    pub fn config(&self) -> CatalogConfig {
+        CatalogConfig {
+            uri: self.catalog.clone(),
+            warehouse: self.warehouse.clone().unwrap_or_default(),
+            name: self.catalog_name.clone().unwrap_or_default(),
         }
     }
 
     pub async fn open(&self) -> anyhow::Result<CatalogHandle> {
-        let warehouse = self.default_warehouse()?;
-        let cfg = CatalogConfig {
-            uri: self.catalog.clone(),
-            warehouse,
-            name: self.catalog_name.clone(),
-        };
-        Ok(open_catalog(&cfg).await?)
+        Ok(open_catalog(&self.config()).await?)
     }
 }
 

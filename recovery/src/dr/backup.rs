@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use iceberg::{Catalog, ErrorKind, NamespaceIdent};
+use iceberg::{ErrorKind, NamespaceIdent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -34,7 +34,7 @@ use tidemark_journal::store::{self, GetResult, ObjectStore, PutMode, StoreError}
 
 use super::rebuild::{DrError, warehouse_base};
 use super::replica::{MissingFile, missing_files};
-use crate::catalog::CatalogHandle;
+use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
 use crate::recover::snapshot::file_io;
 use crate::table::{TableError, parse_ident};
 
@@ -494,6 +494,18 @@ pub async fn restore(
         return Ok(report);
     }
 
+    // What the catalog must be able to do, before anything changes.
+    let needs_register = report.tables.iter().any(|t| t.action == RestoreAction::Register);
+    let needs_swap = report.tables.iter().any(|t| t.action == RestoreAction::Replace);
+    handle
+        .require(
+            needs_register,
+            needs_swap,
+            "restore a catalog backup",
+            INSTEAD_OF_REGISTER,
+        )
+        .map_err(table_err("(all tables)"))?;
+
     // Every referenced object, before anything changes.
     let base = warehouse_base(handle.warehouse())?;
     let warehouse = store::open(&base).await.map_err(open_warehouse_err(handle))?;
@@ -547,13 +559,13 @@ pub async fn restore(
                     Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
                     Err(e) => return Err(cat_err("create the namespace", e)),
                 }
-                match handle.catalog().register_table(&ident, out.restored.clone()).await {
+                match handle.register_table(&ident, &out.restored).await {
                     Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::TableAlreadyExists => {
+                    Err(TableError::Iceberg { source, .. }) if source.kind() == ErrorKind::TableAlreadyExists => {
                         out.action = RestoreAction::Conflict;
                         out.problem = Some("registered by someone else during the restore; left alone".into());
                     }
-                    Err(e) => return Err(cat_err("register the table", e)),
+                    Err(e) => return Err(table_err(&out.table)(e)),
                 }
             }
             RestoreAction::Replace => {

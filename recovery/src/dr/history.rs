@@ -16,14 +16,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use iceberg::{Catalog, ErrorKind, NamespaceIdent};
+use iceberg::{ErrorKind, NamespaceIdent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sqlx::Row;
 use tidemark_journal::clock::Clock;
 
 use super::rebuild::DrError;
-use crate::catalog::{CatalogHandle, Dialect};
+use crate::catalog::CatalogHandle;
 use crate::table::{live_data_files, load_table};
 
 /// Version of the history record JSON.
@@ -170,23 +169,13 @@ pub async fn record_at(
     Ok(rec)
 }
 
-/// The namespaces that hold tables, read from the catalog database: the SQL catalog's
-/// `list_namespaces` cannot reach `a.b` when `a` itself was never created (it lists `a`, then
-/// refuses to list below a namespace that does not exist).
+/// The namespaces that hold tables (on a SQL catalog read from its database: its
+/// `list_namespaces` cannot reach `a.b` when `a` itself was never created).
 async fn table_namespaces(handle: &CatalogHandle) -> Result<BTreeSet<String>, iceberg::Error> {
-    let sql = match handle.dialect() {
-        Dialect::Sqlite => "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?",
-        Dialect::Postgres => "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = $1",
-    };
-    let sql_err = |e: sqlx::Error| iceberg::Error::new(ErrorKind::Unexpected, "query iceberg_tables").with_source(e);
-    let rows = sqlx::query(sql)
-        .bind(handle.name())
-        .fetch_all(handle.pool())
+    handle
+        .table_namespaces()
         .await
-        .map_err(sql_err)?;
-    rows.iter()
-        .map(|r| r.try_get::<String, _>(0).map_err(sql_err))
-        .collect()
+        .map_err(|e| iceberg::Error::new(ErrorKind::Unexpected, "list the namespaces").with_source(e))
 }
 
 async fn table_history(handle: &CatalogHandle, name: &str) -> Result<TableHistory, DrError> {

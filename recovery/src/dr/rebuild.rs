@@ -30,12 +30,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use futures::{StreamExt, stream};
-use iceberg::{Catalog, ErrorKind};
+use iceberg::ErrorKind;
 use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::store::{self, ObjectStore, StoreError};
 
-use crate::catalog::CatalogHandle;
+use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
 use crate::table::{TableError, parse_ident};
 
 /// Version of the JSON report.
@@ -446,6 +446,13 @@ pub async fn rebuild(
     hints: &HashMap<String, String>,
 ) -> Result<RebuildReport, DrError> {
     let started = Instant::now();
+    // A rebuild registers: a catalog that cannot is refused before anything is read or changed.
+    handle
+        .require(true, false, "rebuild from the warehouse", INSTEAD_OF_REGISTER)
+        .map_err(|source| DrError::Pointer {
+            table: "(all tables)".into(),
+            source: Box::new(source),
+        })?;
     let base = warehouse_base(warehouse_url)?;
     let store = store::open(warehouse_url).await.map_err(|source| DrError::Open {
         warehouse: warehouse_url.to_string(),
@@ -606,10 +613,12 @@ async fn rebuild_table(
         }
     }
     handle
-        .catalog()
-        .register_table(&ident, location.clone())
+        .register_table(&ident, &location)
         .await
-        .map_err(catalog_err("register the table"))?;
+        .map_err(|source| DrError::Pointer {
+            table: table.clone(),
+            source: Box::new(source),
+        })?;
     outcome.status = TableStatus::Registered;
     Ok(outcome)
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use arrow_array::{Int64Array, RecordBatch};
 use bytes::Bytes;
 use chrono::{TimeZone, Utc};
-use iceberg::Catalog;
 use iceberg::table::Table;
 use serde_json::{Value, json};
 use tidemark_journal::spec::CompiledSpec;

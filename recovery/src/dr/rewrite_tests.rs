@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use iceberg::table::Table;
-use iceberg::{Catalog, NamespaceIdent, TableIdent};
+use iceberg::{NamespaceIdent, TableIdent};
 use tidemark_journal::spec::CompiledSpec;
 
 use super::rewrite_paths;

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 
 use futures::StreamExt;
-use iceberg::Catalog;
 use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::spec::CompiledSpec;

@@ -7,15 +7,18 @@
 //!   manifest: the added files as ADDED, every other live file as EXISTING (original snapshot id
 //!   and sequence numbers kept), and the removed files as DELETED, so the snapshot says exactly
 //!   what it changed. Delete manifests of other writers are carried forward unchanged.
-//! - Publishing is the catalog compare-and-swap from the loaded metadata file to the new one. It
-//!   either wins (the commit is visible to every reader at once) or fails with
-//!   [`TableError::CommitConflict`] and changes nothing in the table: the caller reloads the table
-//!   and redoes its batch against the new state.
+//! - Publishing is a commit through the catalog contract ([`crate::catalog::contract`]):
+//!   `assert-table-uuid` + `assert-ref-snapshot-id(main, <parent>)`, then `add-snapshot` +
+//!   `set-snapshot-ref(main)`. It either wins (the commit is visible to every reader at once) or
+//!   fails with [`TableError::CommitConflict`] (another writer won) or
+//!   [`TableError::CommitNotApplied`] (the reply was lost and a reload shows it was not applied),
+//!   and changes nothing in the table: the caller reloads the table and redoes its batch against
+//!   the new state ([`TableError::is_retryable_commit`]). [`TableError::CommitUnknown`] (not even
+//!   a reload answered) stops the command; the next run finds the commit by its snapshot.
 //! - Files written before a lost swap (data files, manifest, manifest list, metadata file) stay
 //!   in storage unreferenced. Cleaning orphans is out of scope here; they never become visible.
 
 use std::collections::{HashMap, HashSet};
-use std::str::FromStr;
 
 use arrow_array::RecordBatch;
 use chrono::{DateTime, Utc};
@@ -32,11 +35,11 @@ use iceberg::writer::file_writer::location_generator::{
 };
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
-use iceberg::{MetadataLocation, Runtime};
+use iceberg::{TableRequirement, TableUpdate};
 use uuid::Uuid;
 
 use super::{TableError, arrow_schema, iceberg_err};
-use crate::catalog::CatalogHandle;
+use crate::catalog::{CatalogHandle, CommitRequest};
 
 /// The identity of one write or commit, minted by the caller (library code takes ids and time
 /// injected, so drills replay exactly). `id` names the files; `at` is the snapshot time.
@@ -347,27 +350,24 @@ pub async fn commit_overwrite(
 }
 
 /// Adds or moves references (tags and branches other than `main`) of `table` to existing
-/// snapshots, in a metadata-only commit published like [`commit_overwrite`]'s, stamped `at` (or
-/// just after the table's last update when the clock is behind it). Returns the table as committed.
+/// snapshots, in a metadata-only commit published like [`commit_overwrite`]'s: required, the
+/// table's uuid and each reference where it was when `table` was loaded; updates, one
+/// `set-snapshot-ref` per reference. `at` is the caller's time of the decision; the catalog stamps
+/// the metadata itself. Returns the table as committed.
 pub async fn commit_refs(
     handle: &CatalogHandle,
     table: &Table,
     refs: Vec<(String, SnapshotReference)>,
-    at: DateTime<Utc>,
+    _at: DateTime<Utc>,
 ) -> Result<Table, TableError> {
     let name = table.identifier().to_string();
     let meta = table.metadata();
-    let expected = table
-        .metadata_location_result()
-        .map_err(iceberg_err(format!("metadata location of {name}")))?
-        .to_string();
     let invalid = |reason: String| TableError::Unsupported {
         table: name.clone(),
         reason,
     };
-    // The metadata builder stamps the wall clock and refuses one behind the table's history, so
-    // the update is made on the spec's JSON form, which the parse below validates.
-    let mut json = serde_json::to_value(meta).map_err(|e| invalid(format!("cannot serialize the metadata: {e}")))?;
+    let mut requirements = vec![TableRequirement::UuidMatch { uuid: meta.uuid() }];
+    let mut updates = Vec::with_capacity(refs.len());
     for (ref_name, reference) in refs {
         if ref_name == MAIN_BRANCH {
             return Err(invalid(
@@ -380,65 +380,88 @@ pub async fn commit_refs(
                 reference.snapshot_id
             )));
         }
-        let value = serde_json::to_value(&reference)
-            .map_err(|e| invalid(format!("cannot serialize reference {ref_name}: {e}")))?;
-        json["refs"][&ref_name] = value;
+        requirements.push(TableRequirement::RefSnapshotIdMatch {
+            r#ref: ref_name.clone(),
+            snapshot_id: meta.snapshot_for_ref(&ref_name).map(|s| s.snapshot_id()),
+        });
+        updates.push(TableUpdate::SetSnapshotRef { ref_name, reference });
     }
-    let last_updated = at.timestamp_millis().max(meta.last_updated_ms() + 1);
-    let log_entry = serde_json::json!({"timestamp-ms": meta.last_updated_ms(), "metadata-file": expected});
-    match json.get_mut("metadata-log").and_then(serde_json::Value::as_array_mut) {
-        Some(log) => log.push(log_entry),
-        None => json["metadata-log"] = serde_json::Value::Array(vec![log_entry]),
-    }
-    json["last-updated-ms"] = last_updated.into();
-    let new_metadata: TableMetadata =
-        serde_json::from_value(json).map_err(|e| invalid(format!("the updated metadata does not parse: {e}")))?;
-    publish(handle, table, &expected, new_metadata).await
+    Ok(handle.commit(table, CommitRequest { requirements, updates }).await?)
 }
 
-/// Writes `new_metadata` as the next metadata file after `expected` and swaps the catalog pointer
-/// from `expected` to it; a moved pointer is a [`TableError::CommitConflict`].
+/// Publishes `new_metadata` (built from `table`'s metadata) through the catalog as a commit:
+/// the snapshots it adds and the references it adds or moves, required to apply to the table as
+/// it was loaded (its uuid, each moved reference where it was). A moved table is a
+/// [`TableError::CommitConflict`]; a lost reply is resolved by reloading (see
+/// [`crate::catalog::contract`]).
 async fn publish(
     handle: &CatalogHandle,
     table: &Table,
-    expected: &str,
+    _expected: &str,
     new_metadata: TableMetadata,
 ) -> Result<Table, TableError> {
-    let ident = table.identifier();
-    let name = ident.to_string();
-    let io_err = |what: &str| iceberg_err(format!("{what} for {name}"));
-    // <version+1>-<uuid>.metadata.json next to the current file (compression suffix kept).
-    let location = MetadataLocation::from_str(expected)
-        .map_err(io_err("parse the current metadata file name"))?
-        .with_next_version()
-        .with_new_metadata(&new_metadata);
-    new_metadata
-        .write_to(table.file_io(), &location)
-        .await
-        .map_err(io_err("write the metadata file"))?;
-    let location = location.to_string();
+    let request = commit_request(table, &new_metadata)?;
+    Ok(handle.commit(table, request).await?)
+}
 
-    if !handle.swap_metadata_pointer(ident, expected, &location).await? {
-        let actual = handle
-            .metadata_pointer(ident)
-            .await?
-            .unwrap_or_else(|| "nothing (the table was dropped)".into());
-        return Err(TableError::CommitConflict {
-            table: name,
-            expected_metadata: expected.to_string(),
-            actual_metadata: actual,
+/// The commit that turns `table`'s metadata into `new`, as requirements and updates.
+fn commit_request(table: &Table, new: &TableMetadata) -> Result<CommitRequest, TableError> {
+    let base = table.metadata();
+    let name = table.identifier().to_string();
+    let mut requirements = vec![TableRequirement::UuidMatch { uuid: base.uuid() }];
+    let mut updates = Vec::new();
+    let mut added: Vec<_> = new
+        .snapshots()
+        .filter(|s| base.snapshot_by_id(s.snapshot_id()).is_none())
+        .collect();
+    added.sort_by_key(|s| s.sequence_number());
+    for snapshot in added {
+        updates.push(TableUpdate::AddSnapshot {
+            snapshot: snapshot.as_ref().clone(),
         });
     }
-
-    let runtime = Runtime::try_current().map_err(io_err("find the tokio runtime"))?;
-    Table::builder()
-        .file_io(table.file_io().clone())
-        .identifier(ident.clone())
-        .metadata_location(location)
-        .metadata(new_metadata)
-        .runtime(runtime)
-        .build()
-        .map_err(io_err("open the committed table"))
+    // The refs map has no accessor in iceberg-rust 0.10.1; it is read from the serialized form.
+    let refs = |m: &TableMetadata| -> Result<serde_json::Map<String, serde_json::Value>, TableError> {
+        let json = serde_json::to_value(m).map_err(|e| TableError::Unsupported {
+            table: name.clone(),
+            reason: format!("cannot serialize the metadata: {e}"),
+        })?;
+        Ok(json
+            .get("refs")
+            .and_then(|r| r.as_object())
+            .cloned()
+            .unwrap_or_default())
+    };
+    let (before, after) = (refs(base)?, refs(new)?);
+    // `main` first, as fast_append orders them.
+    let mut names: Vec<&String> = after.keys().collect();
+    names.sort_by_key(|n| (n.as_str() != MAIN_BRANCH, n.as_str()));
+    for ref_name in names {
+        let value = &after[ref_name];
+        if before.get(ref_name) == Some(value) {
+            continue;
+        }
+        let reference: SnapshotReference =
+            serde_json::from_value(value.clone()).map_err(|e| TableError::Unsupported {
+                table: name.clone(),
+                reason: format!("reference {ref_name} does not parse: {e}"),
+            })?;
+        requirements.push(TableRequirement::RefSnapshotIdMatch {
+            r#ref: ref_name.clone(),
+            snapshot_id: base.snapshot_for_ref(ref_name).map(|s| s.snapshot_id()),
+        });
+        updates.push(TableUpdate::SetSnapshotRef {
+            ref_name: ref_name.clone(),
+            reference,
+        });
+    }
+    if let Some(gone) = before.keys().find(|n| !after.contains_key(*n)) {
+        return Err(TableError::Unsupported {
+            table: name,
+            reason: format!("the commit would remove reference {gone}, which tidemark never does"),
+        });
+    }
+    Ok(CommitRequest { requirements, updates })
 }
 
 /// The hand-made snapshot supports what tidemark creates: format v2, unpartitioned.
@@ -774,14 +797,10 @@ mod tests {
             .await
             .unwrap_err();
         match &err {
-            TableError::CommitConflict {
-                table,
-                expected_metadata,
-                actual_metadata,
-            } => {
+            TableError::CommitConflict { table, detail } => {
                 assert_eq!(table, TABLE);
-                assert_eq!(Some(expected_metadata.as_str()), t1.metadata_location());
-                assert_eq!(Some(actual_metadata.as_str()), ta.metadata_location());
+                assert!(detail.contains(t1.metadata_location().unwrap()), "{detail}");
+                assert!(detail.contains(ta.metadata_location().unwrap()), "{detail}");
             }
             other => panic!("unexpected {other}"),
         }

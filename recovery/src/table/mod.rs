@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use arrow_schema::SchemaRef;
 use iceberg::spec::{FormatVersion, NullOrder, SortDirection, SortField, SortOrder, Transform};
 use iceberg::table::Table;
-use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
+use iceberg::{ErrorKind, NamespaceIdent, TableCreation, TableIdent};
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::catalog::CatalogHandle;
@@ -25,14 +25,26 @@ pub use schema::{check_schema, iceberg_schema};
 /// Errors of catalog and table work. Each carries the facts an operator needs to act.
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
+    #[error("table {table}: another writer committed first ({detail}); reload the table and redo the batch")]
+    CommitConflict { table: String, detail: String },
+
+    /// The reply of a commit was lost and the reload shows it was not applied: safe to redo.
+    #[error("table {table}: the commit was not applied (its reply was lost: {cause}); reload the table and redo it")]
+    CommitNotApplied { table: String, cause: String },
+
+    /// Neither the commit's reply nor a reload established whether it was applied.
     #[error(
-        "table {table}: another writer committed first (expected metadata {expected_metadata}, the catalog now \
-         points at {actual_metadata}); reload the table and redo the batch"
+        "table {table}: the outcome of the commit is unknown ({cause}); nothing else was changed. Run the \
+         command again once the catalog answers: it finds the commit by its snapshot and does not apply it twice"
     )]
-    CommitConflict {
-        table: String,
-        expected_metadata: String,
-        actual_metadata: String,
+    CommitUnknown { table: String, cause: String },
+
+    #[error("{catalog} cannot {command}: it lacks {lacks}. Nothing was changed; {instead}")]
+    MissingCapability {
+        catalog: String,
+        command: String,
+        lacks: String,
+        instead: String,
     },
 
     #[error("table {table}: column {column:?} does not match the spec: expected {expected}, found {found}")]
@@ -90,6 +102,29 @@ pub enum TableError {
         #[source]
         source: sqlx::Error,
     },
+}
+
+impl TableError {
+    /// Whether the error says "reload the table and redo the commit": a conflict, or a commit
+    /// whose reply was lost and that was found not applied.
+    pub fn is_retryable_commit(&self) -> bool {
+        matches!(
+            self,
+            TableError::CommitConflict { .. } | TableError::CommitNotApplied { .. }
+        )
+    }
+}
+
+impl From<crate::catalog::CommitError> for TableError {
+    fn from(e: crate::catalog::CommitError) -> Self {
+        use crate::catalog::CommitError as C;
+        match e {
+            C::Conflict { table, detail } => TableError::CommitConflict { table, detail },
+            C::NotApplied { table, cause } => TableError::CommitNotApplied { table, cause },
+            C::Unknown { table, cause } => TableError::CommitUnknown { table, cause },
+            C::Table(t) => t,
+        }
+    }
 }
 
 /// A closure for `map_err` that wraps an iceberg error with what was being done.

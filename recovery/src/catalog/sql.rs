@@ -1,0 +1,645 @@
+//! The SQL catalog backend: iceberg-catalog-sql's `SqlCatalog` on SQLite or PostgreSQL, and the
+//! contract's commit published with the catalog's own compare-and-swap.
+//!
+//! The catalog's tables are the standard layout (`iceberg_tables`, `iceberg_namespace_properties`)
+//! that PyIceberg's `SqlCatalog` and the Java JDBC catalog read: tidemark adds no tables. One
+//! migration: a catalog created by PyIceberg (0.10) or an older Java JDBC catalog lacks the
+//! `iceberg_type` column of `iceberg_tables` that iceberg-catalog-sql 0.10.1 filters on
+//! (iceberg-rust issue #2068); tidemark adds it (nullable, as Java's JdbcCatalog migration does),
+//! which those clients accept.
+//!
+//! A commit ([`CatalogBackend::commit`]): check the requirements against the metadata the table
+//! was loaded with, apply the updates to it (`TableUpdate::apply` on a `TableMetadataBuilder`),
+//! write the result as the next metadata file (a new, never reused name), then swap the pointer
+//! with one `UPDATE … WHERE metadata_location = <base>` statement, the statement the SQL catalog
+//! itself commits with. The database makes it atomic: of two writers that expected the same
+//! pointer, exactly one sees one affected row; the other sees zero, a conflict. A database error
+//! once the statement was sent leaves the outcome unknown and is resolved by reloading
+//! ([`resolve_unknown`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iceberg::spec::{MAIN_BRANCH, TableMetadata, TableMetadataBuilder};
+use iceberg::table::Table;
+use iceberg::{Catalog, CatalogBuilder, MetadataLocation, NamespaceIdent, Runtime, TableIdent, TableUpdate};
+use iceberg_catalog_sql::{
+    SQL_CATALOG_PROP_BIND_STYLE, SQL_CATALOG_PROP_URI, SQL_CATALOG_PROP_WAREHOUSE, SqlBindStyle, SqlCatalog,
+    SqlCatalogBuilder,
+};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use sqlx::any::AnyPoolOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{AnyPool, ConnectOptions, Connection, Row};
+
+use super::config::redact;
+use super::contract::{
+    Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
+};
+use crate::table::{TableError, iceberg_err};
+
+/// The SQL dialect of the catalog database; it decides the bind-parameter style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// An open SQL catalog: the iceberg `SqlCatalog` plus tidemark's own pool on the same database,
+/// used for the pointer compare-and-swap that iceberg-rust's transaction API cannot express.
+pub struct SqlBackend {
+    catalog: Arc<SqlCatalog>,
+    reference: CatalogRef,
+    pool: AnyPool,
+    dialect: Dialect,
+}
+
+// Manual Debug: the pool and catalog hold the connection URI (with its password).
+impl std::fmt::Debug for SqlBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlBackend")
+            .field("reference", &self.reference)
+            .field("dialect", &self.dialect)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens (and on first use initializes) the SQL catalog `name` at `uri` (a SQLite path, `sqlite:`
+/// URI, or `postgres://…`) with its tables under `warehouse` (already normalized: `file:///…` or
+/// `s3://…`). `file_io_props` go to the catalog's FileIO.
+pub async fn open(
+    name: &str,
+    uri: &str,
+    warehouse: &str,
+    file_io_props: &HashMap<String, String>,
+) -> Result<SqlBackend, TableError> {
+    let (uri, dialect) = normalize_uri(uri)?;
+    let shown = redact(&uri);
+    let unreachable = |detail: String| TableError::CatalogUnreachable {
+        uri: shown.clone(),
+        detail,
+    };
+    if dialect == Dialect::Sqlite {
+        open_sqlite_file(&uri, &shown).await?;
+    }
+    // On PostgreSQL, iceberg-catalog-sql creates its tables with `CREATE TABLE IF NOT EXISTS`,
+    // which two sessions running it at once on a fresh database can still fail (on the unique
+    // index of `pg_type`). A session advisory lock serializes the first-use initialization
+    // between processes; it is released when that session closes, right after.
+    let init_lock = match dialect {
+        Dialect::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&uri)
+                .await
+                .map_err(|e| unreachable(scrub(&e.to_string(), &uri)))?;
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(INIT_LOCK)
+                .execute(&mut c)
+                .await
+                .map_err(|e| unreachable(format!("taking the initialization lock: {e}")))?;
+            Some(c)
+        }
+        Dialect::Sqlite => None,
+    };
+    let backend = open_initialized(name, &uri, shown, dialect, warehouse, file_io_props).await;
+    if let Some(c) = init_lock {
+        // Closing the session releases the lock (also when closing fails: the server ends it).
+        let _ = c.close().await;
+    }
+    backend
+}
+
+/// Creates the SQLite file when it is missing (the catalog connects through sqlx's `Any` driver,
+/// which never creates one). The one place a SQLite catalog file is first touched.
+async fn open_sqlite_file(uri: &str, shown: &str) -> Result<(), TableError> {
+    let unreachable = |detail: String| TableError::CatalogUnreachable {
+        uri: shown.to_string(),
+        detail,
+    };
+    let opts = SqliteConnectOptions::from_str(uri)
+        .map_err(|e| unreachable(format!("bad SQLite URI: {e}")))?
+        .create_if_missing(true);
+    let conn = opts.connect().await.map_err(|e| unreachable(e.to_string()))?;
+    conn.close().await.map_err(|e| unreachable(e.to_string()))
+}
+
+/// Advisory lock key of the catalog's first-use initialization on PostgreSQL ("tidemark").
+const INIT_LOCK: i64 = 0x7469_6465_6d61_726b;
+
+async fn open_initialized(
+    name: &str,
+    uri: &str,
+    shown: String,
+    dialect: Dialect,
+    warehouse: &str,
+    file_io_props: &HashMap<String, String>,
+) -> Result<SqlBackend, TableError> {
+    let unreachable = |detail: String| TableError::CatalogUnreachable {
+        uri: shown.clone(),
+        detail: scrub(&detail, uri),
+    };
+    sqlx::any::install_default_drivers();
+    // A short acquire timeout so that an unreachable server fails the command in seconds, not
+    // after the pool's default 30 s.
+    let pool = AnyPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(uri)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+
+    add_iceberg_type_column(&pool, dialect)
+        .await
+        .map_err(|e| unreachable(format!("migrating iceberg_tables: {e}")))?;
+
+    let bind_style = match dialect {
+        Dialect::Sqlite => SqlBindStyle::QMark,
+        Dialect::Postgres => SqlBindStyle::DollarNumeric,
+    };
+    // Catalog props are forwarded to the catalog's FileIO, which is how S3 settings reach it.
+    let mut props = file_io_props.clone();
+    props.insert(SQL_CATALOG_PROP_URI.to_string(), uri.to_string());
+    props.insert(SQL_CATALOG_PROP_WAREHOUSE.to_string(), warehouse.to_string());
+    props.insert(SQL_CATALOG_PROP_BIND_STYLE.to_string(), bind_style.to_string());
+    let catalog = SqlCatalogBuilder::default()
+        .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .load(name.to_string(), props)
+        .await
+        .map_err(|e| unreachable(format!("{e:#}")))?;
+
+    let kind = match dialect {
+        Dialect::Sqlite => CatalogKind::Sqlite,
+        Dialect::Postgres => CatalogKind::Postgres,
+    };
+    let reference = CatalogRef {
+        kind,
+        uri: match dialect {
+            // Readers open the file by its absolute path, from any working folder.
+            Dialect::Sqlite => sqlite_path(uri),
+            Dialect::Postgres => strip_password(uri),
+        },
+        warehouse: Some(warehouse.to_string()),
+        name: name.to_string(),
+    };
+    Ok(SqlBackend {
+        catalog: Arc::new(catalog),
+        reference,
+        pool,
+        dialect,
+    })
+}
+
+/// Adds `iceberg_tables.iceberg_type` when the table exists without it (see the module doc).
+///
+/// On PostgreSQL the table is the one the catalog's unqualified statements use: the one in the
+/// connection's current schema (the first existing schema of its `search_path`). Other schemas
+/// may hold other catalogs' `iceberg_tables`, with or without the column; they are not looked at.
+/// `IF NOT EXISTS` makes a concurrent migration by another process harmless.
+async fn add_iceberg_type_column(pool: &AnyPool, dialect: Dialect) -> Result<(), sqlx::Error> {
+    let (exists, probe, alter) = match dialect {
+        Dialect::Sqlite => (
+            "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'iceberg_tables'",
+            "SELECT COUNT(*) FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
+            "ALTER TABLE iceberg_tables ADD COLUMN iceberg_type VARCHAR(5)",
+        ),
+        Dialect::Postgres => (
+            "SELECT COUNT(*) FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name = 'iceberg_tables'",
+            "SELECT COUNT(*) FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = 'iceberg_tables' \
+             AND column_name = 'iceberg_type'",
+            "ALTER TABLE iceberg_tables ADD COLUMN IF NOT EXISTS iceberg_type VARCHAR(5)",
+        ),
+    };
+    let count = |sql: &'static str| async move {
+        sqlx::query(sql)
+            .fetch_one(pool)
+            .await
+            .map(|r| r.try_get::<i64, _>(0).unwrap_or(0))
+    };
+    if count(exists).await? > 0 && count(probe).await? == 0 {
+        sqlx::query(alter).execute(pool).await?;
+    }
+    Ok(())
+}
+
+impl SqlBackend {
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn name(&self) -> &str {
+        &self.reference.name
+    }
+
+    /// Every table of this catalog (`namespace.name`, sorted) with its metadata pointer, in one
+    /// query; with `namespace`, only the tables directly in it.
+    pub async fn list_pointers(&self, namespace: Option<&str>) -> Result<Vec<(String, Option<String>)>, TableError> {
+        let sql = self.bind_style(
+            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables \
+             WHERE catalog_name = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+        );
+        let sql_err = |source| TableError::Sql {
+            context: format!("list the tables of catalog {}", self.name()),
+            source,
+        };
+        let rows = sqlx::query(&sql)
+            .bind(self.name())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(sql_err)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let ns: String = row.try_get(0).map_err(sql_err)?;
+            if namespace.is_some_and(|want| want != ns) {
+                continue;
+            }
+            let name: String = row.try_get(1).map_err(sql_err)?;
+            out.push((
+                format!("{ns}.{name}"),
+                row.try_get::<Option<String>, _>(2).map_err(sql_err)?,
+            ));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The namespaces that hold tables, read from the catalog database: the SQL catalog's
+    /// `list_namespaces` cannot reach `a.b` when `a` itself was never created.
+    pub async fn table_namespaces(&self) -> Result<BTreeSet<String>, TableError> {
+        let sql = self.bind_style("SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?");
+        let sql_err = |source| TableError::Sql {
+            context: format!("list the namespaces of catalog {}", self.name()),
+            source,
+        };
+        let rows = sqlx::query(&sql)
+            .bind(self.name())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(sql_err)?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(0).map_err(sql_err))
+            .collect()
+    }
+
+    /// The one `UPDATE … WHERE metadata_location = <expected>` (see the module doc).
+    async fn swap(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<bool, sqlx::Error> {
+        let sql = self.bind_style(
+            "UPDATE iceberg_tables SET metadata_location = ?, previous_metadata_location = ? \
+             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL) \
+             AND metadata_location = ?",
+        );
+        let result = sqlx::query(&sql)
+            .bind(new)
+            .bind(expected)
+            .bind(self.name())
+            .bind(namespace_column(ident))
+            .bind(ident.name())
+            .bind(expected)
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// sqlx's `Any` driver passes placeholders through unchanged, so PostgreSQL needs `$n`.
+    fn bind_style(&self, sql: &str) -> String {
+        match self.dialect {
+            Dialect::Sqlite => sql.to_string(),
+            Dialect::Postgres => {
+                let mut out = String::with_capacity(sql.len() + 8);
+                let mut n = 0;
+                for c in sql.chars() {
+                    if c == '?' {
+                        n += 1;
+                        out.push('$');
+                        out.push_str(&n.to_string());
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl CatalogBackend for SqlBackend {
+    fn reference(&self) -> &CatalogRef {
+        &self.reference
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            register: true,
+            swap_pointer: true,
+        }
+    }
+
+    fn iceberg(&self) -> Arc<dyn Catalog> {
+        self.catalog.clone()
+    }
+
+    async fn pointer(&self, ident: &TableIdent) -> Result<Option<String>, TableError> {
+        let sql = self.bind_style(
+            "SELECT metadata_location FROM iceberg_tables \
+             WHERE catalog_name = ? AND table_namespace = ? AND table_name = ? \
+             AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+        );
+        let row = sqlx::query(&sql)
+            .bind(self.name())
+            .bind(namespace_column(ident))
+            .bind(ident.name())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|source| TableError::Sql {
+                context: format!("read the metadata pointer of {ident}"),
+                source,
+            })?;
+        match row {
+            None => Ok(None),
+            Some(row) => row.try_get::<Option<String>, _>(0).map_err(|source| TableError::Sql {
+                context: format!("decode the metadata pointer of {ident}"),
+                source,
+            }),
+        }
+    }
+
+    async fn commit(&self, base: &Table, request: CommitRequest) -> Result<Table, CommitError> {
+        let ident = base.identifier();
+        let name = ident.to_string();
+        let io_err = |what: &str| iceberg_err(format!("{what} for {name}"));
+        let expected = base
+            .metadata_location_result()
+            .map_err(io_err("metadata location"))?
+            .to_string();
+        // The base is what the swap below expects in the catalog, so the requirements are
+        // checked against it: if the catalog moved on, the swap refuses.
+        for requirement in &request.requirements {
+            if let Err(e) = requirement.check(Some(base.metadata())) {
+                return Err(CommitError::Conflict {
+                    table: name,
+                    detail: e.message().to_string(),
+                });
+            }
+        }
+        let new_metadata = apply_updates(&name, base.metadata(), &expected, &request)?;
+        let location = write_next_metadata(base, &expected, &new_metadata).await?;
+
+        match self.swap(ident, &expected, &location).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let actual = self
+                    .pointer(ident)
+                    .await?
+                    .unwrap_or_else(|| "nothing (the table was dropped)".into());
+                return Err(CommitError::Conflict {
+                    table: name,
+                    detail: format!("expected metadata {expected}, the catalog now points at {actual}"),
+                });
+            }
+            Err(e) => {
+                return resolve_unknown(self, base, &request, format!("swapping the metadata pointer: {e}")).await;
+            }
+        }
+        let runtime = Runtime::try_current().map_err(io_err("find the tokio runtime"))?;
+        Ok(Table::builder()
+            .file_io(base.file_io().clone())
+            .identifier(ident.clone())
+            .metadata_location(location)
+            .metadata(new_metadata)
+            .runtime(runtime)
+            .build()
+            .map_err(io_err("open the committed table"))?)
+    }
+
+    async fn register(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table, TableError> {
+        self.catalog
+            .register_table(ident, metadata_location.to_string())
+            .await
+            .map_err(iceberg_err(format!("register {ident} at {metadata_location}")))
+    }
+
+    async fn swap_pointer(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<bool, TableError> {
+        self.swap(ident, expected, new).await.map_err(|source| TableError::Sql {
+            context: format!("swap the metadata pointer of {ident}"),
+            source,
+        })
+    }
+
+    async fn pointers(&self, namespace: Option<&NamespaceIdent>) -> Result<Vec<(String, Option<String>)>, TableError> {
+        self.list_pointers(namespace.map(|n| n.join(".")).as_deref()).await
+    }
+}
+
+/// Writes `new_metadata` as the next metadata file after `expected` of `base`:
+/// `<version+1>-<uuid>.metadata.json` next to it (compression suffix kept), a name never reused.
+pub(crate) async fn write_next_metadata(
+    base: &Table,
+    expected: &str,
+    new_metadata: &TableMetadata,
+) -> Result<String, TableError> {
+    let io_err = |what: &str| iceberg_err(format!("{what} for {}", base.identifier()));
+    let location = MetadataLocation::from_str(expected)
+        .map_err(io_err("parse the current metadata file name"))?
+        .with_next_version()
+        .with_new_metadata(new_metadata);
+    new_metadata
+        .write_to(base.file_io(), &location)
+        .await
+        .map_err(io_err("write the metadata file"))?;
+    Ok(location.to_string())
+}
+
+/// The metadata `request`'s updates make of `base` (loaded from `expected`).
+///
+/// `TableUpdate::apply` on a `TableMetadataBuilder`, except for a commit that only sets
+/// references other than `main` (tags and branches): the builder stamps such a commit with the
+/// wall clock and then refuses it when the table's snapshots are stamped later (a clock behind
+/// the table's history), so those updates are made on the spec's JSON form instead, stamped just
+/// after the table's last update when the clock is behind it, and validated by the parse.
+pub(crate) fn apply_updates(
+    table: &str,
+    base: &TableMetadata,
+    expected: &str,
+    request: &CommitRequest,
+) -> Result<TableMetadata, TableError> {
+    let io_err = |what: &str| iceberg_err(format!("{what} for {table}"));
+    let refs_only = !request.updates.is_empty()
+        && request
+            .updates
+            .iter()
+            .all(|u| matches!(u, TableUpdate::SetSnapshotRef { ref_name, .. } if ref_name != MAIN_BRANCH));
+    if !refs_only {
+        let mut builder = TableMetadataBuilder::new_from_metadata(base.clone(), Some(expected.to_string()));
+        for update in request.updates.iter().cloned() {
+            builder = update.apply(builder).map_err(io_err("apply the commit's updates"))?;
+        }
+        return Ok(builder
+            .build()
+            .map_err(io_err("build the new table metadata"))?
+            .metadata);
+    }
+    let invalid = |reason: String| TableError::Unsupported {
+        table: table.to_string(),
+        reason,
+    };
+    let mut json = serde_json::to_value(base).map_err(|e| invalid(format!("cannot serialize the metadata: {e}")))?;
+    for update in &request.updates {
+        if let TableUpdate::SetSnapshotRef { ref_name, reference } = update {
+            if base.snapshot_by_id(reference.snapshot_id).is_none() {
+                return Err(invalid(format!(
+                    "reference {ref_name} names snapshot {}, which the table does not have",
+                    reference.snapshot_id
+                )));
+            }
+            json["refs"][ref_name] = serde_json::to_value(reference)
+                .map_err(|e| invalid(format!("cannot serialize reference {ref_name}: {e}")))?;
+        }
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    let log_entry = serde_json::json!({"timestamp-ms": base.last_updated_ms(), "metadata-file": expected});
+    match json.get_mut("metadata-log").and_then(serde_json::Value::as_array_mut) {
+        Some(log) => log.push(log_entry),
+        None => json["metadata-log"] = serde_json::Value::Array(vec![log_entry]),
+    }
+    json["last-updated-ms"] = now.max(base.last_updated_ms() + 1).into();
+    serde_json::from_value(json).map_err(|e| invalid(format!("the updated metadata does not parse: {e}")))
+}
+
+/// How iceberg-catalog-sql 0.10.1 stores a namespace in `table_namespace`: its levels joined
+/// with `.` (PyIceberg and Java do the same).
+pub fn namespace_column(ident: &TableIdent) -> String {
+    ident.namespace().join(".")
+}
+
+/// Turns the accepted URI forms into the one sqlx understands.
+pub(crate) fn normalize_uri(uri: &str) -> Result<(String, Dialect), TableError> {
+    let uri = uri.trim();
+    let invalid = |reason: &str| TableError::InvalidCatalog {
+        uri: redact(uri),
+        reason: reason.into(),
+    };
+    if uri.is_empty() {
+        return Err(invalid("the catalog URI is empty"));
+    }
+    if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
+        return Ok((uri.to_string(), Dialect::Postgres));
+    }
+    if uri.contains(":memory:") || uri.contains("mode=memory") {
+        // Each sqlx pool gets its own in-memory database, so the catalog and the pointer swap
+        // would not see the same tables.
+        return Err(invalid("an in-memory SQLite catalog is not supported; use a file"));
+    }
+    if uri.starts_with("sqlite:") {
+        return Ok((uri.to_string(), Dialect::Sqlite));
+    }
+    if let Some((scheme, _)) = uri.split_once("://") {
+        return Err(invalid(&format!(
+            "scheme {scheme:?} is not supported (use a SQLite path or postgres://)"
+        )));
+    }
+    // A bare path: sqlx strips `sqlite://` and keeps the rest, absolute or relative.
+    Ok((format!("sqlite://{uri}"), Dialect::Sqlite))
+}
+
+/// The absolute file path of a `sqlite:` URI (query string dropped).
+fn sqlite_path(uri: &str) -> String {
+    let path = uri
+        .strip_prefix("sqlite://")
+        .or_else(|| uri.strip_prefix("sqlite:"))
+        .unwrap_or(uri);
+    let path = path.split('?').next().unwrap_or(path);
+    std::path::absolute(path).map_or_else(|_| path.to_string(), |p| p.display().to_string())
+}
+
+/// `scheme://user:password@host…` without the password (the user stays: readers bring the
+/// password through their own configuration, e.g. the PostgreSQL password file).
+pub(crate) fn strip_password(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
+        None => uri.to_string(),
+    }
+}
+
+/// A driver message may quote the connection string; never let its password through.
+fn scrub(message: &str, uri: &str) -> String {
+    match password_of(uri) {
+        Some(p) if !p.is_empty() => message.replace(p, "***"),
+        _ => message.to_string(),
+    }
+}
+
+fn password_of(uri: &str) -> Option<&str> {
+    let rest = uri.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let userinfo = authority.rsplit_once('@')?.0;
+    userinfo.split_once(':').map(|(_, p)| p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_forms() {
+        assert_eq!(
+            normalize_uri("/tmp/c.db").unwrap(),
+            ("sqlite:///tmp/c.db".into(), Dialect::Sqlite)
+        );
+        assert_eq!(
+            normalize_uri("cat.db").unwrap(),
+            ("sqlite://cat.db".into(), Dialect::Sqlite)
+        );
+        assert_eq!(normalize_uri("sqlite:///tmp/c.db").unwrap().1, Dialect::Sqlite);
+        assert_eq!(normalize_uri("postgresql://u:p@h/db").unwrap().1, Dialect::Postgres);
+        assert!(matches!(
+            normalize_uri("mysql://h/db"),
+            Err(TableError::InvalidCatalog { .. })
+        ));
+        assert_eq!(sqlite_path("sqlite:///tmp/c.db?mode=rwc"), "/tmp/c.db");
+        assert!(sqlite_path("sqlite://c.db").starts_with('/'));
+    }
+
+    #[test]
+    fn passwords_never_stay() {
+        assert_eq!(
+            strip_password("postgres://me:secret@db:5432/cat"),
+            "postgres://me@db:5432/cat"
+        );
+        assert_eq!(strip_password("postgres://db/cat"), "postgres://db/cat");
+        assert_eq!(
+            scrub(
+                "error connecting to postgres://me:s3cr3t@db",
+                "postgres://me:s3cr3t@db/x"
+            ),
+            "error connecting to postgres://me:***@db"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreachable_catalog_names_the_uri() {
+        let dir = tempfile::tempdir().unwrap();
+        // A SQLite path under a missing folder cannot be created.
+        let uri = format!("{}/no/such/dir/c.db", dir.path().display());
+        let warehouse = format!("file://{}", dir.path().display());
+        let err = open("t", &uri, &warehouse, &HashMap::new()).await.unwrap_err();
+        assert!(matches!(err, TableError::CatalogUnreachable { .. }), "{err}");
+        assert!(err.to_string().contains(&uri), "{err}");
+    }
+}
