@@ -161,3 +161,57 @@ fn pyiceberg_reads_what_tidemark_committed_through_s3tables() {
     let Some(def) = s3tables_definition() else { return };
     pyiceberg_reads(def, "st", "s3tables:st", "py_st");
 }
+
+/// `tidemark drill --catalog NAME`: the A–E story with the source and recovered tables in the
+/// defined catalog; the route it leaves names that catalog, and a reader with the same
+/// definition queries through it with nothing else given.
+fn drill_in(definition: Vec<(String, String)>, catalog: &str) {
+    let mut s = Scratch::new();
+    s.env = definition;
+    let work = s.path_str("drill");
+    let r = s
+        .run(&[
+            "drill",
+            "--work",
+            &work,
+            "--catalog",
+            catalog,
+            "--orders",
+            "200",
+            "--events",
+            "1500",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(r["ok"], true, "{r}");
+    let route = format!("{work}/route");
+    let shown = s.run(&["route", "show", "--route", &route, "--json"]).ok().json();
+    let routed = &shown[0]["route"];
+    assert_eq!(routed["catalog"]["name"], catalog, "{routed}");
+    let text = routed.to_string();
+    assert!(!text.contains("secret") && !text.contains("credential"), "{text}");
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders WHERE order_id = 'C'",
+        ])
+        .ok();
+    assert!(q.stdout.contains("n\n0"), "tombstones are not visible: {}", q.stdout);
+}
+
+#[test]
+fn the_drill_in_a_rest_catalog() {
+    let Some(def) = rest_definition() else { return };
+    drill_in(def, "sw");
+}
+
+#[test]
+fn the_drill_in_s3tables() {
+    let Some(def) = s3tables_definition() else { return };
+    drill_in(def, "st");
+}
