@@ -2,16 +2,29 @@
 # README's test command. Starts a real S3-protocol server (moto, server mode) on 127.0.0.1,
 # exports the endpoint and credentials the S3 tests use, plus a second, authenticating moto
 # instance that refuses those credentials (TIDEMARK_S3_AUTH_ENDPOINT, for the tests of refused
-# credentials), runs every test of the workspace, and stops both servers. Extra arguments go to
-# `cargo test`.
+# credentials), SeaweedFS (S3 and an Iceberg REST catalog; sandbox/seaweedfs.sh), moto's S3
+# Tables control plane (sandbox/s3tables.sh), PyIceberg and PostgreSQL, runs every test of the
+# workspace, and stops the servers. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${TIDEMARK_MOTO_PORT:-5999}"
 auth_port="${TIDEMARK_MOTO_AUTH_PORT:-5998}"
-trap 'bash sandbox/moto.sh stop >/dev/null 2>&1 || true; bash sandbox/moto.sh stop-auth >/dev/null 2>&1 || true; bash sandbox/postgres.sh stop >/dev/null 2>&1 || true' EXIT
+stop_all() {
+    local s
+    for s in "moto.sh stop" "moto.sh stop-auth" "postgres.sh stop" "seaweedfs.sh stop" "s3tables.sh stop"; do
+        # shellcheck disable=SC2086 # script and subcommand
+        bash sandbox/$s >/dev/null 2>&1 || true
+    done
+}
+trap stop_all EXIT
 eval "$(bash sandbox/moto.sh start "$port")"
 eval "$(bash sandbox/moto.sh start-auth "$auth_port")"
 python3 sandbox/s3_buckets.py
+# SeaweedFS: S3 (TIDEMARK_SEAWEED_S3_ENDPOINT) and its Iceberg REST catalog (TIDEMARK_REST_URI,
+# TIDEMARK_REST_WAREHOUSE, TIDEMARK_REST_CREDENTIAL); base port TIDEMARK_SEAWEED_PORT.
+eval "$(bash sandbox/seaweedfs.sh start)"
+# moto's S3 Tables (TIDEMARK_S3TABLES_ENDPOINT, TIDEMARK_S3TABLES_ARN); port TIDEMARK_S3TABLES_PORT.
+eval "$(bash sandbox/s3tables.sh start)"
 # PyIceberg for the interoperability tests (exports TIDEMARK_PYTHON).
 eval "$(bash sandbox/pyiceberg.sh)"
 # A throwaway PostgreSQL server for the catalog tests on PostgreSQL (exports TIDEMARK_TEST_PG_URI).

@@ -5,6 +5,8 @@
 mod faults;
 mod catalogs;
 mod interop;
+mod catalogs_remote;
+mod seaweedfs;
 mod support;
 
 use support::*;

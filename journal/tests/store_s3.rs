@@ -151,3 +151,49 @@ async fn refused_credentials_are_access_denied() {
     check("list_page", store.list_page("", None, 10).await.unwrap_err());
     check("list_versions", store.list_versions("").await.unwrap_err());
 }
+
+/// SeaweedFS's S3 (sandbox/seaweedfs.sh: `TIDEMARK_SEAWEED_S3_ENDPOINT`), with the
+/// environment's credentials (the sandbox starts it with the same keys), or `None` when
+/// TIDEMARK_SKIP_SEAWEEDFS=1. A second real server beside moto: it checks signatures.
+fn seaweedfs_options() -> Option<S3Options> {
+    if std::env::var("TIDEMARK_SKIP_SEAWEEDFS").as_deref() == Ok("1") {
+        eprintln!("SeaweedFS tests skipped (TIDEMARK_SKIP_SEAWEEDFS=1)");
+        return None;
+    }
+    match std::env::var("TIDEMARK_SEAWEED_S3_ENDPOINT") {
+        Ok(e) if !e.trim().is_empty() => Some(S3Options {
+            endpoint: Some(e),
+            ..S3Options::from_env()
+        }),
+        _ => panic!(
+            "TIDEMARK_SEAWEED_S3_ENDPOINT is not set: run the tests via `bash sandbox/test.sh` (it \
+             starts SeaweedFS), or set TIDEMARK_SKIP_SEAWEEDFS=1 to skip the SeaweedFS tests"
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn seaweedfs_store_passes_conformance() {
+    let Some(opts) = seaweedfs_options() else { return };
+    let bucket = unique_bucket("sw-conf");
+    create_test_bucket(&opts, &bucket, true).await.expect("create bucket");
+    let store = S3Store::from_url(&format!("{bucket}/some/prefix"), opts)
+        .await
+        .expect("open store");
+    conformance::run_all(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn seaweedfs_missing_bucket_is_no_such_store() {
+    let Some(opts) = seaweedfs_options() else { return };
+    let bucket = unique_bucket("sw-absent");
+    let store = S3Store::from_url(&format!("{bucket}/p"), opts)
+        .await
+        .expect("open store");
+    let err = store
+        .put("k", Bytes::from_static(b"x"), PutMode::Overwrite)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NoSuchStore { .. }), "put: {err:?}");
+    assert!(err.to_string().contains(&bucket), "message names the bucket: {err}");
+}

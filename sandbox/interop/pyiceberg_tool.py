@@ -1,6 +1,15 @@
-"""PyIceberg on tidemark's SQLite catalog, for the interoperability tests (tests/e2e.rs).
+"""PyIceberg on tidemark's catalogs, for the interoperability tests (tests/e2e.rs).
 
-Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON):
+Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one of:
+  - a SQLite file: PyIceberg's SqlCatalog on it, with WAREHOUSE (a folder);
+  - `catalog:NAME`: the catalog NAME as PyIceberg defines it (`.pyiceberg.yaml` in
+    PYICEBERG_HOME or the home folder, PYICEBERG_CATALOG__NAME__KEY variables), e.g. type rest;
+    WAREHOUSE is ignored;
+  - `s3tables:NAME`: the S3 Tables catalog NAME defined the same way (PyIceberg has no S3 Tables
+    catalog type, so the tool asks S3 Tables itself for the table's metadata location with boto3,
+    from the definition's `warehouse` (the table-bucket ARN), `s3tables.endpoint` and
+    `s3tables.region`, and reads it as a StaticTable with the definition's `s3.*`); read and
+    snapshots only.
 
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
       The table's rows as JSON lines sorted by order_id: decimals as strings ("12.50"),
@@ -110,6 +119,35 @@ def catalog(db: str, warehouse: str) -> SqlCatalog:
     )
 
 
+def load_table(db: str, warehouse: str, ident: str):
+    """The table `ident` through the catalog CATALOG_DB names (see the module doc)."""
+    if db.startswith("catalog:"):
+        from pyiceberg.catalog import load_catalog
+
+        return load_catalog(db[len("catalog:"):]).load_table(ident)
+    if db.startswith("s3tables:"):
+        return s3tables_table(db[len("s3tables:"):], ident)
+    return catalog(db, warehouse).load_table(ident)
+
+
+def s3tables_table(name: str, ident: str):
+    import boto3
+    from pyiceberg.table import StaticTable
+    from pyiceberg.utils.config import Config
+
+    props = Config().get_catalog_config(name)
+    if not props:
+        raise SystemExit(f"no catalog {name!r} is defined (.pyiceberg.yaml or PYICEBERG_CATALOG__{name.upper()}__*)")
+    arn = props["warehouse"]
+    region = props.get("s3tables.region") or arn.split(":")[3]
+    client = boto3.client("s3tables", endpoint_url=props.get("s3tables.endpoint"), region_name=region)
+    ns, table = split_ident(ident)
+    location = client.get_table_metadata_location(tableBucketARN=arn, namespace=ns, name=table)["metadataLocation"]
+    io = {k: v for k, v in props.items() if k.startswith("s3.")}
+    io.setdefault("s3.region", region)
+    return StaticTable.from_metadata(location, properties=io)
+
+
 def split_ident(ident: str) -> tuple[str, str]:
     ns, _, name = ident.rpartition(".")
     if not ns or not name:
@@ -129,7 +167,7 @@ def cell(value):
 
 
 def cmd_read(db: str, warehouse: str, ident: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     arrow = table.scan().to_arrow()
     rows = arrow.to_pylist()
     key = table.schema().find_field(1).name
@@ -208,7 +246,7 @@ def cmd_create_and_write(db: str, warehouse: str, ident: str, rows_path: str, pa
 
 
 def cmd_snapshots(db: str, warehouse: str, ident: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     out = []
     # Oldest first. The metadata's list has no required order (iceberg-rust writes it in hash
     # order), so sort by sequence number, then commit time.

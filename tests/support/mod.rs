@@ -9,6 +9,8 @@ pub mod python;
 
 pub struct Scratch {
     pub dir: tempfile::TempDir,
+    /// Environment variables set for every `tidemark` this scratch runs (e.g. another S3 server).
+    pub env: Vec<(String, String)>,
 }
 
 /// What a command did.
@@ -51,7 +53,21 @@ impl Scratch {
     pub fn new() -> Self {
         Scratch {
             dir: tempfile::tempdir().unwrap(),
+            env: Vec::new(),
         }
+    }
+
+    /// A scratch whose commands reach SeaweedFS's S3 (sandbox/seaweedfs.sh) instead of the
+    /// default S3 server: `None` (after a skip line) when TIDEMARK_SKIP_SEAWEEDFS=1. The
+    /// environment's credentials are kept: the sandbox starts SeaweedFS with the same keys.
+    pub fn on_seaweedfs() -> Option<Self> {
+        let endpoint = seaweedfs_s3_endpoint()?;
+        let mut s = Scratch::new();
+        s.env = vec![
+            ("AWS_ENDPOINT_URL".into(), endpoint.clone()),
+            ("AWS_ENDPOINT_URL_S3".into(), endpoint),
+        ];
+        Some(s)
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -72,7 +88,20 @@ impl Scratch {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        run_in(self.dir.path(), args)
+        self.run_with(&[], args)
+    }
+
+    /// [`Scratch::run`] with extra environment variables (after the scratch's own).
+    pub fn run_with(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        let mut cmd = tidemark();
+        cmd.current_dir(self.dir.path()).args(args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        output(cmd)
     }
 }
 
@@ -81,7 +110,13 @@ pub fn tidemark() -> Command {
 }
 
 pub fn run_in(dir: &Path, args: &[&str]) -> Run {
-    let Output { status, stdout, stderr } = tidemark().current_dir(dir).args(args).output().expect("run tidemark");
+    let mut cmd = tidemark();
+    cmd.current_dir(dir).args(args);
+    output(cmd)
+}
+
+fn output(mut cmd: Command) -> Run {
+    let Output { status, stdout, stderr } = cmd.output().expect("run tidemark");
     Run {
         code: status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
@@ -133,4 +168,17 @@ pub fn s3_available() -> bool {
         "run the tests with `bash sandbox/test.sh` (or set TIDEMARK_SKIP_S3=1)"
     );
     true
+}
+
+/// SeaweedFS's S3 endpoint (`TIDEMARK_SEAWEED_S3_ENDPOINT`, from sandbox/seaweedfs.sh), or `None`
+/// (after a skip line) when TIDEMARK_SKIP_SEAWEEDFS=1. Panics when it should be there and is not.
+pub fn seaweedfs_s3_endpoint() -> Option<String> {
+    if std::env::var("TIDEMARK_SKIP_SEAWEEDFS").is_ok_and(|v| v == "1") {
+        eprintln!("SeaweedFS scenario skipped (TIDEMARK_SKIP_SEAWEEDFS=1)");
+        return None;
+    }
+    Some(std::env::var("TIDEMARK_SEAWEED_S3_ENDPOINT").expect(
+        "TIDEMARK_SEAWEED_S3_ENDPOINT is not set: run the tests with `bash sandbox/test.sh` \
+         (or set TIDEMARK_SKIP_SEAWEEDFS=1)",
+    ))
 }

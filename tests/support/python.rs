@@ -26,11 +26,14 @@ pub fn pyiceberg_python() -> Option<PathBuf> {
     Some(PathBuf::from(python))
 }
 
-/// `pyiceberg_tool.py` on one SQLite catalog and warehouse.
+/// `pyiceberg_tool.py` on one catalog: a SQLite file and warehouse, or a defined catalog
+/// (`catalog:NAME`, `s3tables:NAME`; see the tool's doc) with the definition in `env`.
 pub struct PyIceberg {
     pub python: PathBuf,
     pub catalog: String,
     pub warehouse: String,
+    /// Environment variables for the tool (e.g. `PYICEBERG_CATALOG__NAME__KEY` definitions).
+    pub env: Vec<(String, String)>,
 }
 
 impl PyIceberg {
@@ -40,12 +43,25 @@ impl PyIceberg {
             python: pyiceberg_python()?,
             catalog: catalog.display().to_string(),
             warehouse: warehouse.display().to_string(),
+            env: Vec::new(),
+        })
+    }
+
+    /// On the catalog the tool names `catalog` (`catalog:NAME` or `s3tables:NAME`), defined by
+    /// the `PYICEBERG_CATALOG__…` variables in `env`. `None` when the scenario is skipped.
+    pub fn on_defined(catalog: &str, env: Vec<(String, String)>) -> Option<Self> {
+        Some(PyIceberg {
+            python: pyiceberg_python()?,
+            catalog: catalog.to_string(),
+            warehouse: "-".to_string(),
+            env,
         })
     }
 
     /// Runs `pyiceberg_tool.py COMMAND CATALOG WAREHOUSE TABLE EXTRA…`.
     pub fn run(&self, command: &str, table: &str, extra: &[&str]) -> Run {
         let Output { status, stdout, stderr } = Command::new(&self.python)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .arg(TOOL)
             .args([command, &self.catalog, &self.warehouse, table])
             .args(extra)

@@ -108,7 +108,12 @@ async fn fresh_table(handle: &CatalogHandle, ns: &str) -> Table {
 }
 
 /// Writes orders `n*100 .. n*100+10` and commits them on top of `table` (removing `removed`).
-async fn commit_rows(handle: &CatalogHandle, table: &Table, n: u64, removed: &[String]) -> Result<Table, TableError> {
+pub async fn commit_rows(
+    handle: &CatalogHandle,
+    table: &Table,
+    n: u64,
+    removed: &[String],
+) -> Result<Table, TableError> {
     let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
     let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
     cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));

@@ -12,6 +12,11 @@ pub mod rest;
 pub mod s3tables;
 pub mod sql;
 
+#[cfg(test)]
+mod live_tests;
+#[cfg(test)]
+mod server_tests;
+
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
