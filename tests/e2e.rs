@@ -1,11 +1,11 @@
 //! End-to-end scenarios: the `tidemark` binary as an operator runs it, on a local folder and on
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
+mod catalogs;
+mod catalogs_remote;
 #[path = "e2e_faults.rs"]
 mod faults;
-mod catalogs;
 mod interop;
-mod catalogs_remote;
 mod seaweedfs;
 mod support;
 

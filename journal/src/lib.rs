@@ -25,8 +25,8 @@ pub mod generate;
 pub mod journal;
 pub mod json_line;
 pub mod paths;
-pub mod resolution;
 pub mod resend;
+pub mod resolution;
 pub mod spec;
 pub mod store;
 #[cfg(feature = "test-support")]

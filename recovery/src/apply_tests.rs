@@ -459,7 +459,7 @@ async fn create_partitioned(
     fields: &[(i32, &str, iceberg::spec::Transform)],
 ) -> iceberg::table::Table {
     use iceberg::spec::UnboundPartitionSpec;
-    use iceberg::{Catalog, NamespaceIdent, TableCreation};
+    use iceberg::{NamespaceIdent, TableCreation};
     let ns = NamespaceIdent::new("shop".into());
     handle
         .catalog()

@@ -238,7 +238,7 @@ pub async fn recover(
     let (table, replay_stats, replay_resumed) = match replayed {
         Ok(r) => r,
         Err(e) => {
-            seed::mark_refused(handle, &opts.into, &e.to_string(), clock).await;
+            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
             return Err(e);
         }
     };
@@ -274,11 +274,11 @@ pub async fn recover(
         Ok(v) if v.ok => v,
         Ok(v) => {
             let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
-            seed::mark_refused(handle, &opts.into, &why, clock).await;
+            seed::mark_refused(handle, &opts.into, &why).await;
             v
         }
         Err(e) => {
-            seed::mark_refused(handle, &opts.into, &e.to_string(), clock).await;
+            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
             return Err(e);
         }
     };

@@ -46,7 +46,7 @@ pub const PROP_REFUSED: &str = "tidemark.recovery-refused";
 
 /// Marks the table `into` refused, best effort: when the mark cannot be written, a rerun is
 /// refused as before (the table stays for inspection and can be dropped by hand).
-pub async fn mark_refused(handle: &CatalogHandle, into: &str, why: &str, clock: &dyn Clock) {
+pub async fn mark_refused(handle: &CatalogHandle, into: &str, why: &str) {
     if let Ok(t) = table::load_table(handle, into).await {
         let props = HashMap::from([(PROP_REFUSED.to_string(), why.to_string())]);
         let _ = table::commit_properties(handle, &t, props).await;
