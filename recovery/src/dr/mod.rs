@@ -8,7 +8,11 @@
 
 pub mod backup;
 pub mod copy;
+pub mod follow;
+pub mod follow_state;
+pub mod follower;
 pub mod history;
+pub mod lease;
 pub mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
