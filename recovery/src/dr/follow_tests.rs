@@ -252,7 +252,7 @@ async fn two_followers_never_run_at_once_and_a_fenced_follower_writes_nothing() 
     assert!(state.get(STATE_KEY, None).await.unwrap_err().is_not_found());
 
     // follower-a is fenced (a failover) before its cycle writes: it changes nothing.
-    lease::fence(state.as_ref(), "failover-1", "dr", "drill", &c)
+    lease::fence(state.clone(), "failover-1", "dr", "drill", &c)
         .await
         .unwrap();
     let opts = site.opts(FollowMode::Strict, "follower-a");

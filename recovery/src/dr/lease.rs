@@ -269,19 +269,20 @@ fn fenced(store: &dyn ObjectStore, rec: &LeaseRecord) -> LeaseError {
 const FENCE_ATTEMPTS: usize = 5;
 
 /// Fences the lease for `by` (a failover): from then on the follower that held it fails its next
-/// check, renewal or release, and no follower acquires it again. Returns the lease as it was
-/// before (`None`: there was none; the fence is written all the same).
+/// check, renewal or release, and no follower acquires it again. Returns the fencing lease (held
+/// by `by`, for the failover's own final writes) and the lease as it was before (`None`: there
+/// was none; the fence is written all the same).
 pub async fn fence(
-    store: &dyn ObjectStore,
+    store: Arc<dyn ObjectStore>,
     by: &str,
     catalog: &str,
     reason: &str,
     clock: &dyn Clock,
-) -> Result<Option<LeaseRecord>, LeaseError> {
+) -> Result<(Lease, Option<LeaseRecord>), LeaseError> {
     let mut last_err = None;
     for _ in 0..FENCE_ATTEMPTS {
         let now = at(clock.now());
-        let current = read(store).await?;
+        let current = read(store.as_ref()).await?;
         let (mode, before) = match current {
             None => (PutMode::Create, None),
             Some((rec, etag)) => (PutMode::Update { etag }, Some(rec)),
@@ -297,8 +298,15 @@ pub async fn fence(
             fenced_holder: before.as_ref().map(|r| r.holder.clone()),
             reason: Some(reason.to_string()),
         };
-        match put_resolved(store, LEASE_KEY, encode(&record), mode).await {
-            Ok(_) => return Ok(before),
+        match put_resolved(store.as_ref(), LEASE_KEY, encode(&record), mode).await {
+            Ok(put) => {
+                let lease = Lease {
+                    store,
+                    record,
+                    etag: put.put.etag,
+                };
+                return Ok((lease, before));
+            }
             Err(e) if e.is_conflict() || e.is_not_found() => last_err = Some(e),
             Err(e) => return Err(e.into()),
         }

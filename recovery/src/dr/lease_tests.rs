@@ -65,7 +65,8 @@ async fn a_fenced_lease_stops_its_holder_and_is_never_acquired_again() {
     let mut follower = Lease::acquire(s.clone(), "a", "dr", Duration::minutes(5), &c)
         .await
         .unwrap();
-    let before = fence(s.as_ref(), "failover-1", "dr", "region loss", &c).await.unwrap();
+    let (fencer, before) = fence(s.clone(), "failover-1", "dr", "region loss", &c).await.unwrap();
+    fencer.check().await.unwrap();
     assert_eq!(before.unwrap().holder, "a");
     assert!(matches!(follower.check().await, Err(LeaseError::Fenced { by, .. }) if by == "failover-1"));
     assert!(matches!(

@@ -8,8 +8,10 @@
 
 pub mod backup;
 pub mod copy;
+pub mod failover;
 pub mod follow;
 pub mod follow_state;
+pub mod follow_status;
 pub mod follower;
 pub mod history;
 pub mod lease;
