@@ -247,3 +247,7 @@ fn promoted_tables(state: &FollowerState) -> Vec<PromotedTable> {
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "failover_tests.rs"]
+mod tests;

@@ -84,6 +84,8 @@ pub async fn cycle(
 ) -> Result<FollowerState, FollowError> {
     let started = Instant::now();
     require_capabilities(handle)?;
+    // A fenced follower stops before it reads anything (and checks again before every write).
+    lease.check().await?;
     let base = warehouse_base(&opts.warehouse)?;
     let store = store::open(&opts.warehouse).await.map_err(|source| DrError::Open {
         warehouse: opts.warehouse.clone(),
@@ -449,4 +451,4 @@ async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::TableIdent) -
 
 #[cfg(test)]
 #[path = "follow_tests.rs"]
-mod tests;
+pub(crate) mod tests;

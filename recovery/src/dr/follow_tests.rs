@@ -38,14 +38,14 @@ fn metadata_only(p: &Path) -> bool {
     p.components().any(|c| c.as_os_str() == "metadata")
 }
 
-struct Site {
-    dir: tempfile::TempDir,
-    src: CatalogHandle,
-    ids: SeededIds,
+pub(crate) struct Site {
+    pub dir: tempfile::TempDir,
+    pub src: CatalogHandle,
+    pub ids: SeededIds,
 }
 
 impl Site {
-    async fn new() -> Site {
+    pub async fn new() -> Site {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("src")).unwrap();
         let src = catalog_in(&dir.path().join("src")).await;
@@ -55,15 +55,15 @@ impl Site {
             ids: SeededIds::new(13),
         }
     }
-    fn replica(&self) -> std::path::PathBuf {
+    pub fn replica(&self) -> std::path::PathBuf {
         self.dir.path().join("replica")
     }
     /// The replication: everything (`all`) or only metadata folders, object by object.
-    fn replicate(&self, all: bool) {
+    pub fn replicate(&self, all: bool) {
         let pick: &dyn Fn(&Path) -> bool = if all { &|_| true } else { &metadata_only };
         copy_where(&self.dir.path().join("src/warehouse"), &self.replica(), pick);
     }
-    fn opts(&self, mode: FollowMode, holder: &str) -> FollowOptions {
+    pub fn opts(&self, mode: FollowMode, holder: &str) -> FollowOptions {
         let to = warehouse_base(&self.replica().display().to_string()).unwrap();
         FollowOptions {
             warehouse: self.replica().display().to_string(),
@@ -78,7 +78,7 @@ impl Site {
             interval_ms: None,
         }
     }
-    async fn dr(&self, name: &str) -> (CatalogHandle, Arc<dyn ObjectStore>) {
+    pub async fn dr(&self, name: &str) -> (CatalogHandle, Arc<dyn ObjectStore>) {
         let d = self.dir.path().join(name);
         std::fs::create_dir_all(&d).unwrap();
         let state: Arc<dyn ObjectStore> = Arc::new(LocalStore::create(d.join("state")).unwrap());
@@ -86,7 +86,7 @@ impl Site {
     }
 }
 
-fn clock() -> StepClock {
+pub(crate) fn clock() -> StepClock {
     StepClock::new(Utc.timestamp_opt(1_900_000_000, 0).unwrap(), Duration::seconds(1))
 }
 
