@@ -4,7 +4,7 @@
 //! One cycle ([`cycle`]), per table folder of the replica ([`rebuild::discover`]):
 //! 1. the head is chosen by the metadata-log chain ([`rebuild::choose_head`], hinted by the
 //!    newest file the last cycle saw); strays and forks are reported, an undecidable table is
-//!    held and named. The follower's own rewritten files (`*-rewritten*`) are never candidates;
+//!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates;
 //! 2. the target: `strict`, the newest file on the head's chain whose current snapshot has every
 //!    referenced file (manifest list, manifests, data and delete files); `eventual`, the head,
 //!    with its missing files listed;
@@ -229,9 +229,36 @@ fn ms_of(json: &Value) -> Option<i64> {
     json.get("last-updated-ms").and_then(Value::as_i64)
 }
 
-/// The follower's own products (rewritten metadata) are never heads.
-fn is_rewritten(key: &str) -> bool {
-    file_name(key).contains("-rewritten")
+/// The name the follower gives the rewrite of metadata file `source` (`NNNNN-<uuid>.metadata.json`,
+/// as iceberg-rust requires of a table it commits to): the next version number and a uuid derived
+/// from the source's name (RFC 9562 version 8), so the follower recognises its own rewrites
+/// without any state, and a rewrite interrupted before its registration is found and reused.
+pub(crate) fn rewrite_name(source: &str) -> Option<String> {
+    use sha2::Digest;
+    let name = file_name(source);
+    let version: u64 = name.split_once('-')?.0.parse().ok()?;
+    let digest = sha2::Sha256::digest(format!("tidemark-follower-rewrite:{name}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Some(format!(
+        "{:05}-{}.metadata.json",
+        version + 1,
+        uuid::Uuid::from_bytes(bytes)
+    ))
+}
+
+/// The follower's own rewrites are never heads: a file named as the rewrite of the file its log
+/// ends with.
+fn is_own_rewrite(key: &str, json: &Value) -> bool {
+    let last = json
+        .get("metadata-log")
+        .and_then(Value::as_array)
+        .and_then(|l| l.last())
+        .and_then(|e| e.get("metadata-file"))
+        .and_then(Value::as_str);
+    last.and_then(rewrite_name).is_some_and(|n| n == file_name(key))
 }
 
 async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableState>) -> Result<TableState, Step> {
@@ -243,16 +270,8 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     out.missing.clear();
     out.missing_count = 0;
 
-    let own = TableFiles {
-        metadata_keys: files
-            .metadata_keys
-            .iter()
-            .filter(|k| !is_rewritten(k))
-            .cloned()
-            .collect(),
-        ..files.clone()
-    };
-    let (parsed, unparsable) = rebuild::read_metadata(ctx.store, &own).await?;
+    let (mut parsed, unparsable) = rebuild::read_metadata(ctx.store, files).await?;
+    parsed.retain(|(k, j)| !is_own_rewrite(k, j));
     let hint = prev.and_then(|p| p.latest_metadata.clone().or(p.verified_metadata.clone()));
     let choice = choose_head(&parsed, hint.as_deref());
     out.strays = choice.strays.clone();
@@ -383,9 +402,21 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
         let location = match map {
             None => url(target_key),
             Some(m) => {
-                super::rewrite::rewrite_paths(&url(target_key), &m.from, &m.to, &ctx.opts.file_io_props)
-                    .await?
-                    .new_metadata
+                let source = url(target_key);
+                let name = rewrite_name(target_key).ok_or_else(|| {
+                    Step::Other(format!(
+                        "{target_key}: the file name does not start with a version number"
+                    ))
+                })?;
+                let dir = source.rsplit_once('/').map_or("", |(d, _)| d);
+                let location = format!("{dir}/{name}");
+                if io.exists(&location).await? {
+                    location // written by a cycle that stopped before registering it
+                } else {
+                    super::rewrite::rewrite_paths_as(&source, &m.from, &m.to, &ctx.opts.file_io_props, Some(&name))
+                        .await?
+                        .new_metadata
+                }
             }
         };
         ctx.lease.check().await.map_err(Step::Lease)?;

@@ -19,6 +19,7 @@ pub mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
 pub mod replica;
+pub mod resync;
 pub mod rewrite;
 #[cfg(test)]
 pub(crate) mod test_support;
