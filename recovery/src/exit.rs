@@ -152,6 +152,13 @@ fn warm_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             P::Store(s) => Some(store_code(s)),
         };
     }
+    if let Some(e) = cause.downcast_ref::<crate::dr::resync::ResyncError>() {
+        use crate::dr::resync::ResyncError as S;
+        return Some(match e {
+            S::PrimaryIncomplete { .. } => VERIFY_FAILED,
+            S::Catalog(t) => table_code(t),
+        });
+    }
     if let Some(e) = cause.downcast_ref::<crate::dr::lease::LeaseError>() {
         return Some(lease_code(e));
     }

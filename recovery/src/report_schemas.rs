@@ -33,6 +33,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("follower-lease", v(schema_for!(crate::dr::lease::LeaseRecord))),
         ("replica-status", v(schema_for!(crate::dr::follow_status::StatusReport))),
         ("promotion", v(schema_for!(crate::dr::failover::Promotion))),
+        ("resync-report", v(schema_for!(crate::dr::resync::ResyncReport))),
     ]
 }
 

@@ -1,4 +1,4 @@
-//! `tidemark replica follow | status | failover`: the warm DR replica (issue 13).
+//! `tidemark replica follow | status | failover | resync`: the warm DR replica (issue 13).
 
 use std::path::PathBuf;
 
@@ -10,6 +10,7 @@ use tidemark_recovery::dr::follow::FollowOptions;
 use tidemark_recovery::dr::follow_state::{FollowMode, FollowerState, StateStore};
 use tidemark_recovery::dr::follow_status::{self, StatusReport};
 use tidemark_recovery::dr::follower::{self, RunLimits};
+use tidemark_recovery::dr::resync::{self, ResyncAction};
 use tidemark_recovery::dr::{failover, lease};
 use tidemark_recovery::exit::exit_error;
 use tidemark_recovery::recover::snapshot::PrefixMap;
@@ -132,6 +133,29 @@ pub enum WarmCommand {
         /// The promotion's id (default failover-<UTC time>).
         #[arg(long)]
         failover_id: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Failback: walk the demoted old primary back to the newest versions the new primary
+    /// holds, keeping and listing every file walked over; restore what only it deleted.
+    Resync {
+        /// The old primary (SQLite file, postgres://…, or a defined name).
+        #[arg(long)]
+        demote: String,
+        /// The new primary (the promoted DR catalog).
+        #[arg(long)]
+        primary: String,
+        #[arg(long)]
+        namespace: Option<String>,
+        /// The new primary's follower state location: refused while it reports missing files.
+        #[arg(long)]
+        follower_state: Option<String>,
+        /// Show the plan; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also write the report (JSON) here.
+        #[arg(long)]
+        report: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -276,7 +300,76 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        WarmCommand::Resync {
+            demote,
+            primary,
+            namespace,
+            follower_state,
+            dry_run,
+            report,
+            common,
+        } => run_resync(demote, primary, namespace, follower_state, dry_run, report, common).await,
     }
+}
+
+async fn run_resync(
+    demote: String,
+    primary: String,
+    namespace: Option<String>,
+    follower_state: Option<String>,
+    dry_run: bool,
+    report: Option<PathBuf>,
+    common: Common,
+) -> anyhow::Result<()> {
+    let open = |uri: String| async move {
+        open_catalog(&CatalogConfig {
+            uri,
+            warehouse: String::new(),
+            name: String::new(),
+        })
+        .await
+    };
+    let (demoted, new_primary) = (open(demote).await?, open(primary).await?);
+    let follower = match follower_state {
+        Some(url) => StateStore::new(follower::open_state(&url).await?).load().await?,
+        None => None,
+    };
+    let r = resync::resync(&demoted, &new_primary, namespace.as_deref(), follower.as_ref(), dry_run).await?;
+    if let Some(path) = &report {
+        std::fs::write(path, serde_json::to_string_pretty(&r)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if common.json {
+        print_json(&r)?;
+    } else {
+        for t in &r.tables {
+            println!("{:<32} {:<18} {}", t.table, format!("{:?}", t.action), t.reason);
+            for f in &t.kept_files {
+                println!("{:<32}   kept {} {}", "", f.what, f.path);
+            }
+        }
+        if r.dry_run {
+            println!("dry run: nothing changed");
+        }
+    }
+    let held: Vec<&str> = r
+        .tables
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.action,
+                ResyncAction::NoCommonVersion | ResyncAction::Conflict | ResyncAction::Failed
+            )
+        })
+        .map(|t| t.table.as_str())
+        .collect();
+    if !held.is_empty() {
+        return Err(exit_error(
+            tidemark_recovery::exit::VERIFY_FAILED,
+            format!("not resynced: {}", held.join(", ")),
+        ));
+    }
+    Ok(())
 }
 
 fn status_line(r: &StatusReport) -> String {
@@ -286,10 +379,16 @@ fn status_line(r: &StatusReport) -> String {
         .filter(|t| t.summary != "OK")
         .map(|t| format!("{} {}", t.table, t.summary))
         .collect();
-    if bad.is_empty() {
-        format!("the follower is {:?}", r.follower).to_lowercase()
+    let follower = serde_json::to_value(r.follower)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    if r.last_scan_at.is_none() {
+        "no follower state: the follower never ran".to_string()
+    } else if bad.is_empty() {
+        format!("the follower is {follower}")
     } else {
-        format!("follower {:?}; {}", r.follower, bad.join(", "))
+        format!("follower {follower}; {}", bad.join(", "))
     }
 }
 
