@@ -324,6 +324,32 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         .ok()
         .json();
     assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
+    // Replication reversed: the old primary follows the new one from where resync left it.
+    replicate(&replica, &primary_wh, endpoint, true);
+    let back_map = format!("{}={}", base(&replica), base(&primary_wh));
+    let back = s
+        .run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &primary_wh,
+            "--catalog",
+            &primary,
+            "--prefix-map",
+            &back_map,
+            "--state",
+            &s.path_str("state-back"),
+            "--once",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let t = &back["tables"][0];
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &600.into()),
+        "{back}"
+    );
     // Every file walked over is still there.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -205,6 +205,8 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             common,
         } => {
             let handle = target.open().await?;
+            // Refused before anything is created, the state location included.
+            tidemark_recovery::dr::follow::require_capabilities(&handle)?;
             let (limits, interval_ms) = if once {
                 (RunLimits::once(), None)
             } else {
@@ -266,6 +268,7 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             common,
         } => {
             let handle = target.open().await?;
+            tidemark_recovery::dr::follow::require_capabilities(&handle)?;
             let opts = target.options(FollowMode::Strict, None)?;
             let store = follower::open_state(&target.state_url()).await?;
             let id = failover_id.unwrap_or_else(|| format!("failover-{}", SystemClock.now().format("%Y%m%dT%H%M%SZ")));
