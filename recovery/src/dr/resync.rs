@@ -14,7 +14,8 @@
 //!   the demoted warehouse's own metadata files (head by the chain, walked back as above) and
 //!   registered; when the demoted warehouse has no file of it, reported as not restorable.
 //!
-//! `dry_run` plans and changes nothing. After a resync, a follower of the new primary into the
+//! `dry_run` plans and changes nothing. Refused while the new primary's follower state shows a
+//! table whose registered version lacks files (eventual mode). After a resync, a follower of the new primary into the
 //! demoted catalog (replication reversed) advances every table from a version on its chain.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -91,7 +92,7 @@ pub struct ResyncReport {
 #[derive(Debug, thiserror::Error)]
 pub enum ResyncError {
     #[error(
-        "the new primary's follower reports missing files for {tables}: resync only once the new primary is complete (tidemark replica status)"
+        "the new primary's follower registered versions with missing files for {tables}: resync only once the new primary is complete (tidemark replica status)"
     )]
     PrimaryIncomplete { tables: String },
     #[error(transparent)]
@@ -111,7 +112,9 @@ pub async fn resync(
         let missing: Vec<&str> = f
             .tables
             .iter()
-            .filter(|t| t.status == TableStatus::MissingFiles)
+            // The version the new primary holds lacks files (an eventual follower registered it);
+            // a strict follower's newer versions waiting on files are not the new primary's.
+            .filter(|t| t.status == TableStatus::MissingFiles && t.versions_behind == Some(0))
             .map(|t| t.table.as_str())
             .collect();
         if !missing.is_empty() {

@@ -98,17 +98,19 @@ async fn resync_refuses_while_the_new_primary_misses_files() {
     append(&site.src, &t, &site.ids, 2).await;
     site.replicate(false);
     let c = clock();
+    // Strict: the new primary holds a complete version; the files the newer one waits on are not
+    // the new primary's. Eventual: the version it holds lacks files, and the resync refuses.
+    let (strict_dr, strict_state) = site.dr("strict").await;
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let strict = run(&opts, &strict_dr, strict_state, RunLimits::once(), &c, &mut |_| {})
+        .await
+        .unwrap();
+    resync(&site.src, &strict_dr, None, Some(&strict), true).await.unwrap();
     let (dr, state) = site.dr("dr").await;
-    let followed = run(
-        &site.opts(FollowMode::Strict, "f1"),
-        &dr,
-        state,
-        RunLimits::once(),
-        &c,
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let opts = site.opts(FollowMode::Eventual, "f2");
+    let followed = run(&opts, &dr, state, RunLimits::once(), &c, &mut |_| {})
+        .await
+        .unwrap();
     let err = resync(&site.src, &dr, None, Some(&followed), true).await.unwrap_err();
     assert!(err.to_string().contains("shop.orders"), "{err}");
 }
