@@ -383,3 +383,29 @@ fn warm_replica_on_seaweedfs() {
         endpoint.as_deref(),
     );
 }
+
+fn failover_game_day(s: &Scratch, store: Option<&str>) {
+    let work = s.path_str("gd");
+    let mut args = vec!["gameday", "--scenario", "failover", "--work", &work, "--json", "-q"];
+    if let Some(st) = store {
+        args.extend(["--store", st]);
+    }
+    let r = s.run(&args).ok().json();
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["rpo_positions"], 100);
+    assert!(r["rto_ms"].as_u64().is_some());
+    assert_eq!(r["steps"].as_array().unwrap().len(), 8);
+    let md = std::fs::read_to_string(s.path("gd/gameday-failover-report.md")).unwrap();
+    assert!(md.contains("RTO") && md.contains("| 4 fail over"), "{md}");
+}
+
+#[test]
+fn failover_game_day_on_the_embedded_default() {
+    failover_game_day(&Scratch::new(), None);
+}
+
+#[test]
+fn failover_game_day_on_seaweedfs() {
+    let Some(s) = Scratch::on_seaweedfs() else { return };
+    failover_game_day(&s, Some(&format!("s3://tidemark/gameday-fo-{}", std::process::id())));
+}

@@ -34,6 +34,10 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("replica-status", v(schema_for!(crate::dr::follow_status::StatusReport))),
         ("promotion", v(schema_for!(crate::dr::failover::Promotion))),
         ("resync-report", v(schema_for!(crate::dr::resync::ResyncReport))),
+        (
+            "gameday-failover-report",
+            v(schema_for!(crate::gameday_failover::FailoverGamedayReport)),
+        ),
     ]
 }
 
