@@ -212,6 +212,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "4",
             "-q",
         ])
+        .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let lease = s.path("state/lease.json");
@@ -408,4 +409,87 @@ fn failover_game_day_on_the_embedded_default() {
 fn failover_game_day_on_seaweedfs() {
     let Some(s) = Scratch::on_seaweedfs() else { return };
     failover_game_day(&s, Some(&format!("s3://tidemark/gameday-fo-{}", std::process::id())));
+}
+
+/// The follower on the other SQL catalog kind: a PostgreSQL DR catalog (sandbox/postgres.sh).
+#[test]
+fn follow_into_a_postgresql_catalog() {
+    let uri = match std::env::var("TIDEMARK_TEST_PG_URI") {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ if std::env::var("TIDEMARK_SKIP_POSTGRES").as_deref() == Ok("1") => return,
+        _ => panic!("TIDEMARK_TEST_PG_URI is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_POSTGRES=1)"),
+    };
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&["gen", "events", "--orders", "50", "--events", "200", "--out", &input])
+        .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        &input,
+        "--batch-size",
+        "100",
+    ])
+    .ok();
+    let (primary_wh, replica) = (s.path_str("primary"), s.path_str("replica"));
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &s.path_str("p.db"),
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    replicate(&primary_wh, &replica, None, true);
+    let name = format!(
+        "tm_warm_{}_{}",
+        std::process::id(),
+        s.dir.path().file_name().unwrap().to_string_lossy()
+    )
+    .to_lowercase()
+    .replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "");
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let r = s
+        .run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &uri,
+            "--catalog-name",
+            &name,
+            "--prefix-map",
+            &map,
+            "--state",
+            &s.path_str("state"),
+            "--once",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(r["tables"][0]["status"], "ok", "{r}");
+    assert_eq!(r["tables"][0]["verified_position"], 200);
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &uri,
+        "--catalog-name",
+        &name,
+        "--warehouse",
+        &replica,
+        "--out",
+        &s.path_str("h.json"),
+    ])
+    .ok();
 }

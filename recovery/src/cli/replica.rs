@@ -72,10 +72,12 @@ impl FollowTarget {
         follower::state_url(self.state.as_deref(), &self.warehouse)
     }
 
+    /// The DR catalog; its warehouse (where tables it creates go, e.g. `recover --into` after a
+    /// failover) is the replica's unless the catalog's definition names one.
     async fn open(&self) -> anyhow::Result<tidemark_recovery::catalog::CatalogHandle> {
         Ok(open_catalog(&CatalogConfig {
             uri: self.catalog.clone(),
-            warehouse: String::new(),
+            warehouse: self.warehouse.clone(),
             name: self.catalog_name.clone().unwrap_or_default(),
         })
         .await?)
