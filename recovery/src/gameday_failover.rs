@@ -421,8 +421,9 @@ pub async fn run(
         "7 the old primary returns; resync it",
         t,
         format!(
-            "{:?}: {} versions walked over, {kept} files kept",
-            rt.as_ref().map(|t| t.action),
+            "{}: {} versions walked over, {kept} files kept",
+            rt.as_ref()
+                .map_or("no such table".into(), |t| format!("{:?}", t.action)),
             rt.as_ref().map_or(0, |t| t.walked_over.len())
         ),
         false,
@@ -492,7 +493,11 @@ pub async fn run(
         check(
             "the resynced old primary equals the journal up to the version both hold",
             back_rows == ref_at_rows && back_position.is_some(),
-            format!("{} rows at position {:?}", back_rows.len(), back_position),
+            format!(
+                "{} rows at position {}",
+                back_rows.len(),
+                back_position.map_or("?".into(), |p| p.to_string())
+            ),
         ),
         check(
             "the failover lost positions, and the journal closed the gap",
