@@ -220,15 +220,16 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             let opts = target.options(mode, interval_ms)?;
             let store = follower::open_state(&target.state_url()).await?;
             let json = common.json;
-            let state = follower::run(&opts, &handle, store, limits, &SystemClock, &mut |s| {
+            follower::run(&opts, &handle, store, limits, &SystemClock, &mut |s| {
                 if json {
-                    let _ = print_json(s);
+                    if let Err(e) = print_json(s) {
+                        eprintln!("cannot print the state: {e}");
+                    }
                 } else {
                     print_state(s);
                 }
             })
             .await?;
-            let _ = state;
             Ok(())
         }
         WarmCommand::Status {

@@ -191,6 +191,7 @@ fn blank(table: String, now: DateTime<Utc>) -> TableState {
         missing: Vec::new(),
         missing_count: 0,
         strays: Vec::new(),
+        head_choice: String::new(),
         last_advanced_at: None,
         last_scan_at: stamp(now),
     }
@@ -275,6 +276,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     let hint = prev.and_then(|p| p.latest_metadata.clone().or(p.verified_metadata.clone()));
     let choice = choose_head(&parsed, hint.as_deref());
     out.strays = choice.strays.clone();
+    out.head_choice = choice.reason.clone();
     let Some(head_key) = choice.head else {
         out.status = TableStatus::Held;
         out.reason = choice.refused.unwrap_or(choice.reason);
@@ -463,7 +465,6 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
             format!("at {target_name}, the newest version, every file present"),
         )
     };
-    let _ = choice.reason; // the choice's reasoning is in strays and forks; the status says the rest
     Ok(out)
 }
 

@@ -89,6 +89,10 @@ pub struct TableState {
     pub missing_count: usize,
     /// Metadata files on no chosen chain (failed commits), keys under the warehouse.
     pub strays: Vec<String>,
+    /// Why the head is the head (by the metadata-log chain), forks (two files at one version)
+    /// named.
+    #[serde(default)]
+    pub head_choice: String,
     /// When this scan moved the DR pointer (RFC 3339), else the last time one did.
     pub last_advanced_at: Option<String>,
     pub last_scan_at: String,

@@ -294,6 +294,7 @@ mod tests {
                 }],
                 missing_count: 1,
                 strays: Vec::new(),
+                head_choice: String::new(),
                 last_advanced_at: None,
                 last_scan_at: "2030-01-01T00:00:00Z".into(),
             }],

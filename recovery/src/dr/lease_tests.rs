@@ -104,3 +104,38 @@ async fn of_racing_followers_exactly_one_wins() {
     }
     assert_eq!(won, 1);
 }
+
+#[tokio::test]
+async fn lost_replies_on_the_lease_are_resolved_by_reading_back() {
+    use tidemark_journal::store::faulty::{Fault, FaultyStore, ModeFilter, Op, Rule};
+    let dir = tempfile::tempdir().unwrap();
+    let c = clock();
+    // Every conditional write of the lease loses its reply once (the write landed).
+    let faulty = Arc::new(FaultyStore::new(
+        store(&dir),
+        7,
+        vec![
+            Rule::new(Op::Put, Fault::LostReply)
+                .prefix(LEASE_KEY)
+                .mode(ModeFilter::Conditional),
+        ],
+    ));
+    let s: Arc<dyn ObjectStore> = faulty.clone();
+    let mut lease = Lease::acquire(s.clone(), "a", "dr", Duration::minutes(5), &c)
+        .await
+        .unwrap();
+    lease.check().await.unwrap();
+    lease.renew(Duration::minutes(5), &c).await.unwrap();
+    lease.check().await.unwrap();
+    assert!(faulty.injected() >= 2, "{}", faulty.injected());
+    // The second follower is still refused, naming the first.
+    let err = Lease::acquire(s.clone(), "b", "dr", Duration::minutes(5), &c)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, LeaseError::Held { ref holder, .. } if holder == "a"),
+        "{err:?}"
+    );
+    lease.release(&c).await.unwrap();
+    assert_eq!(read(s.as_ref()).await.unwrap().unwrap().0.state, LeaseState::Released);
+}

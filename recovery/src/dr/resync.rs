@@ -187,15 +187,14 @@ async fn resync_table(
     t: &mut ResyncTable,
     dry_run: bool,
 ) -> Result<(), String> {
-    let Some(pp) = t.primary_pointer.clone() else {
+    if t.primary_pointer.is_none() {
         t.action = ResyncAction::OnlyOnDemoted;
         t.reason = "the new primary has no such table; reported, not deleted".into();
         return Ok(());
-    };
+    }
     let ident = parse_ident(&t.table).map_err(|e| e.to_string())?;
     let primary_table = primary.catalog().load_table(&ident).await.map_err(|e| e.to_string())?;
     let held: HashSet<i64> = primary_table.metadata().snapshots().map(|s| s.snapshot_id()).collect();
-    let _ = pp;
 
     // The demoted head: its pointer, or (deleted there) the head of its own files.
     let (start, restoring) = match &t.demoted_pointer {
