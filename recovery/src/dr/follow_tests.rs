@@ -266,3 +266,42 @@ async fn two_followers_never_run_at_once_and_a_fenced_follower_writes_nothing() 
     let err = once(&opts, &dr, &state, &c).await.unwrap_err();
     assert!(matches!(err, RunError::Lease(LeaseError::Fenced { .. })), "{err:?}");
 }
+
+#[tokio::test]
+async fn an_undecidable_head_is_held_and_named_and_a_hint_from_the_last_scan_decides() {
+    let site = Site::new().await;
+    let t = table_with(&site.src, "shop.orders", &site.ids, 1..=2).await;
+    site.replicate(true);
+    let c = clock();
+    let (dr, state) = site.dr("dr").await;
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let s = once(&opts, &dr, &state, &c).await.unwrap();
+    let head = s.table("shop.orders").unwrap().latest_metadata.clone().unwrap();
+    assert_eq!(name_of(&head), name_of(t.metadata_location().unwrap()));
+
+    // A commit that lost its race against the head leaves a file at the head's version with the
+    // same predecessor: two equally long chains.
+    let head_path = site.replica().join(&head);
+    let (version, _) = name_of(&head).split_once('-').unwrap();
+    let stray = head_path.with_file_name(format!("{version}-00000000-0000-4000-8000-000000000001.metadata.json"));
+    std::fs::copy(&head_path, &stray).unwrap();
+    // The follower that saw the head before is told by its own state which one it is.
+    let s = once(&opts, &dr, &state, &c).await.unwrap();
+    let ts = s.table("shop.orders").unwrap();
+    assert_eq!(ts.status, TableStatus::Ok, "{ts:?}");
+    assert_eq!(ts.strays.len(), 1, "{ts:?}");
+    assert!(ts.strays[0].ends_with(name_of(stray.to_str().unwrap())));
+    assert!(ts.head_choice.contains("hint"), "{}", ts.head_choice);
+    // A new follower without that state holds the table and names both files.
+    let (dr2, state2) = site.dr("dr2").await;
+    let s = once(&opts, &dr2, &state2, &c).await.unwrap();
+    let held = s.table("shop.orders").unwrap();
+    assert_eq!(held.status, TableStatus::Held, "{held:?}");
+    assert!(held.reason.contains(name_of(&head)) && held.reason.contains(name_of(stray.to_str().unwrap())));
+    assert!(
+        dr2.metadata_pointer(&parse_ident("shop.orders").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
