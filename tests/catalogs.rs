@@ -87,6 +87,113 @@ fn query_through_a_route_written_with_a_sqlite_uri() {
     assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
 }
 
+/// The fenced writer on a route alone (`apply --route DIR`, no `--catalog`) commits into the
+/// route's table in the route's own catalog; a `--catalog` that is another catalog is refused,
+/// and so is a route whose catalog is gone (nothing created in its place).
+#[test]
+fn the_fenced_writer_opens_the_routes_catalog() {
+    let s = Scratch::new();
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(s.path("cat")).unwrap();
+    let journal = journal_with(&s, "journal", 20, 5);
+    let catalog = s.path_str("cat/catalog.db");
+    let route = s.path_str("routes/main");
+    let run = |dir: &Path, args: &[&str]| run_env(dir, &home, &[], args);
+    let top = s.dir.path();
+    run(
+        top,
+        &[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+        ],
+    )
+    .ok();
+    run(
+        top,
+        &[
+            "recover",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--into",
+            "shop.fixed",
+            "--source-table",
+            "shop.orders",
+            "--route",
+            &route,
+        ],
+    )
+    .ok();
+    let more = s.write("more.ndjson", &crate::support::events(21, 30));
+    run(
+        top,
+        &[
+            "journal",
+            "append",
+            "--journal",
+            &journal,
+            "--input",
+            more.to_str().unwrap(),
+        ],
+    )
+    .ok();
+
+    let elsewhere = s.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let other = s.path_str("other.db");
+    run(
+        &elsewhere,
+        &["apply", "--journal", &journal, "--route", &route, "--catalog", &other],
+    )
+    .fails(3, &["leave --catalog out", &catalog]);
+    let r = run(
+        &elsewhere,
+        &["apply", "--journal", &journal, "--route", &route, "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(r["table"], "shop.fixed", "{r}");
+    assert_eq!(r["applied_to_position"], 30, "{r}");
+    let q = run(
+        &elsewhere,
+        &[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ],
+    )
+    .ok();
+    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+    assert!(
+        std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+        "the writer created files in its working folder"
+    );
+
+    std::fs::rename(s.path("cat/catalog.db"), s.path("cat/moved.db")).unwrap();
+    run(&elsewhere, &["apply", "--journal", &journal, "--route", &route]).fails(
+        3,
+        &[
+            "cannot open the route's sqlite catalog tidemark",
+            "does not exist",
+            "--catalog",
+        ],
+    );
+    assert!(
+        !s.path("cat/catalog.db").exists(),
+        "a new, empty catalog was created in place of the route's"
+    );
+}
+
 /// A bare word is a defined catalog's name or refused (it used to become a new SQLite file);
 /// defined catalogs come from `.pyiceberg.yaml` and `PYICEBERG_CATALOG__…` variables.
 #[test]

@@ -402,6 +402,12 @@ pub fn resolve_ref(reference: &CatalogRef, defs: &Definitions) -> Resolved {
     }
 }
 
+/// Whether two references name the same catalog: kind, name and URI (passwords set aside);
+/// the warehouse is where new tables go, not which catalog it is.
+pub fn same_catalog(a: &CatalogRef, b: &CatalogRef) -> bool {
+    a.kind == b.kind && a.name == b.name && same_uri(&a.uri, &b.uri)
+}
+
 /// Whether two catalog URIs name the same catalog once passwords are set aside.
 fn same_uri(a: &str, b: &str) -> bool {
     super::sql::strip_password(a).trim_end_matches('/') == super::sql::strip_password(b).trim_end_matches('/')

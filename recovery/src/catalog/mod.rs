@@ -23,7 +23,7 @@ use std::sync::Arc;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
 
-pub use config::{Definitions, Resolved, redact, s3_props};
+pub use config::{Definitions, Resolved, redact, s3_props, same_catalog};
 pub use contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, holds_commit, resolve_unknown,
 };
@@ -242,9 +242,21 @@ pub async fn open_catalog_with_props(
 
 /// Opens a recorded catalog reference (a route's), with the reader's own definition of it when
 /// there is one (see [`config::resolve_ref`]).
+/// A reader never creates a catalog: a SQLite file the reference names that does not exist is
+/// refused, not made anew (and empty).
 pub async fn open_ref(reference: &CatalogRef) -> Result<CatalogHandle, TableError> {
     let defs = Definitions::load()?;
     let resolved = config::resolve_ref(reference, &defs);
+    if resolved.kind == CatalogKind::Sqlite {
+        let uri = resolved.props.get("uri").map(String::as_str).unwrap_or("");
+        let file = config::sqlite_file(uri);
+        if !file.is_file() {
+            return Err(TableError::InvalidCatalog {
+                uri: file.display().to_string(),
+                reason: "the SQLite file does not exist (a reader opens a catalog, never creates one)".into(),
+            });
+        }
+    }
     open_resolved(&resolved, s3_props(|k| std::env::var(k).ok())).await
 }
 
