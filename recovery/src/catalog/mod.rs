@@ -192,6 +192,38 @@ impl CatalogHandle {
         })
     }
 
+    /// The warehouse as one location that holds every table of this catalog, for the commands
+    /// that read the tables' files under it (`command`); refused with
+    /// [`TableError::MissingCapability`], before anything is read, when the catalog has none: S3
+    /// Tables keeps each table in a bucket of its own, and a REST catalog's warehouse may be a
+    /// name rather than a location.
+    pub fn warehouse_location(&self, command: &str) -> Result<&str, TableError> {
+        let w = self.warehouse.as_str();
+        if ["s3://", "s3a://", "file://"]
+            .iter()
+            .any(|scheme| w.starts_with(scheme))
+        {
+            return Ok(w);
+        }
+        let (lacks, instead) = match self.kind() {
+            CatalogKind::S3tables => (
+                "one warehouse location for its tables (S3 Tables keeps each table in a bucket of its own)".to_string(),
+                KEEP_STATE_INSTEAD,
+            ),
+            _ if w.is_empty() => ("a warehouse location".to_string(), INSTEAD_OF_WAREHOUSE),
+            _ => (
+                format!("a warehouse location (its warehouse {w:?} is a name, not s3://… or a folder)"),
+                INSTEAD_OF_WAREHOUSE,
+            ),
+        };
+        Err(TableError::MissingCapability {
+            catalog: self.reference().to_string(),
+            command: command.to_string(),
+            lacks,
+            instead: instead.to_string(),
+        })
+    }
+
     /// Registers the existing metadata file `metadata_location` as `ident` (refused, changing
     /// nothing, when the catalog cannot register).
     pub async fn register_table(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table, TableError> {
@@ -215,6 +247,13 @@ impl CatalogHandle {
 /// What to do when a catalog cannot register or swap pointers.
 pub const INSTEAD_OF_REGISTER: &str = "do this step on a SQL catalog (SQLite or PostgreSQL), or recreate the \
      table in this catalog from its metadata file with `tidemark recover --source-metadata FILE --into NS.NAME`";
+
+/// What to do when a command needs the catalog's warehouse location and the catalog has none.
+pub const INSTEAD_OF_WAREHOUSE: &str = "give --warehouse s3://bucket/prefix where the catalog's tables are (a REST catalog \
+     whose warehouse is a location), or keep the table pointers with `tidemark catalog state --out FILE` and their \
+     contents with `tidemark history record`";
+const KEEP_STATE_INSTEAD: &str = "keep the table pointers with `tidemark catalog state --out FILE` and their contents \
+     with `tidemark history record`";
 
 /// Opens the catalog `cfg` names (and on first use initializes a SQL one). S3 settings come
 /// from the environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
