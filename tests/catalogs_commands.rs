@@ -348,3 +348,82 @@ fn backup_and_restore_on_s3tables_are_refused() {
     .fails(6, &["a bucket of its own", "Nothing was changed"]);
     assert_eq!(pointers(&s, "st", &namespace), before);
 }
+
+/// Issue 10's precedence of S3 settings for a REST catalog: the definition's own, then what
+/// the server vends (SeaweedFS gives each table's `s3.endpoint` with it), then the environment.
+/// With no `s3.endpoint` in the definition and `AWS_ENDPOINT_URL` aimed at another S3 server
+/// (moto), every command writes and reads where the server says; an `s3.endpoint` the
+/// definition gives beats the server's.
+#[test]
+fn a_rest_servers_vended_endpoint_beats_the_environment() {
+    let Some(mut def) = rest_definition() else { return };
+    let elsewhere = std::env::var("AWS_ENDPOINT_URL").expect("moto's endpoint (sandbox/test.sh)");
+    def.retain(|(k, _)| !k.ends_with("__S3__ENDPOINT"));
+    def.push(("AWS_ENDPOINT_URL".into(), elsewhere.clone()));
+    let mut s = Scratch::new();
+    s.env = def.clone();
+    let namespace = ns("vended");
+    let table = format!("{namespace}.orders");
+    let expected = apply_and_fault(&s, "sw", &table);
+    let route = s.path_str("route");
+    s.run(&[
+        "recover",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        "sw",
+        "--into",
+        &format!("{namespace}.fixed"),
+        "--source-table",
+        &table,
+        "--route",
+        &route,
+    ])
+    .ok();
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ])
+        .ok();
+    assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
+    assert!(expected.len() > 10);
+    let work = s.path_str("drill");
+    let r = s
+        .run(&[
+            "drill",
+            "--work",
+            &work,
+            "--catalog",
+            "sw",
+            "--orders",
+            "50",
+            "--events",
+            "300",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(r["ok"], true, "{r}");
+
+    // The definition's endpoint is used although the server vends another (here: a wrong one).
+    s.env
+        .push(("PYICEBERG_CATALOG__SW__S3__ENDPOINT".into(), elsewhere.clone()));
+    let journal = s.path_str("journal");
+    let r = s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        "sw",
+        "--table",
+        &format!("{namespace}.other"),
+    ]);
+    assert_ne!(r.code, 0, "the definition's endpoint was not used: {}", r.stdout);
+    let port = elsewhere.rsplit(':').next().unwrap();
+    assert!(r.stderr.contains(port), "{}", r.stderr);
+}

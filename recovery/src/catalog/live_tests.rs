@@ -155,7 +155,7 @@ async fn rest_commits_on_seaweedfs() {
         (rest::REGISTER_PROP.to_string(), "false".to_string()),
     ]);
     s3_keys(&mut props);
-    let backend = rest::open("sw", &props).await.unwrap();
+    let backend = rest::open("sw", &props, &HashMap::new()).await.unwrap();
     let shown = format!("{backend:?} {:?}", backend.reference());
     assert!(!shown.contains(&props["credential"]), "{shown}");
     commit_story(backend, "live").await;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod conformance;
 pub mod contract;
 pub mod rest;
+mod rest_io;
 pub mod s3tables;
 pub mod sql;
 
@@ -323,13 +324,16 @@ pub async fn open_resolved(
             let backend = sql::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
             Ok(CatalogHandle::from_sql(backend, file_io_props))
         }
-        CatalogKind::Rest | CatalogKind::S3tables => {
+        // The environment is the weakest layer of a REST catalog's S3 settings ([`rest_io`]).
+        CatalogKind::Rest => {
+            let backend = rest::RestBackend::open(&resolved.name, &resolved.props, &file_io_props).await?;
+            let props = backend.file_io_props().clone();
+            Ok(CatalogHandle::new(Arc::new(backend), props))
+        }
+        CatalogKind::S3tables => {
             let mut props = resolved.props.clone();
             props.extend(file_io_props.iter().map(|(k, v)| (k.clone(), v.clone())));
-            let backend = match resolved.kind {
-                CatalogKind::Rest => rest::open(&resolved.name, &props).await?,
-                _ => s3tables::open(&resolved.name, &props).await?,
-            };
+            let backend = s3tables::open(&resolved.name, &props).await?;
             Ok(CatalogHandle::new(backend, file_io_props))
         }
     }

@@ -84,7 +84,10 @@ fn file_io_props(props: &HashMap<String, String>) -> HashMap<String, String> {
 }
 
 async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
-    CatalogHandle::new(rest::open("sw", props).await.unwrap(), file_io_props(props))
+    CatalogHandle::new(
+        rest::open("sw", props, &HashMap::new()).await.unwrap(),
+        file_io_props(props),
+    )
 }
 
 async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
@@ -184,7 +187,7 @@ async fn refused_rest_credentials_are_named_without_the_secret() {
     assert!(!shown.contains("test:test"), "{shown}");
 
     props.insert("credential".into(), "test:wrong-secret-value".into());
-    let err = rest::open("sw", &props).await.unwrap_err();
+    let err = rest::open("sw", &props, &HashMap::new()).await.unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, TableError::CatalogUnreachable { .. }), "{err:?}");
     assert!(msg.contains("401") && msg.contains(&props["uri"]), "{msg}");

@@ -94,13 +94,10 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
             ),
         ),
         (None, Some(t)) => {
-            let source = source_catalog.as_ref().unwrap_or(&handle);
-            let location = table::load_table(source, t)
-                .await?
-                .metadata_location()
-                .unwrap_or_default()
-                .to_string();
-            (location, source.file_io_props().clone())
+            let source = table::load_table(source_catalog.as_ref().unwrap_or(&handle), t).await?;
+            let location = source.metadata_location().unwrap_or_default().to_string();
+            // The table's own FileIO: what its catalog vends for it included.
+            (location, source.file_io().config().props().clone())
         }
         (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
     };
