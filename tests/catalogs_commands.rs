@@ -427,3 +427,50 @@ fn a_rest_servers_vended_endpoint_beats_the_environment() {
     let port = elsewhere.rsplit(':').next().unwrap();
     assert!(r.stderr.contains(port), "{}", r.stderr);
 }
+
+/// A route written with the S3 Tables ARN form (`--catalog arn:aws:s3tables:…`, no
+/// definition) records the ARN; `query --route` opens the table bucket from it with nothing
+/// else given (the AWS chain: here `AWS_ENDPOINT_URL` at moto's S3 Tables for both APIs).
+#[test]
+fn query_through_a_route_written_with_an_s3tables_arn() {
+    if s3tables_definition().is_none() {
+        return;
+    }
+    let mut s = Scratch::new();
+    s.env = vec![(
+        "AWS_ENDPOINT_URL".into(),
+        std::env::var("TIDEMARK_S3TABLES_ENDPOINT").unwrap(),
+    )];
+    let arn = std::env::var("TIDEMARK_S3TABLES_ARN").unwrap();
+    let namespace = ns("arn");
+    let table = format!("{namespace}.orders");
+    apply_and_fault(&s, &arn, &table);
+    let route = s.path_str("route");
+    s.run(&[
+        "recover",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        &arn,
+        "--into",
+        &format!("{namespace}.fixed"),
+        "--source-table",
+        &table,
+        "--route",
+        &route,
+    ])
+    .ok();
+    let shown = s.run(&["route", "show", "--route", &route, "--json"]).ok().json();
+    assert_eq!(shown[0]["route"]["catalog"]["uri"], arn.as_str(), "{shown}");
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ])
+        .ok();
+    assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
+}

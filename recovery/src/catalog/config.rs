@@ -395,6 +395,10 @@ pub fn resolve_ref(reference: &CatalogRef, defs: &Definitions) -> Resolved {
     if let Some(w) = &reference.warehouse {
         props.insert("warehouse".into(), w.clone());
     }
+    // An S3 Tables reference is its table-bucket ARN, which the backend takes as `warehouse`.
+    if reference.kind == CatalogKind::S3tables && !props.contains_key("warehouse") {
+        props.insert("warehouse".into(), reference.uri.clone());
+    }
     Resolved {
         kind: reference.kind,
         name: reference.name.clone(),

@@ -96,7 +96,7 @@ async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
 
 /// A namespace name no other run on the same server uses (S3 Tables' rules: lowercase,
 /// digits and `_`, starting with a letter).
-fn unique_ns(purpose: &str) -> String {
+pub(crate) fn unique_ns(purpose: &str) -> String {
     let id = RandomIds.uuid().simple().to_string();
     format!("{purpose}_{}", &id[..16])
 }
