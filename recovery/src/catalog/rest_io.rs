@@ -60,12 +60,18 @@ pub(crate) fn layered(
 }
 
 /// The crate's REST catalog, with every table it returns re-equipped by [`layered`].
-#[derive(Debug)]
 pub(crate) struct VendedIo {
     pub inner: RestCatalog,
     pub env: HashMap<String, String>,
     pub definition: HashMap<String, String>,
     pub storage: Arc<OpenDalResolvingStorageFactory>,
+}
+
+// Manual Debug: the layers hold S3 secret keys (and the crate's catalog its credential).
+impl std::fmt::Debug for VendedIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VendedIo").finish_non_exhaustive()
+    }
 }
 
 impl VendedIo {

@@ -182,7 +182,7 @@ fn assert_no_secret(text: &str, props: &HashMap<String, String>) {
 async fn refused_rest_credentials_are_named_without_the_secret() {
     let Some(mut props) = rest_props() else { return };
     let handle = rest_handle(&props).await;
-    let shown = format!("{:?} {:?}", handle.reference(), handle.backend());
+    let shown = format!("{:?} {:?} {:?}", handle.reference(), handle.backend(), handle.catalog());
     assert_no_secret(&shown, &props);
     assert!(!shown.contains("test:test"), "{shown}");
 
