@@ -244,6 +244,34 @@ fn backup_and_restore_on_a_rest_catalog() {
         .ok()
         .json();
     assert!(check.to_string().contains(&table), "{check}");
+    // A DR copy of the table (`replica copy` to a folder), and the recovered table created in
+    // the REST catalog from the copy's metadata file, read through a prefix map.
+    let dr = s.path_str("dr");
+    std::fs::create_dir_all(&dr).unwrap();
+    let copied = s
+        .run_with(
+            &seaweed,
+            &[
+                "replica", "copy", "--from", &location, "--to", &dr, "--tables", &table, "--json",
+            ],
+        )
+        .ok()
+        .json();
+    let head = copied["tables"][0]["head"].as_str().expect("a head").to_string();
+    s.run(&[
+        "recover",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        "sw",
+        "--into",
+        &format!("{namespace}.from_dr"),
+        "--source-metadata",
+        &format!("{location}/{head}"),
+        "--prefix-map",
+        &format!("{location}=file://{dr}"),
+    ])
+    .ok();
 
     s.run(&[
         "fault",
