@@ -493,3 +493,32 @@ fn follow_into_a_postgresql_catalog() {
     ])
     .ok();
 }
+
+/// An S3 Tables DR catalog (moto's, sandbox/s3tables.sh) cannot register: refused before anything
+/// is created.
+#[test]
+fn an_s3tables_dr_catalog_is_refused() {
+    let (Ok(endpoint), Ok(arn)) = (
+        std::env::var("TIDEMARK_S3TABLES_ENDPOINT"),
+        std::env::var("TIDEMARK_S3TABLES_ARN"),
+    ) else {
+        if std::env::var("TIDEMARK_SKIP_S3TABLES").as_deref() == Ok("1") {
+            return;
+        }
+        panic!("TIDEMARK_S3TABLES_ENDPOINT is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_S3TABLES=1)");
+    };
+    let mut s = Scratch::new();
+    s.env = vec![("AWS_ENDPOINT_URL".into(), endpoint)];
+    let warehouse = s.path_str("st-replica");
+    s.run(&[
+        "replica",
+        "follow",
+        "--warehouse",
+        &warehouse,
+        "--catalog",
+        &arn,
+        "--once",
+    ])
+    .fails(6, &["registering an existing metadata file", "Nothing was changed"]);
+    assert!(!s.path("st-replica").exists());
+}
