@@ -4,14 +4,15 @@
 # instance that refuses those credentials (TIDEMARK_S3_AUTH_ENDPOINT, for the tests of refused
 # credentials), SeaweedFS (S3 and an Iceberg REST catalog; sandbox/seaweedfs.sh), moto's S3
 # Tables control plane (sandbox/s3tables.sh), PyIceberg and PostgreSQL, runs every test of the
-# workspace, and stops the servers. Extra arguments go to `cargo test`.
+# workspace, and stops the servers. Extra arguments go to `cargo test`. TIDEMARK_BALLISTA=1 adds the
+# distributed engine's tests and a Ballista cluster (sandbox/ballista.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${TIDEMARK_MOTO_PORT:-5999}"
 auth_port="${TIDEMARK_MOTO_AUTH_PORT:-5998}"
 stop_all() {
     local s
-    for s in "moto.sh stop" "moto.sh stop-auth" "postgres.sh stop" "seaweedfs.sh stop" "s3tables.sh stop"; do
+    for s in "moto.sh stop" "moto.sh stop-auth" "postgres.sh stop" "seaweedfs.sh stop" "s3tables.sh stop" "ballista.sh stop"; do
         # shellcheck disable=SC2086 # script and subcommand
         bash sandbox/$s >/dev/null 2>&1 || true
     done
@@ -29,4 +30,15 @@ eval "$(bash sandbox/s3tables.sh start)"
 eval "$(bash sandbox/pyiceberg.sh)"
 # A throwaway PostgreSQL server for the catalog tests on PostgreSQL (exports TIDEMARK_TEST_PG_URI).
 eval "$(bash sandbox/postgres.sh start)"
-cargo test --workspace "$@"
+# TIDEMARK_BALLISTA=1: the distributed recovery engine too (issue 15; the cargo feature
+# tidemark-recovery/ballista-engine, off by default): its tests, and a Ballista cluster (scheduler
+# and two executors, separate processes on 127.0.0.1; sandbox/ballista.sh, scheduler port
+# TIDEMARK_BALLISTA_PORT, default 50050, executors the next four) for the
+# `recover --engine ballista://…` scenario (exports TIDEMARK_BALLISTA_URL).
+features=()
+if [[ "${TIDEMARK_BALLISTA:-}" == 1 ]]; then
+    features=(--features tidemark-recovery/ballista-engine)
+    cargo build --workspace "${features[@]}" --bins
+    eval "$(bash sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-50050}")"
+fi
+cargo test --workspace "${features[@]}" "$@"

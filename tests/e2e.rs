@@ -1,6 +1,9 @@
 //! End-to-end scenarios: the `tidemark` binary as an operator runs it, on a local folder and on
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
+#[cfg(feature = "ballista-engine")]
+#[path = "e2e_ballista.rs"]
+mod ballista;
 mod catalogs;
 mod catalogs_commands;
 mod catalogs_remote;

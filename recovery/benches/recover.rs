@@ -2,7 +2,10 @@
 //! events after it (default 100,000), the times of journal verify, seed, replay, validate and the
 //! whole recovery, and peak resident memory.
 //!
-//! `cargo bench -p tidemark-recovery --bench recover [-- ROWS EVENTS]`
+//! `cargo bench -p tidemark-recovery --bench recover [-- ROWS EVENTS [ENGINE]]`, ENGINE as
+//! `recover --engine` takes it (`local`, `ballista-standalone`, `ballista://127.0.0.1:PORT`: the
+//! distributed recovery, issue 15; docs/performance.md "Ballista"; needs `--features
+//! ballista-engine`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,14 +22,25 @@ use tidemark_recovery::apply::PROP_LAST_POSITION;
 use tidemark_recovery::benchdata::{commit_orders, order_id, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
 use tidemark_recovery::ids::RandomIds;
+use tidemark_recovery::recover::RecoverOptions;
+#[cfg(feature = "ballista-engine")]
+use tidemark_recovery::recover::engine::{self, Engine};
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
-use tidemark_recovery::recover::{RecoverOptions, recover};
 use tidemark_recovery::table::{self};
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let rows = args.first().copied().unwrap_or(1_000_000);
     let events = args.get(1).copied().unwrap_or(100_000);
+    #[cfg(feature = "ballista-engine")]
+    let engine: Engine = std::env::args()
+        .skip(1)
+        .find(|a| a.parse::<u64>().is_err() && !a.starts_with('-'))
+        .unwrap_or_else(|| "local".into())
+        .parse()
+        .unwrap();
+    #[cfg(not(feature = "ballista-engine"))]
+    let engine = "local";
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,11 +99,15 @@ fn main() {
             partition_rows: None,
         };
         let t = Instant::now();
-        let (report, _) = recover(&journal, &handle, &ropts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+        #[cfg(feature = "ballista-engine")]
+        let (report, _) = engine::recover(&journal, &handle, &ropts, &engine, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
+        #[cfg(not(feature = "ballista-engine"))]
+        let (report, _) =
+            tidemark_recovery::recover::recover(&journal, &handle, &ropts, &SystemClock, &RandomIds, &mut |_| {}).await.unwrap();
         let total_s = t.elapsed().as_secs_f64();
         assert!(report.validation.ok, "{:?}", report.validation);
         let ms = |name: &str| report.steps.iter().find(|s| s.step == name).map_or(0, |s| s.ms) as f64 / 1000.0;
-        println!("recovery benchmark: {rows} snapshot rows, {events} events (setup {setup_s:.1}s)");
+        println!("recovery benchmark: {rows} snapshot rows, {events} events, engine {engine} (setup {setup_s:.1}s)");
         println!("{:<22} {:>9}", "step", "seconds");
         println!("{:<22} {:>9.2}", "journal verify", verify_s);
         println!("{:<22} {:>9.2}", "choose snapshot", ms("choose snapshot"));

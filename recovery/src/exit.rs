@@ -24,6 +24,9 @@ pub const ACCESS_DENIED: u8 = 8;
 /// A catalog commit whose outcome is unknown (its reply was lost and the table could not be
 /// reloaded): run the command again once the catalog answers; it resolves the commit.
 pub const OUTCOME_UNKNOWN: u8 = 9;
+/// A distributed engine's failure: the Ballista scheduler cannot be reached, or a job failed
+/// on the cluster (nothing was committed; see the scheduler's and executors' logs).
+pub const CLUSTER: u8 = 11;
 
 /// An error that has already decided its exit code (e.g. a failed verification report).
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +213,15 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 | R::NoPosition { .. }
                 | R::Unsupported { .. } => BAD_INPUT,
                 R::TargetExists { .. } => CONFLICT,
+                #[cfg(feature = "ballista-engine")]
+                R::Engine(e) => {
+                    use crate::recover::engine::EngineError as E;
+                    match e {
+                        E::BadEngine { .. } => BAD_INPUT,
+                        E::Unreachable { .. } | E::JobFailed { .. } => CLUSTER,
+                        E::Store { .. } => FAILURE,
+                    }
+                }
                 _ => FAILURE,
             };
         }

@@ -4,6 +4,8 @@
 pub mod apply;
 #[cfg(test)]
 mod apply_tests;
+#[cfg(all(test, feature = "ballista-engine"))]
+mod ballista_tests;
 pub mod benchdata;
 pub mod catalog;
 #[cfg(test)]

@@ -103,7 +103,8 @@ impl MergeStats {
     }
 }
 
-fn q(name: &str) -> String {
+/// `name` as a quoted SQL identifier.
+pub fn q(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -158,6 +159,91 @@ fn mem_table(batches: Vec<RecordBatch>, schema: SchemaRef) -> Result<Arc<MemTabl
         .map_err(df("registering input"))
 }
 
+/// The merge's SQL over the tables `ev` (events, event schema) and `cur` (table rows), shared by
+/// the local merge below and the distributed one (`recover::ballista`), so that both engines
+/// run one formulation of the rules.
+///
+/// Conflicts among the events: same key and version, different payload (first by position).
+pub fn conflicts_in_events_sql(spec: &CompiledSpec) -> String {
+    let (key, version, pos) = (
+        q(&spec.spec.key_column),
+        q(&spec.spec.version_column),
+        q(POSITION_COLUMN),
+    );
+    format!(
+        "SELECT a.{key} AS k, a.{version} AS v, a.{pos} AS p1, b.{pos} AS p2 FROM ev a JOIN ev b \
+         ON a.{key} = b.{key} AND a.{version} = b.{version} AND a.{pos} < b.{pos} \
+         WHERE {} ORDER BY p2, p1 LIMIT 1",
+        payload_differs(spec, "a", "b")
+    )
+}
+
+/// Conflicts with the table: same key and version as the stored row, different payload.
+pub fn conflicts_with_table_sql(spec: &CompiledSpec) -> String {
+    let (key, version, pos) = (
+        q(&spec.spec.key_column),
+        q(&spec.spec.version_column),
+        q(POSITION_COLUMN),
+    );
+    format!(
+        "SELECT e.{key} AS k, e.{version} AS v, c.{pos} AS tp, e.{pos} AS ep FROM ev e JOIN cur c \
+         ON e.{key} = c.{key} AND e.{version} = c.{version} WHERE {} ORDER BY ep LIMIT 1",
+        payload_differs(spec, "e", "c")
+    )
+}
+
+/// The first row of [`conflicts_in_events_sql`]'s result, as the error.
+pub fn conflict_in_events(b: &RecordBatch) -> Option<MergeError> {
+    (b.num_rows() > 0).then(|| MergeError::ConflictInEvents {
+        key: key_string(b, 0, 0),
+        version: int_at(b, 1, 0),
+        first_position: int_at(b, 2, 0) as u64,
+        second_position: int_at(b, 3, 0) as u64,
+    })
+}
+
+/// The first row of [`conflicts_with_table_sql`]'s result, as the error.
+pub fn conflict_with_table(b: &RecordBatch) -> Option<MergeError> {
+    (b.num_rows() > 0).then(|| MergeError::ConflictWithTable {
+        key: key_string(b, 0, 0),
+        version: int_at(b, 1, 0),
+        table_position: int_at(b, 2, 0) as u64,
+        event_position: int_at(b, 3, 0) as u64,
+    })
+}
+
+/// The winner per key and what it does to the table: the `output` columns, then `extra` (a
+/// select list fragment ending in `, `, may be empty), then `_op` (`insert`, `update` or `keep`).
+/// Columns outside the journal's spec (another writer added them) carry the table row's value
+/// forward; a new key gets null.
+pub fn decided_sql(spec: &CompiledSpec, output: &SchemaRef, extra: &str) -> String {
+    let (key, version, pos) = (
+        q(&spec.spec.key_column),
+        q(&spec.spec.version_column),
+        q(POSITION_COLUMN),
+    );
+    let out_cols: Vec<String> = output
+        .fields()
+        .iter()
+        .map(|f| {
+            let side = if spec.event_schema.index_of(f.name()).is_ok() {
+                "w"
+            } else {
+                "c"
+            };
+            format!("{side}.{}", q(f.name()))
+        })
+        .collect();
+    format!(
+        "WITH ranked AS (SELECT ev.*, row_number() OVER (PARTITION BY {key} ORDER BY {version} DESC, {pos} ASC) AS rn FROM ev), \
+         w AS (SELECT * FROM ranked WHERE rn = 1) \
+         SELECT {cols}, {extra}\
+           CASE WHEN c.{key} IS NULL THEN 'insert' WHEN w.{version} > c.{version} THEN 'update' ELSE 'keep' END AS _op \
+         FROM w LEFT JOIN cur c ON w.{key} = c.{key}",
+        cols = out_cols.join(", "),
+    )
+}
+
 /// The schema of table rows with their file column.
 pub fn current_schema(table_schema: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<Field> = table_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
@@ -185,67 +271,18 @@ pub async fn merge(
     ctx.register_table("cur", mem_table(current, current_schema)?)
         .map_err(df("register table rows"))?;
     let key = q(&spec.spec.key_column);
-    let version = q(&spec.spec.version_column);
-    let pos = q(POSITION_COLUMN);
 
-    // Conflicts among the events: same key and version, different payload.
-    let sql = format!(
-        "SELECT a.{key} AS k, a.{version} AS v, a.{pos} AS p1, b.{pos} AS p2 FROM ev a JOIN ev b \
-         ON a.{key} = b.{key} AND a.{version} = b.{version} AND a.{pos} < b.{pos} \
-         WHERE {} ORDER BY p2, p1 LIMIT 1",
-        payload_differs(spec, "a", "b")
-    );
-    for b in collect(&ctx, &sql, "conflicts among events").await? {
-        if b.num_rows() > 0 {
-            return Err(MergeError::ConflictInEvents {
-                key: key_string(&b, 0, 0),
-                version: int_at(&b, 1, 0),
-                first_position: int_at(&b, 2, 0) as u64,
-                second_position: int_at(&b, 3, 0) as u64,
-            });
+    for b in collect(&ctx, &conflicts_in_events_sql(spec), "conflicts among events").await? {
+        if let Some(e) = conflict_in_events(&b) {
+            return Err(e);
         }
     }
-    // Conflicts with the table: same key and version as the stored row, different payload.
-    let sql = format!(
-        "SELECT e.{key} AS k, e.{version} AS v, c.{pos} AS tp, e.{pos} AS ep FROM ev e JOIN cur c \
-         ON e.{key} = c.{key} AND e.{version} = c.{version} WHERE {} ORDER BY ep LIMIT 1",
-        payload_differs(spec, "e", "c")
-    );
-    for b in collect(&ctx, &sql, "conflicts with the table").await? {
-        if b.num_rows() > 0 {
-            return Err(MergeError::ConflictWithTable {
-                key: key_string(&b, 0, 0),
-                version: int_at(&b, 1, 0),
-                table_position: int_at(&b, 2, 0) as u64,
-                event_position: int_at(&b, 3, 0) as u64,
-            });
+    for b in collect(&ctx, &conflicts_with_table_sql(spec), "conflicts with the table").await? {
+        if let Some(e) = conflict_with_table(&b) {
+            return Err(e);
         }
     }
-
-    // The winner per key and what it does to the table.
-    // Columns outside the journal's spec (another writer added them) carry the table row's value
-    // forward; a new key gets null.
-    let out_cols: Vec<String> = output
-        .fields()
-        .iter()
-        .map(|f| {
-            let side = if spec.event_schema.index_of(f.name()).is_ok() {
-                "w"
-            } else {
-                "c"
-            };
-            format!("{side}.{}", q(f.name()))
-        })
-        .collect();
-    let sql = format!(
-        "WITH ranked AS (SELECT ev.*, row_number() OVER (PARTITION BY {key} ORDER BY {version} DESC, {pos} ASC) AS rn FROM ev), \
-         w AS (SELECT * FROM ranked WHERE rn = 1) \
-         SELECT {cols}, c.{file} AS _old_file, \
-           CASE WHEN c.{key} IS NULL THEN 'insert' WHEN w.{version} > c.{version} THEN 'update' ELSE 'keep' END AS _op \
-         FROM w LEFT JOIN cur c ON w.{key} = c.{key}",
-        cols = out_cols.join(", "),
-        file = q(FILE_COLUMN),
-    );
+    let sql = decided_sql(spec, &output, &format!("c.{} AS _old_file, ", q(FILE_COLUMN)));
     let decided = collect(&ctx, &sql, "choosing winners").await?;
     let mut out = MergeOutput::default();
     out.stats.events = ctx

@@ -26,14 +26,14 @@ use crate::reference::Cell;
 use crate::table::test_support::catalog_in;
 use crate::table::{self};
 
-fn clock() -> StepClock {
+pub(crate) fn clock() -> StepClock {
     StepClock::new(
         DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
         Duration::milliseconds(1),
     )
 }
 
-fn ev(pos: u64, id: &str, version: i64, status: &str, deleted: bool, time: &str) -> String {
+pub(crate) fn ev(pos: u64, id: &str, version: i64, status: &str, deleted: bool, time: &str) -> String {
     format!(
         r#"{{"position":{pos},"order_id":"{id}","order_version":{version},"customer_id":"c-{id}","status":"{status}","amount":"{version}.50","currency":"EUR","is_deleted":{deleted},"event_time":"{time}"}}"#
     ) + "\n"
@@ -60,14 +60,14 @@ fn phase2() -> String {
         + &ev(26, "B", 2, "shipped", false, "2026-11-20T09:00:00Z") // an identical retry
 }
 
-struct Story {
+pub(crate) struct Story {
     _dir: tempfile::TempDir,
-    root: std::path::PathBuf,
-    journal: Journal,
-    source: CatalogHandle,
+    pub(crate) root: std::path::PathBuf,
+    pub(crate) journal: Journal,
+    pub(crate) source: CatalogHandle,
 }
 
-async fn append_text(j: &Journal, text: &str) {
+pub(crate) async fn append_text(j: &Journal, text: &str) {
     let opts = AppendOptions {
         batch_size: 5,
         writer_id: "w".into(),
@@ -78,7 +78,7 @@ async fn append_text(j: &Journal, text: &str) {
 
 /// Appends without the append's conflict check against the stored journal (what a journal
 /// written before that check, or older than its window, can hold).
-async fn append_unchecked(j: &Journal, text: &str) {
+pub(crate) async fn append_unchecked(j: &Journal, text: &str) {
     let opts = AppendOptions {
         batch_size: 5,
         writer_id: "w".into(),
@@ -103,7 +103,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Runs the story up to the damaged, replicated table; the DR copy is `<root>/dr/warehouse`.
-async fn story() -> Story {
+pub(crate) async fn story() -> Story {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     for d in ["journal", "source", "dr"] {
@@ -150,7 +150,7 @@ impl Story {
         }
     }
 
-    async fn source_metadata(&self) -> String {
+    pub(crate) async fn source_metadata(&self) -> String {
         table::load_table(&self.source, "shop.orders")
             .await
             .unwrap()
@@ -159,7 +159,7 @@ impl Story {
             .to_string()
     }
 
-    fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
+    pub(crate) fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
         RecoverOptions {
             recovery_id: format!("rec-{into}"),
             source: self.dr_source(metadata),
@@ -171,7 +171,7 @@ impl Story {
     }
 }
 
-fn key(s: &str) -> Cell {
+pub(crate) fn key(s: &str) -> Cell {
     Cell::Str(s.into())
 }
 

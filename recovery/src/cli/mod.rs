@@ -1,5 +1,7 @@
 //! The command line: one subcommand a file under `cli/`.
 
+#[cfg(feature = "ballista-engine")]
+mod ballista;
 mod catalog;
 mod dr;
 mod drill;
@@ -73,6 +75,11 @@ pub enum Command {
     /// Generate deterministic test data.
     #[command(subcommand)]
     Gen(generate::GenCommand),
+    /// A Ballista scheduler or executor process for `recover --engine ballista://…`
+    /// (sandbox/ballista.sh; README "Scale-out").
+    #[cfg(feature = "ballista-engine")]
+    #[command(subcommand, hide = true)]
+    Ballista(ballista::BallistaCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +96,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Gen(c) => generate::run(c),
         Command::Apply(a) => table::run_apply(*a).await,
         Command::Recover(a) => recover::run(*a).await,
+        #[cfg(feature = "ballista-engine")]
+        Command::Ballista(c) => ballista::run(c).await,
         Command::Drill(a) => drill::run(a).await,
         Command::Gameday(a) => drill::run_gameday(a).await,
         Command::Catalog(c) => catalog::run(c).await,

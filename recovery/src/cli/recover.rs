@@ -10,8 +10,10 @@ use tidemark_journal::{Journal, store};
 use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::progress::Progress;
+use tidemark_recovery::recover::RecoverOptions;
+#[cfg(feature = "ballista-engine")]
+use tidemark_recovery::recover::engine::{self, Engine};
 use tidemark_recovery::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
-use tidemark_recovery::recover::{RecoverOptions, recover};
 use tidemark_recovery::{catalog, table};
 use tidemark_router::{FlipRequest, RouteStore};
 
@@ -64,6 +66,11 @@ pub struct RecoverArgs {
     /// Validate without flipping.
     #[arg(long)]
     pub dry_run: bool,
+    /// Where the replay runs: local, ballista-standalone (scheduler and executor in this
+    /// process), or ballista://HOST:PORT (a Ballista cluster's scheduler).
+    #[cfg(feature = "ballista-engine")]
+    #[arg(long, default_value = "local", env = "TIDEMARK_ENGINE")]
+    pub engine: Engine,
     #[command(flatten)]
     pub common: Common,
 }
@@ -144,10 +151,23 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         partition_rows: None,
     };
     let mut progress = Progress::new("recover", args.common.quiet);
-    let (report, t) = recover(&journal, &handle, &opts, &SystemClock, &RandomIds, &mut |s| {
+    let mut on_step = |s: &tidemark_recovery::recover::StepTiming| {
         progress.update(|| format!("{} done in {} ms: {}", s.step, s.ms, s.detail), true)
-    })
+    };
+    #[cfg(feature = "ballista-engine")]
+    let (report, t) = engine::recover(
+        &journal,
+        &handle,
+        &opts,
+        &args.engine,
+        &SystemClock,
+        &RandomIds,
+        &mut on_step,
+    )
     .await?;
+    #[cfg(not(feature = "ballista-engine"))]
+    let (report, t) =
+        tidemark_recovery::recover::recover(&journal, &handle, &opts, &SystemClock, &RandomIds, &mut on_step).await?;
     let mut flipped = None;
     let mut already_flipped = false;
     if report.validation.ok

@@ -5,9 +5,16 @@
 //! [`validate`] (every key against an independent reference), then the route flip (in
 //! `tidemark_router`), done by the caller only when validation passed.
 //!
-//! [`recover`] runs the steps in order with a timing per step. It is idempotent and resumable by
+//! [`recover`] runs the steps in order with a timing per step; [`engine::recover`] runs them on
+//! the engine `--engine` names (a Ballista cluster: [`ballista`]). It is idempotent and resumable by
 //! recovery id: a confirmed seed or replay of the same recovery is not redone.
 
+#[cfg(feature = "ballista-engine")]
+pub mod ballista;
+#[cfg(feature = "ballista-engine")]
+pub mod engine;
+#[cfg(feature = "ballista-engine")]
+mod footer;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
@@ -82,6 +89,10 @@ pub enum RecoverError {
     Unsupported { reason: String },
     #[error("{context}: {message}")]
     Iceberg { context: String, message: String },
+    /// A Ballista engine's failure (`--engine`, `engine`).
+    #[cfg(feature = "ballista-engine")]
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
 }
 
 impl RecoverError {
@@ -317,7 +328,10 @@ pub async fn recover(
 
 /// `snap` with the journal position its own summary records, read afresh from the source's
 /// metadata file.
-async fn reference_snapshot(source: &SnapshotSource, snap: &TrustedSnapshot) -> Result<TrustedSnapshot, RecoverError> {
+pub(crate) async fn reference_snapshot(
+    source: &SnapshotSource,
+    snap: &TrustedSnapshot,
+) -> Result<TrustedSnapshot, RecoverError> {
     let (meta, _, _) = snapshot::load_metadata(source).await?;
     let own = meta
         .snapshot_by_id(snap.snapshot_id)
@@ -335,7 +349,7 @@ async fn reference_snapshot(source: &SnapshotSource, snap: &TrustedSnapshot) -> 
 
 /// A new folder name for the validation's spill files: under `$TIDEMARK_SPILL_DIR`, or the
 /// system's temporary folder; unique per process and call.
-fn spill_dir() -> std::path::PathBuf {
+pub(crate) fn spill_dir() -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);

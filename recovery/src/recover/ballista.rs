@@ -1,0 +1,592 @@
+//! `recover --engine ballista-standalone | ballista://HOST:PORT`: the replay's merge as one
+//! distributed DataFusion plan on a Ballista cluster; tidemark keeps the control.
+//!
+//! The steps, beside the local ones in [`super::recover`]:
+//! 1. choose the trusted snapshot and the boundary H exactly as the local engine does: the
+//!    events after the snapshot are read by their object version ids and verified (chain and
+//!    sha256) before anything runs, and the voids of recorded resolutions are applied;
+//! 2. refuse what the plan cannot carry: a snapshot with delete files (the listing would read
+//!    deleted rows as live) or a partitioned table (the plan writes unpartitioned files);
+//! 3. create the new table (same ownership rules as the seed: a table of this recovery or a
+//!    refused attempt of it is replaced, anything else is refused);
+//! 4. stage the verified events as one Parquet file in the new table's location
+//!    (`tidemark-staging/<attempt>/`), so that executors read exactly the bytes tidemark
+//!    verified, never a newer version of a journal object;
+//! 5. register the snapshot's data files and the staged events as Parquet listings (the only
+//!    tables that serialize to the scheduler) and run, distributed, the local merge's own SQL
+//!    ([`crate::merge::conflicts_in_events_sql`], [`crate::merge::conflicts_with_table_sql`],
+//!    [`crate::merge::decided_sql`]): a conflict stops the job and nothing is committed; the new
+//!    table's rows (winners that insert or update, tombstones included, and every snapshot row
+//!    whose key no winner updates) are written as Parquet into `data/tidemark-<attempt>/`;
+//! 6. build the manifests from the written files' footers ([`super::footer`]) and commit them
+//!    through the catalog contract in one snapshot whose summary carries the seed's and the
+//!    replay's provenance (step `replay`, source snapshot and metadata, journal range, H,
+//!    manifest digest, and `tidemark.recovery-engine`);
+//! 7. validate with the local engine's validation: the independent reference
+//!    ([`crate::reference`], no DataFusion) recomputed from the snapshot and the events, against
+//!    the rows read back from the committed table's files.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::JoinType;
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::functions_aggregate::expr_fn::{count, sum};
+use datafusion::prelude::{SessionContext, cast, ident, lit};
+use iceberg::table::Table;
+use object_store::ObjectStoreExt;
+use tidemark_journal::Journal;
+use tidemark_journal::clock::Clock;
+use tidemark_schemas::FORMAT_VERSION;
+
+use super::engine::{self, Engine, EngineError};
+use super::seed::{
+    PROP_RECOVERY_ID, PROP_REFUSED, PROP_SOURCE_METADATA, PROP_SOURCE_SNAPSHOT, PROP_STEP, mark_refused,
+};
+use super::snapshot::{self, TrustedSnapshot};
+use super::{RecoverError, RecoverOptions, RecoveryReport, StepTiming, replay, validate};
+use crate::apply::{
+    PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
+};
+use crate::catalog::CatalogHandle;
+use crate::ids::Ids;
+use crate::merge::{self, MergeError, MergeStats};
+use crate::table::{self, CommitStamp, commit_overwrite, parse_ident};
+
+/// The summary key naming the engine that produced a recovery's commit.
+pub const PROP_ENGINE: &str = "tidemark.recovery-engine";
+
+fn job(engine: &Engine, stage: &'static str) -> impl Fn(datafusion::error::DataFusionError) -> RecoverError + '_ {
+    move |e| {
+        RecoverError::Engine(EngineError::JobFailed {
+            engine: engine.to_string(),
+            stage,
+            message: e.to_string(),
+        })
+    }
+}
+
+/// Runs a recovery on `engine` (a Ballista one). Same report as the local engine; the seed and
+/// the replay are one distributed step, reported as `replay` (`seed_resumed` and
+/// `replay_resumed` are both true when the recovery was already committed).
+pub async fn recover(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    engine: &Engine,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    progress: &mut dyn FnMut(&StepTiming),
+) -> Result<(RecoveryReport, Table), RecoverError> {
+    let started = Instant::now();
+    let mut steps = Vec::new();
+    let mut step = |name: &str, t: Instant, detail: String, steps: &mut Vec<StepTiming>| {
+        let s = StepTiming {
+            step: name.into(),
+            ms: t.elapsed().as_millis() as u64,
+            detail,
+        };
+        progress(&s);
+        steps.push(s);
+    };
+
+    let t = Instant::now();
+    let snap = snapshot::choose(journal, &opts.source, &opts.choice).await?;
+    if !snap.deletes.is_empty() {
+        return Err(RecoverError::Unsupported {
+            reason: format!(
+                "snapshot {} has delete files (position or equality deletes of another writer); the distributed engine reads data files as plain Parquet and would bring deleted rows back: recover it with --engine local, or compact the source first",
+                snap.snapshot_id
+            ),
+        });
+    }
+    if !snap.metadata.default_partition_spec().is_unpartitioned() {
+        return Err(RecoverError::Unsupported {
+            reason: format!(
+                "the table of snapshot {} is partitioned; the distributed engine writes unpartitioned files: use --engine local",
+                snap.snapshot_id
+            ),
+        });
+    }
+    step(
+        "choose snapshot",
+        t,
+        format!(
+            "snapshot {} at position {}, {} files, {} rows",
+            snap.snapshot_id,
+            snap.position,
+            snap.data_files.len(),
+            snap.record_count
+        ),
+        &mut steps,
+    );
+
+    let t = Instant::now();
+    let h = match opts.to {
+        Some(h) => h,
+        None => {
+            let chain = tidemark_journal::verify::verify(journal, &Default::default(), &mut |_| {}).await?;
+            chain.report.verified_last_position.unwrap_or(snap.position)
+        }
+    };
+    if h < snap.position {
+        return Err(RecoverError::Validation {
+            message: format!("H = {h} is before the snapshot's position {}", snap.position),
+        });
+    }
+    let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
+    table::check_schema(&journal.spec, &snap.schema)?;
+    step("boundary", t, format!("H = {h}"), &mut steps);
+
+    let t = Instant::now();
+    // The cluster first: an unreachable scheduler is reported before anything is created.
+    let mut buckets: Vec<String> = snap.data_files.iter().filter_map(|p| engine::bucket_of(p)).collect();
+    buckets.sort();
+    buckets.dedup();
+    let ctx = engine::session(engine, &buckets, &opts.source.file_io_props).await?;
+    let (table, resumed) = prepare_target(handle, opts, &snap, &journal.header.journal_id, h).await?;
+    let (table, stats) = if resumed {
+        (table, MergeStats::default())
+    } else {
+        let mut summary = HashMap::new();
+        summary.insert(PROP_STEP.to_string(), "replay".to_string());
+        summary.insert(PROP_RECOVERY_ID.to_string(), opts.recovery_id.clone());
+        summary.insert(PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string());
+        summary.insert(PROP_SOURCE_METADATA.to_string(), snap.metadata_location.clone());
+        summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
+        summary.insert(PROP_FIRST_POSITION.to_string(), (snap.position + 1).to_string());
+        summary.insert(PROP_LAST_POSITION.to_string(), h.to_string());
+        summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string());
+        summary.insert(PROP_MANIFEST_DIGEST.to_string(), digest);
+        summary.insert("tidemark.boundary-h".to_string(), h.to_string());
+        summary.insert(PROP_ENGINE.to_string(), engine.to_string());
+        let run = distributed_replay(
+            &ctx,
+            handle,
+            table,
+            &journal.spec,
+            &snap,
+            &events,
+            engine,
+            &opts.source.file_io_props,
+            summary,
+            clock,
+            ids,
+        )
+        .await;
+        match run {
+            Ok(r) => r,
+            Err(e) => {
+                mark_refused(handle, &opts.into, &e.to_string()).await;
+                return Err(e);
+            }
+        }
+    };
+    tidemark_journal::failpoint::hit("recover:after-replay");
+    step(
+        "replay",
+        t,
+        format!(
+            "positions {}..={h} on {engine}: {} events, {} inserted, {} updated{}",
+            snap.position + 1,
+            stats.events,
+            stats.inserted,
+            stats.updated,
+            if resumed { " (already committed)" } else { "" }
+        ),
+        &mut steps,
+    );
+
+    let t = Instant::now();
+    let reference = super::reference_snapshot(&opts.source, &snap).await?;
+    let (ref_events, _, _) = replay::verified_events(journal, &reference, h).await?;
+    let validation = validate::validate(
+        &journal.spec,
+        &reference,
+        &table,
+        &ref_events,
+        &super::spill_dir(),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+    )
+    .await;
+    let validation = match validation {
+        Ok(v) if v.ok => v,
+        Ok(v) => {
+            let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
+            mark_refused(handle, &opts.into, &why).await;
+            v
+        }
+        Err(e) => {
+            mark_refused(handle, &opts.into, &e.to_string()).await;
+            return Err(e);
+        }
+    };
+    step(
+        "validate",
+        t,
+        format!(
+            "{} keys: {}",
+            validation.keys_expected,
+            if validation.ok { "all match" } else { "MISMATCH" }
+        ),
+        &mut steps,
+    );
+    let report = RecoveryReport {
+        format_version: FORMAT_VERSION,
+        recovery_id: opts.recovery_id.clone(),
+        into: opts.into.clone(),
+        table_uuid: table.metadata().uuid().to_string(),
+        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
+        source_snapshot_id: snap.snapshot_id,
+        source_table_uuid: snap.table_uuid.clone(),
+        snapshot_position: snap.position,
+        h,
+        seed_rows: snap.record_count,
+        seed_resumed: resumed,
+        replay_resumed: resumed,
+        replay: stats,
+        validation,
+        steps,
+        total_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok((report, table))
+}
+
+/// The new table, created afresh, or the committed one of this recovery at `h` (`true`).
+async fn prepare_target(
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+    journal_id: &str,
+    h: u64,
+) -> Result<(Table, bool), RecoverError> {
+    let into = &opts.into;
+    let ident = parse_ident(into)?;
+    let iceberg = |context: String| {
+        move |e: iceberg::Error| RecoverError::Iceberg {
+            context,
+            message: e.to_string(),
+        }
+    };
+    if handle
+        .catalog()
+        .table_exists(&ident)
+        .await
+        .map_err(iceberg(format!("look up {into}")))?
+    {
+        let existing = table::load_table(handle, into).await?;
+        let meta = existing.metadata();
+        let owner = meta.properties().get(PROP_RECOVERY_ID).cloned();
+        let ours = owner.as_deref() == Some(opts.recovery_id.as_str());
+        let refused_attempt = meta.properties().contains_key(PROP_REFUSED)
+            && meta.snapshots().any(|s| {
+                let p = &s.summary().additional_properties;
+                p.get(PROP_SOURCE_SNAPSHOT) == Some(&snap.snapshot_id.to_string())
+                    && p.get(PROP_JOURNAL_ID).map(String::as_str) == Some(journal_id)
+            });
+        if !ours && !refused_attempt {
+            return Err(RecoverError::TargetExists {
+                table: into.to_string(),
+                owner,
+            });
+        }
+        let committed = meta.snapshots().any(|s| {
+            let p = &s.summary().additional_properties;
+            p.get(PROP_STEP).map(String::as_str) == Some("replay")
+                && p.get(PROP_LAST_POSITION).map(String::as_str) == Some(h.to_string().as_str())
+        });
+        if ours && committed && !meta.properties().contains_key(PROP_REFUSED) {
+            return Ok((existing, true));
+        }
+        // Anything else of this recovery is unconfirmed (one commit makes it whole): start fresh.
+        handle
+            .catalog()
+            .drop_table(&ident)
+            .await
+            .map_err(iceberg(format!("drop unconfirmed recovery table {into}")))?;
+    }
+    let props = HashMap::from([(PROP_RECOVERY_ID.to_string(), opts.recovery_id.clone())]);
+    let t = table::create_table_like(handle, into, &snap.metadata, &snap.schema, props).await?;
+    // The job's files carry column names, not Iceberg field ids: the default name mapping lets
+    // every Iceberg reader (Java, PyIceberg, iceberg-rust) resolve them.
+    let mapping = name_mapping(t.metadata().current_schema());
+    let props = HashMap::from([("schema.name-mapping.default".to_string(), mapping)]);
+    let t = table::commit_properties(handle, &t, props).await?;
+    Ok((t, false))
+}
+
+/// The Iceberg name mapping (`schema.name-mapping.default`) of a flat schema.
+fn name_mapping(schema: &iceberg::spec::Schema) -> String {
+    let fields: Vec<serde_json::Value> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|f| serde_json::json!({"field-id": f.id, "names": [f.name]}))
+        .collect();
+    serde_json::Value::Array(fields).to_string()
+}
+
+/// `schema` without field metadata (the listing tables' and the output's schema).
+fn plain(schema: &SchemaRef) -> SchemaRef {
+    Arc::new(Schema::new(
+        schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), f.data_type().clone(), f.is_nullable()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+async fn register_parquet(
+    ctx: &SessionContext,
+    name: &str,
+    locations: &[String],
+    schema: SchemaRef,
+    engine: &Engine,
+) -> Result<(), RecoverError> {
+    let bad = job(engine, "register the Parquet listings");
+    let paths = locations
+        .iter()
+        .map(|l| ListingTableUrl::parse(engine::listing_url(l)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(&bad)?;
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new_with_multi_paths(paths)
+        .with_listing_options(options)
+        .with_schema(schema);
+    let table = ListingTable::try_new(config).map_err(&bad)?;
+    ctx.register_table(name, Arc::new(table)).map_err(&bad)?;
+    Ok(())
+}
+
+/// Writes `events` as one Parquet object at `location` through the table's file IO.
+async fn stage_events(
+    table: &Table,
+    location: &str,
+    schema: &SchemaRef,
+    events: &[RecordBatch],
+) -> Result<(), RecoverError> {
+    let fail = |message: String| RecoverError::Iceberg {
+        context: format!("stage the verified events at {location}"),
+        message,
+    };
+    let mut buf = Vec::new();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(&mut buf, schema.clone(), None).map_err(|e| fail(e.to_string()))?;
+    for b in events {
+        let b = RecordBatch::try_new(schema.clone(), b.columns().to_vec()).map_err(|e| fail(e.to_string()))?;
+        writer.write(&b).map_err(|e| fail(e.to_string()))?;
+    }
+    writer.close().map_err(|e| fail(e.to_string()))?;
+    table
+        .file_io()
+        .new_output(location)
+        .map_err(|e| fail(e.to_string()))?
+        .write(buf.into())
+        .await
+        .map_err(|e| fail(e.to_string()))
+}
+
+/// Steps 4–6: stage, run the plan, commit the written files.
+#[allow(clippy::too_many_arguments)]
+async fn distributed_replay(
+    ctx: &SessionContext,
+    handle: &CatalogHandle,
+    table: Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    snap: &TrustedSnapshot,
+    events: &[RecordBatch],
+    engine: &Engine,
+    s3_props: &HashMap<String, String>,
+    summary: HashMap<String, String>,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+) -> Result<(Table, MergeStats), RecoverError> {
+    let attempt = ids.uuid();
+    let location = table.metadata().location().trim_end_matches('/').to_string();
+    let staged = format!("{location}/tidemark-staging/{attempt}/events.parquet");
+    let ev_schema = plain(&spec.event_schema);
+    stage_events(&table, &staged, &ev_schema, events).await?;
+
+    // The new table's bucket, when the snapshot's files are elsewhere (the runtime is shared
+    // with the standalone executor; a cluster's executors are given it with --s3-bucket).
+    if let Some(bucket) = engine::bucket_of(&location)
+        && let Ok(url) = url::Url::parse(&bucket)
+        && ctx
+            .runtime_env()
+            .object_store(ObjectStoreUrl::parse(&bucket).map_err(job(engine, "register the table's store"))?)
+            .is_err()
+    {
+        ctx.runtime_env()
+            .register_object_store(&url, engine::s3_store(&bucket, s3_props)?);
+    }
+    let output = plain(&table::arrow_schema(&table)?);
+    register_parquet(ctx, "ev", std::slice::from_ref(&staged), ev_schema, engine).await?;
+    register_parquet(
+        ctx,
+        "cur",
+        &snap.data_files,
+        plain(&super::seed::snapshot_arrow_schema(snap)?),
+        engine,
+    )
+    .await?;
+
+    // Conflicts stop the job before anything is written.
+    let run = |sql: String, stage: &'static str| async move {
+        ctx.sql(&sql)
+            .await
+            .map_err(job(engine, stage))?
+            .collect()
+            .await
+            .map_err(job(engine, stage))
+    };
+    for b in run(merge::conflicts_in_events_sql(spec), "conflicts among events").await? {
+        if let Some(e) = merge::conflict_in_events(&b) {
+            return Err(RecoverError::Merge(e));
+        }
+    }
+    for b in run(merge::conflicts_with_table_sql(spec), "conflicts with the snapshot").await? {
+        if let Some(e) = merge::conflict_with_table(&b) {
+            return Err(RecoverError::Merge(e));
+        }
+    }
+
+    let decided = ctx
+        .sql(&merge::decided_sql(spec, &output, ""))
+        .await
+        .map_err(job(engine, "plan the merge"))?;
+    let as_output = || -> Vec<_> {
+        output
+            .fields()
+            .iter()
+            .map(|f| cast(ident(f.name()), f.data_type().clone()).alias(f.name()))
+            .collect()
+    };
+    let key = spec.spec.key_column.as_str();
+    let upserts = decided
+        .clone()
+        .filter(ident("_op").not_eq(lit("keep")))
+        .and_then(|d| d.select(as_output()))
+        .map_err(job(engine, "plan the merge"))?;
+    let updated = decided
+        .clone()
+        .filter(ident("_op").eq(lit("update")))
+        .and_then(|d| d.select(vec![ident(key).alias("_tidemark_updated_key")]))
+        .map_err(job(engine, "plan the merge"))?;
+    let kept = ctx
+        .table("cur")
+        .await
+        .and_then(|c| c.join(updated, JoinType::LeftAnti, &[key], &["_tidemark_updated_key"], None))
+        .and_then(|d| d.select(as_output()))
+        .map_err(job(engine, "plan the merge"))?;
+    let rows = upserts.union(kept).map_err(job(engine, "plan the merge"))?;
+
+    // The counts of the report, from the same decision.
+    let delete = spec.spec.delete_column.as_str();
+    let counts = decided
+        .aggregate(
+            vec![ident("_op")],
+            vec![
+                count(lit(1)).alias("n"),
+                sum(cast(ident(delete), DataType::Int64)).alias("tombstones"),
+            ],
+        )
+        .map_err(job(engine, "count the decisions"))?
+        .collect()
+        .await
+        .map_err(job(engine, "count the decisions"))?;
+    let mut stats = MergeStats {
+        events: events.iter().map(|b| b.num_rows() as u64).sum(),
+        ..Default::default()
+    };
+    for b in &counts {
+        let op = arrow::compute::cast(b.column(0), &DataType::Utf8).map_err(|e| MergeError::Input(e.to_string()))?;
+        let n = arrow::compute::cast(b.column(1), &DataType::Int64).map_err(|e| MergeError::Input(e.to_string()))?;
+        let tomb = arrow::compute::cast(b.column(2), &DataType::Int64).map_err(|e| MergeError::Input(e.to_string()))?;
+        let (op, n, tomb) = (
+            op.as_string::<i32>(),
+            n.as_primitive::<arrow::datatypes::Int64Type>(),
+            tomb.as_primitive::<arrow::datatypes::Int64Type>(),
+        );
+        for r in 0..b.num_rows() {
+            let (count, t) = (
+                n.value(r) as u64,
+                if tomb.is_null(r) { 0 } else { tomb.value(r) as u64 },
+            );
+            match op.value(r) {
+                "insert" => stats.inserted += count,
+                "update" => stats.updated += count,
+                _ => {
+                    stats.unchanged += count;
+                    continue;
+                }
+            }
+            stats.tombstones_written += t;
+        }
+    }
+    stats.rows_kept = snap.record_count - stats.updated;
+
+    let data = format!("{location}/data/tidemark-{attempt}");
+    rows.write_parquet(
+        &format!("{}/", engine::listing_url(&data)),
+        DataFrameWriteOptions::new(),
+        None,
+    )
+    .await
+    .map_err(job(engine, "write the recovered table's files"))?;
+
+    // The manifests come from what is there now, read from the files' footers.
+    let url = url::Url::parse(&engine::listing_url(&data)).map_err(|e| EngineError::Store {
+        location: data.clone(),
+        message: e.to_string(),
+    })?;
+    let store_url =
+        ObjectStoreUrl::parse(&url[..url::Position::BeforePath]).map_err(job(engine, "list the written files"))?;
+    let store = ctx
+        .runtime_env()
+        .object_store(&store_url)
+        .map_err(job(engine, "list the written files"))?;
+    let prefix = object_store::path::Path::from_url_path(url.path()).map_err(|e| EngineError::Store {
+        location: data.clone(),
+        message: e.to_string(),
+    })?;
+    let meta = table.metadata();
+    let added = super::footer::data_files_under(
+        &store,
+        &prefix,
+        &data,
+        meta.current_schema(),
+        meta.default_partition_spec_id(),
+    )
+    .await?;
+    let written: u64 = added.iter().map(|f| f.record_count()).sum();
+    let expected = snap.record_count + stats.inserted;
+    if written != expected {
+        return Err(RecoverError::Validation {
+            message: format!(
+                "the distributed job wrote {written} rows under {data}, but the snapshot's {} rows plus {} inserted keys make {expected}; nothing was committed",
+                snap.record_count, stats.inserted
+            ),
+        });
+    }
+    stats.files_rewritten = 0;
+    let stamp = CommitStamp {
+        id: ids.uuid(),
+        at: clock.now(),
+    };
+    let table = commit_overwrite(handle, &table, &[], added, summary, stamp).await?;
+    // The staged events are not part of the table; what cannot be removed stays as a stray
+    // object under tidemark-staging/ (harmless, and named in no metadata).
+    if let Ok(u) = url::Url::parse(&engine::listing_url(&staged))
+        && let Ok(p) = object_store::path::Path::from_url_path(u.path())
+    {
+        let _ = store.delete(&p).await;
+    }
+    Ok((table, stats))
+}
