@@ -1,0 +1,159 @@
+//! The applier's merge-on-read unit ([`MergeMode::MergeOnRead`]): the same versioned merge as
+//! copy-on-write ([`crate::merge`]), fed with only the live table rows that hold a key of the
+//! unit ([`locate_rows`]), whose output is written as new data files (the winning versions,
+//! inserts, updates and tombstones alike) plus one position delete file for the table rows they
+//! replace. No existing data file is rewritten; `tidemark table compact` ([`crate::compact`])
+//! folds the deletes back into the data files.
+
+use std::collections::HashSet;
+
+use arrow::array::RecordBatch;
+use arrow::row::{RowConverter, SortField};
+use arrow_schema::SchemaRef;
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+
+use crate::apply::{ApplyError, ROWS_PER_FILE, sort_by_key};
+use crate::ids::Ids;
+use crate::merge::{self, MergeError, MergeStats};
+use crate::table::files::Deletes;
+use crate::table::mor::{concat_column, locate_rows, write_position_deletes};
+use crate::table::write_data_file;
+
+pub use crate::table::mor::MergeMode;
+
+/// What the applier's commits wrote and read to find rows: write amplification is
+/// `(data_bytes_written + delete_bytes_written) / events`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct WriteStats {
+    pub data_files_written: u64,
+    pub data_bytes_written: u64,
+    pub rows_written: u64,
+    /// Data files a commit removed (copy-on-write rewrites, compaction).
+    pub data_files_removed: u64,
+    pub delete_files_written: u64,
+    pub delete_bytes_written: u64,
+    pub position_deletes_written: u64,
+    /// Key-column rows decoded to find the rows a merge-on-read unit replaces.
+    pub keys_scanned: u64,
+}
+
+impl WriteStats {
+    pub fn add(&mut self, o: &WriteStats) {
+        self.data_files_written += o.data_files_written;
+        self.data_bytes_written += o.data_bytes_written;
+        self.rows_written += o.rows_written;
+        self.data_files_removed += o.data_files_removed;
+        self.delete_files_written += o.delete_files_written;
+        self.delete_bytes_written += o.delete_bytes_written;
+        self.position_deletes_written += o.position_deletes_written;
+        self.keys_scanned += o.keys_scanned;
+    }
+
+    pub fn count_data(&mut self, files: &[DataFile]) {
+        for f in files {
+            self.data_files_written += 1;
+            self.data_bytes_written += f.file_size_in_bytes();
+            self.rows_written += f.record_count();
+        }
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.data_bytes_written + self.delete_bytes_written
+    }
+}
+
+/// A merge-on-read unit's files, not yet committed.
+pub struct MorUnit {
+    pub added: Vec<DataFile>,
+    pub deletes: Vec<DataFile>,
+    pub stats: MergeStats,
+    pub writes: WriteStats,
+}
+
+/// Merges `events` into the rows of `candidates` (the live data files that may hold their keys,
+/// `deletes` the table's deletes) and writes the result merge-on-read.
+#[allow(clippy::too_many_arguments)]
+pub async fn merge_on_read(
+    table: &Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: &[RecordBatch],
+    schema: &SchemaRef,
+    cur_schema: &SchemaRef,
+    key_field_id: i32,
+    candidates: &[&DataFile],
+    deletes: &Deletes,
+    ids: &dyn Ids,
+) -> Result<MorUnit, ApplyError> {
+    let key_index = schema
+        .index_of(&spec.spec.key_column)
+        .map_err(|e| MergeError::Input(e.to_string()))?;
+    let key_type = schema.field(key_index).data_type().clone();
+    let event_keys = concat_column(events, spec.event_column(spec.key_index), &key_type).map_err(MergeError::Input)?;
+    let located = locate_rows(
+        table,
+        candidates,
+        schema,
+        cur_schema,
+        key_field_id,
+        &event_keys,
+        deletes,
+    )
+    .await?;
+    // The key column of each located batch (shared, not copied), to match the upserts against.
+    let located_keys: Vec<arrow::array::ArrayRef> = located.rows.iter().map(|b| b.column(key_index).clone()).collect();
+    let out = merge::merge(spec, located.rows, cur_schema.clone(), events.to_vec(), schema.clone()).await?;
+    let mut stats = out.stats;
+    stats.files_rewritten = 0;
+    stats.rows_kept = 0;
+    let mut writes = WriteStats {
+        keys_scanned: located.keys_scanned,
+        ..Default::default()
+    };
+    // The table rows the upserts replace: those of `located` whose key has an upsert.
+    let converter =
+        RowConverter::new(vec![SortField::new(key_type.clone())]).map_err(|e| MergeError::Input(e.to_string()))?;
+    let upsert_keys = concat_column(&out.upserts, key_index, &key_type).map_err(MergeError::Input)?;
+    let upsert_rows = converter
+        .convert_columns(&[upsert_keys])
+        .map_err(|e| MergeError::Input(e.to_string()))?;
+    let replaced: HashSet<&[u8]> = upsert_rows.iter().map(|r| r.data()).collect();
+    let mut dead = Vec::new();
+    let mut at = 0usize;
+    for keys in &located_keys {
+        let rows = converter
+            .convert_columns(std::slice::from_ref(keys))
+            .map_err(|e| MergeError::Input(e.to_string()))?;
+        for (r, row) in rows.iter().enumerate() {
+            if replaced.contains(row.data()) {
+                dead.push(located.positions[at + r].clone());
+            }
+        }
+        at += keys.len();
+    }
+    let mut added = Vec::new();
+    for batch in &sort_by_key(schema, &out.upserts, &spec.spec.key_column)? {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+            added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
+            offset += len;
+        }
+    }
+    writes.count_data(&added);
+    writes.position_deletes_written = dead.len() as u64;
+    let deletes: Vec<DataFile> = write_position_deletes(table, dead, ids.uuid())
+        .await?
+        .into_iter()
+        .collect();
+    for d in &deletes {
+        writes.delete_files_written += 1;
+        writes.delete_bytes_written += d.file_size_in_bytes();
+    }
+    Ok(MorUnit {
+        added,
+        deletes,
+        stats,
+        writes,
+    })
+}

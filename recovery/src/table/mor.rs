@@ -1,0 +1,309 @@
+//! Merge-on-read writes (format v2): instead of rewriting every data file that holds a replaced
+//! key, a commit adds the new row versions as data files and a position delete file naming the
+//! rows they replace (`file_path`, `pos`, the reserved field ids, sorted as the spec asks).
+//!
+//! Finding the replaced rows' positions without reading whole files: the manifests' key bounds
+//! prune the data files ([`super::read::files_for_keys`]); of each remaining file only the key
+//! column (and the columns of other writers' equality deletes) is decoded, the deletes already
+//! in the table applied, to find the live rows holding one of the keys; then only those rows are
+//! read in full (a Parquet row selection), for the merge's version and conflict checks.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow::compute::cast;
+use arrow::row::{RowConverter, SortField};
+use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef};
+use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum};
+use iceberg::table::Table;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection};
+use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY, ProjectionMask};
+use uuid::Uuid;
+
+use super::commit::writer_properties;
+use super::files::{Deletes, POS_DELETE_PATH_ID, POS_DELETE_POS_ID, field_id};
+use super::read::Projection;
+use super::{TableError, iceberg_err};
+
+/// The Iceberg table property that chooses how row-level changes are written (Spark's and
+/// Flink's name for MERGE): `copy-on-write` (Iceberg's default) or `merge-on-read`.
+pub const PROP_MERGE_MODE: &str = "write.merge.mode";
+
+/// How the applier writes a unit's changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MergeMode {
+    /// Every data file holding a replaced key is rewritten (no delete files).
+    #[default]
+    CopyOnWrite,
+    /// New row versions in new data files plus position deletes for the rows they replace.
+    MergeOnRead,
+}
+
+impl MergeMode {
+    pub fn parse(value: &str) -> Option<MergeMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "copy-on-write" => Some(MergeMode::CopyOnWrite),
+            "merge-on-read" => Some(MergeMode::MergeOnRead),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeMode::CopyOnWrite => "copy-on-write",
+            MergeMode::MergeOnRead => "merge-on-read",
+        }
+    }
+
+    /// The mode `table` asks for in [`PROP_MERGE_MODE`] (absent: copy-on-write); an unknown value
+    /// is refused, naming the property.
+    pub fn of_table(table: &Table) -> Result<MergeMode, TableError> {
+        match table.metadata().properties().get(PROP_MERGE_MODE) {
+            None => Ok(MergeMode::CopyOnWrite),
+            Some(v) => MergeMode::parse(v).ok_or_else(|| TableError::Unsupported {
+                table: table.identifier().to_string(),
+                reason: format!("{PROP_MERGE_MODE} = {v:?}: expected copy-on-write or merge-on-read"),
+            }),
+        }
+    }
+}
+
+/// The live rows of some data files that hold wanted keys, and where each one is.
+#[derive(Debug, Default)]
+pub struct Located {
+    /// Full rows in the table's Arrow schema plus the file column (`with_file`).
+    pub rows: Vec<RecordBatch>,
+    /// (data file path, row position) of each row of `rows`, in the same order.
+    pub positions: Vec<(String, u64)>,
+    /// Rows of the key column decoded to find them (the lookup's cost).
+    pub keys_scanned: u64,
+}
+
+/// The live rows of `files` whose key (the field `key_field_id` of `schema`) is one of `keys`,
+/// with their positions; `with_file` is `schema` plus a last column naming the file.
+pub async fn locate_rows(
+    table: &Table,
+    files: &[&DataFile],
+    schema: &SchemaRef,
+    with_file: &SchemaRef,
+    key_field_id: i32,
+    keys: &ArrayRef,
+    deletes: &Deletes,
+) -> Result<Located, TableError> {
+    let name = table.identifier().to_string();
+    let bad = |path: &str, e: &dyn std::fmt::Display| TableError::BatchSchema {
+        table: name.clone(),
+        detail: format!("data file {path}: {e}"),
+    };
+    let key_field = schema
+        .fields()
+        .iter()
+        .find(|f| field_id(f) == Some(key_field_id))
+        .ok_or_else(|| bad("(schema)", &format!("no key field id {key_field_id}")))?
+        .clone();
+    let converter =
+        RowConverter::new(vec![SortField::new(key_field.data_type().clone())]).map_err(|e| bad("(keys)", &e))?;
+    let wanted = cast(keys, key_field.data_type()).map_err(|e| bad("(keys)", &e))?;
+    let wanted_rows = converter.convert_columns(&[wanted]).map_err(|e| bad("(keys)", &e))?;
+    let wanted: HashSet<&[u8]> = wanted_rows.iter().map(|r| r.data()).collect();
+    // The key column first, then the columns equality deletes need, then the row position.
+    let mut fields = vec![key_field.as_ref().clone()];
+    for id in deletes.equality_field_ids() {
+        if id != key_field_id
+            && let Some(f) = schema.fields().iter().find(|f| field_id(f) == Some(id))
+        {
+            fields.push(f.as_ref().clone());
+        }
+    }
+    let target = Arc::new(ArrowSchema::new(fields.clone()));
+    fields.push(Field::new("_tidemark_pos", DataType::UInt64, false));
+    let with_pos = Arc::new(ArrowSchema::new(fields));
+    let mut out = Located::default();
+    for file in files {
+        let path = file.file_path();
+        let bytes = table
+            .file_io()
+            .new_input(path)
+            .map_err(iceberg_err(format!("open data file {path}")))?
+            .read()
+            .await
+            .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(|e| bad(path, &e))?;
+        let total_rows = builder.metadata().file_metadata().num_rows() as usize;
+        let mut columns: Vec<usize> = Projection::of(builder.schema(), &target)
+            .map_err(|e| bad(path, &e))?
+            .0
+            .into_iter()
+            .flatten()
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        let projected = Arc::new(builder.schema().project(&columns).map_err(|e| bad(path, &e))?);
+        let projection = Projection::of(&projected, &target).map_err(|e| bad(path, &e))?;
+        let mask = ProjectionMask::roots(builder.parquet_schema(), columns);
+        let reader = builder
+            .with_projection(mask)
+            .with_batch_size(64 * 1024)
+            .build()
+            .map_err(|e| bad(path, &e))?;
+        let mut hits: Vec<u64> = Vec::new();
+        let mut offset = 0u64;
+        for batch in reader {
+            let batch = batch.map_err(|e| bad(path, &e))?;
+            let n = batch.num_rows() as u64;
+            out.keys_scanned += n;
+            let mut cols = projection
+                .apply(&batch, &target)
+                .map_err(|e| bad(path, &e))?
+                .columns()
+                .to_vec();
+            cols.push(Arc::new(UInt64Array::from_iter_values(offset..offset + n)));
+            let b = RecordBatch::try_new(with_pos.clone(), cols).map_err(|e| bad(path, &e))?;
+            let live = deletes.filter(path, offset, b).map_err(|e| bad(path, &e))?;
+            offset += n;
+            let rows = converter
+                .convert_columns(&[live.column(0).clone()])
+                .map_err(|e| bad(path, &e))?;
+            let pos = live
+                .column(live.num_columns() - 1)
+                .as_primitive::<arrow::datatypes::UInt64Type>();
+            for (r, row) in rows.iter().enumerate() {
+                if wanted.contains(row.data()) {
+                    hits.push(pos.value(r));
+                }
+            }
+        }
+        if hits.is_empty() {
+            continue;
+        }
+        // Only the rows found, in full (positions ascending, as the reader returns them).
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
+        let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
+        let selection =
+            RowSelection::from_consecutive_ranges(hits.iter().map(|p| *p as usize..*p as usize + 1), total_rows);
+        let reader = builder
+            .with_row_selection(selection)
+            .with_batch_size(64 * 1024)
+            .build()
+            .map_err(|e| bad(path, &e))?;
+        let mut read = 0usize;
+        for batch in reader {
+            let batch = batch.map_err(|e| bad(path, &e))?;
+            let rows = batch.num_rows();
+            let mut cols = projection
+                .apply(&batch, schema)
+                .map_err(|e| bad(path, &e))?
+                .columns()
+                .to_vec();
+            cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(path, rows))));
+            out.rows
+                .push(RecordBatch::try_new(with_file.clone(), cols).map_err(|e| bad(path, &e))?);
+            read += rows;
+        }
+        if read != hits.len() {
+            return Err(bad(path, &format!("{} rows selected, {read} read", hits.len())));
+        }
+        out.positions.extend(hits.into_iter().map(|p| (path.to_string(), p)));
+    }
+    Ok(out)
+}
+
+/// Writes a position delete file removing `rows` (data file path, row position) in the table's
+/// data folder as `<file_id>-deletes.parquet`, with the table's Parquet codec and the `file_path`
+/// bounds (and `referenced_data_file` when it names one file), as Java and PyIceberg write them.
+/// `None` when `rows` is empty. Not part of the table until committed.
+pub async fn write_position_deletes(
+    table: &Table,
+    mut rows: Vec<(String, u64)>,
+    file_id: Uuid,
+) -> Result<Option<DataFile>, TableError> {
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let name = table.identifier().to_string();
+    let meta = table.metadata();
+    if !meta.default_partition_spec().is_unpartitioned() {
+        return Err(TableError::Unsupported {
+            table: name,
+            reason: format!(
+                "merge-on-read writes position deletes for unpartitioned tables only; set {PROP_MERGE_MODE}=copy-on-write"
+            ),
+        });
+    }
+    rows.sort();
+    rows.dedup();
+    let field = |n: &str, t: DataType, id: i32| {
+        Field::new(n, t, false).with_metadata(HashMap::from([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())]))
+    };
+    let schema = Arc::new(ArrowSchema::new(vec![
+        field("file_path", DataType::Utf8, POS_DELETE_PATH_ID),
+        field("pos", DataType::Int64, POS_DELETE_POS_ID),
+    ]));
+    let fail = |e: &dyn std::fmt::Display| TableError::BatchSchema {
+        table: name.clone(),
+        detail: format!("position delete file: {e}"),
+    };
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1 as i64))),
+        ],
+    )
+    .map_err(|e| fail(&e))?;
+    let props = meta
+        .table_properties()
+        .map_err(iceberg_err(format!("read the properties of {name}")))?;
+    let mut bytes = Vec::new();
+    let mut writer = ArrowWriter::try_new(
+        &mut bytes,
+        schema,
+        Some(writer_properties(&name, meta.properties(), &props)?),
+    )
+    .map_err(|e| fail(&e))?;
+    writer.write(&batch).map_err(|e| fail(&e))?;
+    writer.close().map_err(|e| fail(&e))?;
+    let path = format!("{}/data/{file_id}-deletes.parquet", meta.location());
+    let output = table
+        .file_io()
+        .new_output(&path)
+        .map_err(iceberg_err(format!("open {path}")))?;
+    if table
+        .file_io()
+        .exists(&path)
+        .await
+        .map_err(iceberg_err(format!("look for {path}")))?
+    {
+        return Err(TableError::DataFileExists { table: name, path });
+    }
+    let size = bytes.len() as u64;
+    output
+        .write(bytes.into())
+        .await
+        .map_err(iceberg_err(format!("write {path}")))?;
+    let (first, last) = (&rows[0].0, &rows[rows.len() - 1].0);
+    let mut file = DataFileBuilder::default();
+    file.content(DataContentType::PositionDeletes)
+        .file_path(path)
+        .file_format(DataFileFormat::Parquet)
+        .partition_spec_id(meta.default_partition_spec_id())
+        .record_count(rows.len() as u64)
+        .file_size_in_bytes(size)
+        .lower_bounds(HashMap::from([(POS_DELETE_PATH_ID, Datum::string(first))]))
+        .upper_bounds(HashMap::from([(POS_DELETE_PATH_ID, Datum::string(last))]));
+    if first == last {
+        file.referenced_data_file(Some(first.clone()));
+    }
+    file.build().map(Some).map_err(|e| fail(&e))
+}
+
+/// The key column of `batches` (column `index`) as one array.
+pub fn concat_column(batches: &[RecordBatch], index: usize, data_type: &DataType) -> Result<ArrayRef, String> {
+    let cols: Vec<&dyn Array> = batches.iter().map(|b| b.column(index).as_ref()).collect();
+    if cols.is_empty() {
+        return Ok(arrow::array::new_empty_array(data_type));
+    }
+    arrow::compute::concat(&cols).map_err(|e| e.to_string())
+}
