@@ -31,7 +31,7 @@ use super::{TableError, iceberg_err};
 pub const PROP_MERGE_MODE: &str = "write.merge.mode";
 
 /// How the applier writes a unit's changes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum MergeMode {
     /// Every data file holding a replaced key is rewritten (no delete files).
