@@ -38,7 +38,11 @@ pub fn orchestrate(dir: &Path, child: &dyn Fn(&Path, &str, &[&str]) -> Value) ->
     let mut runs = Vec::new();
     for (mode, per_commit, events) in RUNS {
         eprintln!("suite: applier {mode}, {per_commit} batches a commit");
-        runs.push(child(dir, "apply", &[mode, &per_commit.to_string(), &events.to_string()]));
+        runs.push(child(
+            dir,
+            "apply",
+            &[mode, &per_commit.to_string(), &events.to_string()],
+        ));
     }
     eprintln!("suite: compaction of the merge-on-read table");
     let compacted = child(dir, "compact", &[&run_table("merge-on-read", 10)]);
@@ -67,7 +71,9 @@ pub async fn apply_step(dir: &Path, args: &[String], snapshot_table: &str) -> Va
         id: RandomIds.uuid(),
         at: chrono::Utc::now(),
     };
-    commit_overwrite(&handle, &copy, &[], files, summary, stamp).await.unwrap();
+    commit_overwrite(&handle, &copy, &[], files, summary, stamp)
+        .await
+        .unwrap();
     let ds: Value = serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap();
     let until = ds["events"].as_u64().unwrap().min(max_events);
     let opts = ApplyOptions {

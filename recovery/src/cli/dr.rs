@@ -275,12 +275,14 @@ pub async fn run_table(cmd: TableCommand) -> anyhow::Result<()> {
                 min_deleted_fraction,
                 ..Default::default()
             };
-            let (report, _) =
-                tidemark_recovery::compact::compact(&handle, t, &opts, &SystemClock, &RandomIds).await?;
+            let (report, _) = tidemark_recovery::compact::compact(&handle, t, &opts, &SystemClock, &RandomIds).await?;
             if common.json {
                 print_json(&report)?;
             } else if report.snapshot_id.is_none() {
-                println!("{table}: nothing to compact ({} delete files)", report.delete_files_before);
+                println!(
+                    "{table}: nothing to compact ({} delete files)",
+                    report.delete_files_before
+                );
             } else {
                 println!(
                     "{table}: rewrote {} of {} data files ({} rows kept, {} deleted rows dropped, {} bytes written); delete files {} -> {}",
