@@ -17,7 +17,7 @@ use crate::apply::{ApplyError, ROWS_PER_FILE, sort_by_key};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::table::files::Deletes;
-use crate::table::mor::{concat_column, locate_rows, write_position_deletes};
+use crate::table::mor::{Versions, concat_column, locate_rows, write_position_deletes};
 use crate::table::write_data_file;
 
 pub use crate::table::mor::MergeMode;
@@ -36,6 +36,10 @@ pub struct WriteStats {
     pub position_deletes_written: u64,
     /// Key-column rows decoded to find the rows a merge-on-read unit replaces.
     pub keys_scanned: u64,
+    /// Of the rows found, those read in full, and those older than every event of their key,
+    /// which need only their key and version (`table::mor`).
+    pub rows_read_in_full: u64,
+    pub rows_known_by_version: u64,
 }
 
 impl WriteStats {
@@ -48,6 +52,8 @@ impl WriteStats {
         self.delete_bytes_written += o.delete_bytes_written;
         self.position_deletes_written += o.position_deletes_written;
         self.keys_scanned += o.keys_scanned;
+        self.rows_read_in_full += o.rows_read_in_full;
+        self.rows_known_by_version += o.rows_known_by_version;
     }
 
     pub fn count_data(&mut self, files: &[DataFile]) {
@@ -90,16 +96,46 @@ pub async fn merge_on_read(
         .map_err(|e| MergeError::Input(e.to_string()))?;
     let key_type = schema.field(key_index).data_type().clone();
     let event_keys = concat_column(events, spec.event_column(spec.key_index), &key_type).map_err(MergeError::Input)?;
+    // A table without columns of its own (every column is an event's): rows older than every
+    // event of their key need no full read (see `table::mor`). Those rows have nulls, so the
+    // merge's view of the table rows allows them.
+    let own_columns = schema
+        .fields()
+        .iter()
+        .any(|f| spec.event_schema.index_of(f.name()).is_err());
+    let version_field_id = table
+        .metadata()
+        .current_schema()
+        .field_by_name(&spec.spec.version_column)
+        .map(|f| f.id);
+    let event_versions = concat_column(
+        events,
+        spec.event_column(spec.version_index),
+        &arrow_schema::DataType::Int64,
+    )
+    .map_err(MergeError::Input)?;
+    let (versions, cur_schema) = match version_field_id {
+        Some(field_id) if !own_columns => (
+            Some(Versions {
+                field_id,
+                versions: &event_versions,
+            }),
+            nullable(cur_schema),
+        ),
+        _ => (None, cur_schema.clone()),
+    };
     let located = locate_rows(
         table,
         candidates,
         schema,
-        cur_schema,
+        &cur_schema,
         key_field_id,
         &event_keys,
+        versions,
         deletes,
     )
     .await?;
+    let cur_schema = &cur_schema;
     // The key column of each located batch (shared, not copied), to match the upserts against.
     let located_keys: Vec<arrow::array::ArrayRef> = located.rows.iter().map(|b| b.column(key_index).clone()).collect();
     let out = merge::merge(spec, located.rows, cur_schema.clone(), events.to_vec(), schema.clone()).await?;
@@ -108,6 +144,8 @@ pub async fn merge_on_read(
     stats.rows_kept = 0;
     let mut writes = WriteStats {
         keys_scanned: located.keys_scanned,
+        rows_read_in_full: located.rows_read,
+        rows_known_by_version: located.stubs,
         ..Default::default()
     };
     // The table rows the upserts replace: those of `located` whose key has an upsert.
@@ -156,4 +194,14 @@ pub async fn merge_on_read(
         stats,
         writes,
     })
+}
+
+/// `schema` with every field nullable.
+fn nullable(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<arrow_schema::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    std::sync::Arc::new(arrow_schema::Schema::new(fields))
 }

@@ -7,8 +7,14 @@
 //! column (and the columns of other writers' equality deletes) is decoded, the deletes already
 //! in the table applied, to find the live rows holding one of the keys; then only those rows are
 //! read in full (a Parquet row selection), for the merge's version and conflict checks.
+//!
+//! With [`Versions`] (for a table without columns outside the events' own), the version column is
+//! decoded with the key, and a row older than every event of its key is not read in full: the
+//! merge needs only its key and version to replace it (it compares payloads at an equal version
+//! only, and every output column comes from the winning event), so it gets that row with the
+//! other columns null. Rows an event may equal (an identical retry, a conflict) are read in full.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array};
@@ -79,10 +85,24 @@ pub struct Located {
     pub positions: Vec<(String, u64)>,
     /// Rows of the key column decoded to find them (the lookup's cost).
     pub keys_scanned: u64,
+    /// Rows read in full, and rows given as key and version only (see [`Versions`]).
+    pub rows_read: u64,
+    pub stubs: u64,
+}
+
+/// The events' versions, beside their keys, for rows that need not be read in full.
+pub struct Versions<'a> {
+    /// The version field of the table.
+    pub field_id: i32,
+    /// The version of each event (aligned with the keys), any integer type.
+    pub versions: &'a ArrayRef,
 }
 
 /// The live rows of `files` whose key (the field `key_field_id` of `schema`) is one of `keys`,
-/// with their positions; `with_file` is `schema` plus a last column naming the file.
+/// with their positions; `with_file` is `schema` plus a last column naming the file. With
+/// `versions`, a row older than every event of its key comes with only its key, version and
+/// file, the other columns null (`with_file` must then allow nulls).
+#[allow(clippy::too_many_arguments)]
 pub async fn locate_rows(
     table: &Table,
     files: &[&DataFile],
@@ -90,6 +110,7 @@ pub async fn locate_rows(
     with_file: &SchemaRef,
     key_field_id: i32,
     keys: &ArrayRef,
+    versions: Option<Versions<'_>>,
     deletes: &Deletes,
 ) -> Result<Located, TableError> {
     let name = table.identifier().to_string();
@@ -97,26 +118,49 @@ pub async fn locate_rows(
         table: name.clone(),
         detail: format!("data file {path}: {e}"),
     };
-    let key_field = schema
-        .fields()
-        .iter()
-        .find(|f| field_id(f) == Some(key_field_id))
-        .ok_or_else(|| bad("(schema)", &format!("no key field id {key_field_id}")))?
-        .clone();
+    let field_of = |id: i32| schema.fields().iter().position(|f| field_id(f) == Some(id));
+    let key_at = field_of(key_field_id).ok_or_else(|| bad("(schema)", &format!("no key field id {key_field_id}")))?;
+    let key_field = schema.field(key_at).clone();
     let converter =
         RowConverter::new(vec![SortField::new(key_field.data_type().clone())]).map_err(|e| bad("(keys)", &e))?;
-    let wanted = cast(keys, key_field.data_type()).map_err(|e| bad("(keys)", &e))?;
-    let wanted_rows = converter.convert_columns(&[wanted]).map_err(|e| bad("(keys)", &e))?;
-    let wanted: HashSet<&[u8]> = wanted_rows.iter().map(|r| r.data()).collect();
-    // The key column first, then the columns equality deletes need, then the row position.
-    let mut fields = vec![key_field.as_ref().clone()];
+    let wanted_keys = cast(keys, key_field.data_type()).map_err(|e| bad("(keys)", &e))?;
+    let wanted_rows = converter
+        .convert_columns(&[wanted_keys])
+        .map_err(|e| bad("(keys)", &e))?;
+    // The version field of the table, when rows older than every event may be stubs.
+    let version_at = match &versions {
+        Some(v) => Some(field_of(v.field_id).ok_or_else(|| bad("(schema)", &"no version field"))?),
+        None => None,
+    };
+    let event_versions = match &versions {
+        Some(v) => Some(cast(v.versions, &DataType::Int64).map_err(|e| bad("(versions)", &e))?),
+        None => None,
+    };
+    // Per wanted key, its lowest event version (i64::MIN: always read the row in full).
+    let mut wanted: HashMap<&[u8], i64> = HashMap::new();
+    for (i, r) in wanted_rows.iter().enumerate() {
+        let v = event_versions
+            .as_ref()
+            .map_or(i64::MIN, |a| a.as_primitive::<arrow::datatypes::Int64Type>().value(i));
+        let e = wanted.entry(r.data()).or_insert(v);
+        *e = (*e).min(v);
+    }
+    // Decoded per file: the key, the version (with `versions`), the columns equality deletes
+    // need; then the row position.
+    let mut ids = vec![key_field_id];
+    if let Some(v) = &versions {
+        ids.push(v.field_id);
+    }
     for id in deletes.equality_field_ids() {
-        if id != key_field_id
-            && let Some(f) = schema.fields().iter().find(|f| field_id(f) == Some(id))
-        {
-            fields.push(f.as_ref().clone());
+        if !ids.contains(&id) && field_of(id).is_some() {
+            ids.push(id);
         }
     }
+    let mut fields: Vec<Field> = ids
+        .iter()
+        .filter_map(|id| field_of(*id))
+        .map(|i| schema.field(i).clone())
+        .collect();
     let target = Arc::new(ArrowSchema::new(fields.clone()));
     fields.push(Field::new("_tidemark_pos", DataType::UInt64, false));
     let with_pos = Arc::new(ArrowSchema::new(fields));
@@ -148,7 +192,9 @@ pub async fn locate_rows(
             .with_batch_size(64 * 1024)
             .build()
             .map_err(|e| bad(path, &e))?;
-        let mut hits: Vec<u64> = Vec::new();
+        // Rows to read in full, and stubs: (key, version) arrays with their positions.
+        let mut full: Vec<u64> = Vec::new();
+        let (mut stub_parts, mut stub_pos): (Vec<RecordBatch>, Vec<u64>) = (Vec::new(), Vec::new());
         let mut offset = 0u64;
         for batch in reader {
             let batch = batch.map_err(|e| bad(path, &e))?;
@@ -169,20 +215,62 @@ pub async fn locate_rows(
             let pos = live
                 .column(live.num_columns() - 1)
                 .as_primitive::<arrow::datatypes::UInt64Type>();
+            let table_versions = match version_at {
+                Some(_) => Some(cast(live.column(1), &DataType::Int64).map_err(|e| bad(path, &e))?),
+                None => None,
+            };
+            let mut stubs: Vec<u32> = Vec::new();
             for (r, row) in rows.iter().enumerate() {
-                if wanted.contains(row.data()) {
-                    hits.push(pos.value(r));
+                let Some(min_event) = wanted.get(row.data()) else {
+                    continue;
+                };
+                let older = table_versions.as_ref().is_some_and(|v| {
+                    let v = v.as_primitive::<arrow::datatypes::Int64Type>();
+                    v.is_valid(r) && v.value(r) < *min_event
+                });
+                if older {
+                    stubs.push(r as u32);
+                } else {
+                    full.push(pos.value(r));
                 }
             }
+            if !stubs.is_empty() {
+                let idx = arrow::array::UInt32Array::from(stubs);
+                let taken = arrow::compute::take_record_batch(&live, &idx).map_err(|e| bad(path, &e))?;
+                let p = taken
+                    .column(taken.num_columns() - 1)
+                    .as_primitive::<arrow::datatypes::UInt64Type>();
+                stub_pos.extend(p.values().iter().copied());
+                stub_parts.push(taken);
+            }
         }
-        if hits.is_empty() {
+        // Stubs: key, version and file; every other column null.
+        for part in stub_parts {
+            let n = part.num_rows();
+            let mut cols: Vec<ArrayRef> = schema
+                .fields()
+                .iter()
+                .map(|f| arrow::array::new_null_array(f.data_type(), n))
+                .collect();
+            cols[key_at] = part.column(0).clone();
+            if let Some(v) = version_at {
+                cols[v] = cast(part.column(1), schema.field(v).data_type()).map_err(|e| bad(path, &e))?;
+            }
+            cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(path, n))));
+            out.rows
+                .push(RecordBatch::try_new(with_file.clone(), cols).map_err(|e| bad(path, &e))?);
+        }
+        out.stubs += stub_pos.len() as u64;
+        out.positions
+            .extend(stub_pos.into_iter().map(|p| (path.to_string(), p)));
+        if full.is_empty() {
             continue;
         }
         // Only the rows found, in full (positions ascending, as the reader returns them).
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
         let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
         let selection =
-            RowSelection::from_consecutive_ranges(hits.iter().map(|p| *p as usize..*p as usize + 1), total_rows);
+            RowSelection::from_consecutive_ranges(full.iter().map(|p| *p as usize..*p as usize + 1), total_rows);
         let reader = builder
             .with_row_selection(selection)
             .with_batch_size(64 * 1024)
@@ -202,10 +290,11 @@ pub async fn locate_rows(
                 .push(RecordBatch::try_new(with_file.clone(), cols).map_err(|e| bad(path, &e))?);
             read += rows;
         }
-        if read != hits.len() {
-            return Err(bad(path, &format!("{} rows selected, {read} read", hits.len())));
+        if read != full.len() {
+            return Err(bad(path, &format!("{} rows selected, {read} read", full.len())));
         }
-        out.positions.extend(hits.into_iter().map(|p| (path.to_string(), p)));
+        out.rows_read += read as u64;
+        out.positions.extend(full.into_iter().map(|p| (path.to_string(), p)));
     }
     Ok(out)
 }
