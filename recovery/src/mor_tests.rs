@@ -356,3 +356,24 @@ async fn recovery_from_a_merge_on_read_snapshot_validates() {
     assert!(report.validation.ok, "{:?}", report.validation);
     assert_eq!(table_rows(&handle, "shop.recovered").await, reference_of(&j).await.rows);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_between_a_merge_on_read_commit_and_its_checkpoint_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 30, 1, 200), 40).await;
+    let handle = catalog_in(dir.path()).await;
+    let crash = ApplyOptions {
+        failpoint: Some("after-commit:2".into()),
+        ..mor()
+    };
+    let err = apply(&j, &handle, TABLE, &crash, &clock(), &SeededIds::new(2), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApplyError::Failpoint(_)), "{err}");
+    let r = apply(&j, &handle, TABLE, &mor(), &clock(), &SeededIds::new(3), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(r.recovered_checkpoint, "the missing checkpoint is detected and written");
+    assert_eq!(r.started_after_position, 80, "positions 41..=80 are not applied twice");
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+}
