@@ -52,6 +52,7 @@ fn run_case(rows: u64, batch: u64, mode: MergeMode) {
         let mut position = rows;
         let mut times = Vec::new();
         let mut writes = WriteStats::default();
+        let key_index = std::sync::Mutex::new(Default::default());
         for _ in 0..3 {
             let (mut ids, mut vers, mut del, mut pos) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for _ in 0..batch {
@@ -76,7 +77,7 @@ fn run_case(rows: u64, batch: u64, mode: MergeMode) {
             cols.extend(columns(&ids, &vers, &del));
             let events = RecordBatch::try_new(spec.event_schema.clone(), cols).unwrap();
             let started = Instant::now();
-            let unit = UnitOptions { max_attempts: 3, skip_if_applied: None, guard: None, chunk_rows: MERGE_CHUNK_ROWS, mode };
+            let unit = UnitOptions { max_attempts: 3, skip_if_applied: None, guard: None, chunk_rows: MERGE_CHUNK_ROWS, mode, key_index: Some(&key_index) };
             let c = merge_and_commit_unit(&handle, t, &spec, vec![events], Default::default(), &SystemClock, &RandomIds, &unit)
                 .await
                 .unwrap();

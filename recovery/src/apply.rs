@@ -35,6 +35,7 @@ use crate::compact::{CompactOptions, compact, deleted_fraction};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
+use crate::table::key_index::KeyIndex;
 use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files, prunable, read_files, split_rows};
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_row_delta, write_data_file};
 
@@ -303,6 +304,7 @@ pub async fn merge_and_commit(
         guard,
         chunk_rows,
         mode: MergeMode::CopyOnWrite,
+        key_index: None,
     };
     let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
     Ok((c.table, c.stats, c.retries, c.committed))
@@ -316,6 +318,8 @@ pub struct UnitOptions<'a> {
     pub guard: Option<&'a dyn CommitGuard>,
     pub chunk_rows: u64,
     pub mode: MergeMode,
+    /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
+    pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
 }
 
 /// What [`merge_and_commit_unit`] did.
@@ -391,6 +395,12 @@ pub async fn merge_and_commit_unit(
                 .await?
             }
             MergeMode::MergeOnRead => {
+                // The index is taken out for the unit (a failed unit drops it: it is a cache).
+                let mut index = unit
+                    .key_index
+                    .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
+                    .unwrap_or_default();
+                index.retain(&files.iter().map(|f| f.file_path()).collect());
                 let m = merge_on_read(
                     &table,
                     spec,
@@ -401,8 +411,12 @@ pub async fn merge_and_commit_unit(
                     &candidates,
                     &deletes,
                     ids,
+                    &mut index,
                 )
                 .await?;
+                if let Some(k) = unit.key_index {
+                    *k.lock().unwrap_or_else(|p| p.into_inner()) = index;
+                }
                 UnitFiles {
                     removed: Vec::new(),
                     added: m.added,
@@ -678,6 +692,7 @@ pub async fn apply(
     };
     let pending: Vec<&StoredManifest> = chain.range(state.position, target).collect();
     let mut commits = 0u64;
+    let key_index = std::sync::Mutex::new(KeyIndex::default());
     for unit in pending.chunks(opts.batches_per_commit.max(1)) {
         let last_manifest = unit.last().expect("non-empty chunk");
         let to = last_manifest.manifest.last_position.min(target);
@@ -697,6 +712,7 @@ pub async fn apply(
             guard: opts.guard.as_ref().map(|g| g.0.as_ref()),
             chunk_rows: opts.chunk_rows,
             mode,
+            key_index: Some(&key_index),
         };
         let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
         let committed = c.committed;

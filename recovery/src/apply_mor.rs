@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use arrow::array::RecordBatch;
+use arrow::array::{AsArray, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use iceberg::spec::DataFile;
@@ -17,6 +17,7 @@ use crate::apply::{ApplyError, ROWS_PER_FILE, sort_by_key};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::table::files::Deletes;
+use crate::table::key_index::KeyIndex;
 use crate::table::mor::{Versions, concat_column, locate_rows, write_position_deletes};
 use crate::table::write_data_file;
 
@@ -90,6 +91,7 @@ pub async fn merge_on_read(
     candidates: &[&DataFile],
     deletes: &Deletes,
     ids: &dyn Ids,
+    index: &mut KeyIndex,
 ) -> Result<MorUnit, ApplyError> {
     let key_index = schema
         .index_of(&spec.spec.key_column)
@@ -133,6 +135,7 @@ pub async fn merge_on_read(
         &event_keys,
         versions,
         deletes,
+        index,
     )
     .await?;
     let cur_schema = &cur_schema;
@@ -169,12 +172,36 @@ pub async fn merge_on_read(
         }
         at += keys.len();
     }
+    let version_index = (!own_columns)
+        .then(|| schema.index_of(&spec.spec.version_column).ok())
+        .flatten();
     let mut added = Vec::new();
     for batch in &sort_by_key(schema, &out.upserts, &spec.spec.key_column)? {
         let mut offset = 0;
         while offset < batch.num_rows() {
             let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-            added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
+            let slice = batch.slice(offset, len);
+            let files = write_data_file(table, std::slice::from_ref(&slice), ids.uuid()).await?;
+            // The file's keys and versions are known: the next unit need not scan it.
+            if let [file] = files.as_slice()
+                && file.record_count() == len as u64
+            {
+                let keys = converter
+                    .convert_columns(&[slice.column(key_index).clone()])
+                    .map_err(|e| MergeError::Input(e.to_string()))?;
+                let versions = match version_index {
+                    Some(v) => Some(
+                        arrow::compute::cast(slice.column(v), &arrow_schema::DataType::Int64)
+                            .map_err(|e| MergeError::Input(e.to_string()))?
+                            .as_primitive::<arrow::datatypes::Int64Type>()
+                            .values()
+                            .to_vec(),
+                    ),
+                    None => None,
+                };
+                index.insert(file.file_path(), keys, versions);
+            }
+            added.extend(files);
             offset += len;
         }
     }

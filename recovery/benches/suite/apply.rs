@@ -59,6 +59,11 @@ pub async fn apply_step(dir: &Path, args: &[String], snapshot_table: &str) -> Va
     let j = super::journal(dir).await;
     let handle = super::open(dir).await;
     let name = run_table(mode, per_commit);
+    // A run again on the same dataset starts afresh.
+    let ident = table::parse_ident(&name).unwrap();
+    if handle.catalog().table_exists(&ident).await.unwrap() {
+        handle.catalog().drop_table(&ident).await.unwrap();
+    }
     let src = table::load_table(&handle, snapshot_table).await.unwrap();
     let props = HashMap::from([(PROP_MERGE_MODE.to_string(), mode.to_string())]);
     let copy = create_table_like(&handle, &name, src.metadata(), src.metadata().current_schema(), props)

@@ -206,6 +206,17 @@ impl Deletes {
             .sum()
     }
 
+    /// Whether a position delete removes row `pos` of the data file at `path`.
+    pub fn is_position_deleted(&self, path: &str, pos: u64) -> bool {
+        let Some((sequence, _, _)) = self.0.data_files.get(path) else {
+            return false;
+        };
+        self.0
+            .positions
+            .get(path)
+            .is_some_and(|lists| lists.iter().any(|(s, p)| s >= sequence && p.contains(&pos)))
+    }
+
     /// Positions of the data file at `path` that position deletes remove.
     pub fn deleted_positions(&self, path: &str) -> u64 {
         let Some((sequence, _, _)) = self.0.data_files.get(path) else {

@@ -7,6 +7,7 @@
 
 pub mod commit;
 pub mod files;
+pub mod key_index;
 pub mod mor;
 pub mod read;
 pub mod schema;

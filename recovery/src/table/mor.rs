@@ -29,6 +29,7 @@ use uuid::Uuid;
 
 use super::commit::writer_properties;
 use super::files::{Deletes, POS_DELETE_PATH_ID, POS_DELETE_POS_ID, field_id};
+use super::key_index::KeyIndex;
 use super::read::Projection;
 use super::{TableError, iceberg_err};
 
@@ -101,7 +102,8 @@ pub struct Versions<'a> {
 /// The live rows of `files` whose key (the field `key_field_id` of `schema`) is one of `keys`,
 /// with their positions; `with_file` is `schema` plus a last column naming the file. With
 /// `versions`, a row older than every event of its key comes with only its key, version and
-/// file, the other columns null (`with_file` must then allow nulls).
+/// file, the other columns null (`with_file` must then allow nulls). `index` holds the keys of
+/// files scanned before (see [`KeyIndex`]); files scanned now are added to it.
 #[allow(clippy::too_many_arguments)]
 pub async fn locate_rows(
     table: &Table,
@@ -112,6 +114,7 @@ pub async fn locate_rows(
     keys: &ArrayRef,
     versions: Option<Versions<'_>>,
     deletes: &Deletes,
+    index: &mut KeyIndex,
 ) -> Result<Located, TableError> {
     let name = table.identifier().to_string();
     let bad = |path: &str, e: &dyn std::fmt::Display| TableError::BatchSchema {
@@ -125,9 +128,8 @@ pub async fn locate_rows(
         RowConverter::new(vec![SortField::new(key_field.data_type().clone())]).map_err(|e| bad("(keys)", &e))?;
     let wanted_keys = cast(keys, key_field.data_type()).map_err(|e| bad("(keys)", &e))?;
     let wanted_rows = converter
-        .convert_columns(&[wanted_keys])
+        .convert_columns(std::slice::from_ref(&wanted_keys))
         .map_err(|e| bad("(keys)", &e))?;
-    // The version field of the table, when rows older than every event may be stubs.
     let version_at = match &versions {
         Some(v) => Some(field_of(v.field_id).ok_or_else(|| bad("(schema)", &"no version field"))?),
         None => None,
@@ -136,17 +138,28 @@ pub async fn locate_rows(
         Some(v) => Some(cast(v.versions, &DataType::Int64).map_err(|e| bad("(versions)", &e))?),
         None => None,
     };
-    // Per wanted key, its lowest event version (i64::MIN: always read the row in full).
-    let mut wanted: HashMap<&[u8], i64> = HashMap::new();
-    for (i, r) in wanted_rows.iter().enumerate() {
+    // The wanted keys sorted and unique, each with its first event and its lowest event version
+    // (i64::MIN without `versions`: every row found is read in full).
+    let mut order: Vec<usize> = (0..wanted_rows.num_rows()).collect();
+    order.sort_by(|a, b| wanted_rows.row(*a).cmp(&wanted_rows.row(*b)));
+    let mut wanted: Vec<(arrow::row::Row<'_>, usize, i64)> = Vec::with_capacity(order.len());
+    for i in order {
         let v = event_versions
             .as_ref()
             .map_or(i64::MIN, |a| a.as_primitive::<arrow::datatypes::Int64Type>().value(i));
-        let e = wanted.entry(r.data()).or_insert(v);
-        *e = (*e).min(v);
+        match wanted.last_mut() {
+            Some(last) if last.0 == wanted_rows.row(i) => last.2 = last.2.min(v),
+            _ => wanted.push((wanted_rows.row(i), i, v)),
+        }
     }
-    // Decoded per file: the key, the version (with `versions`), the columns equality deletes
-    // need; then the row position.
+    let wanted_sorted: Vec<arrow::row::Row<'_>> = wanted.iter().map(|w| w.0).collect();
+    // Equality deletes compare other columns: liveness then comes from a scan of each file with
+    // those columns, and the index is not kept for such a snapshot.
+    let equality = !deletes.equality_field_ids().is_empty();
+    let mut scratch = KeyIndex::default();
+    let index = if equality { &mut scratch } else { index };
+    // Decoded per scanned file: the key, the version (with `versions`), the columns equality
+    // deletes need; then the row position.
     let mut ids = vec![key_field_id];
     if let Some(v) = &versions {
         ids.push(v.field_id);
@@ -167,107 +180,117 @@ pub async fn locate_rows(
     let mut out = Located::default();
     for file in files {
         let path = file.file_path();
-        let bytes = table
-            .file_io()
-            .new_input(path)
-            .map_err(iceberg_err(format!("open data file {path}")))?
-            .read()
-            .await
-            .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(|e| bad(path, &e))?;
-        let total_rows = builder.metadata().file_metadata().num_rows() as usize;
-        let mut columns: Vec<usize> = Projection::of(builder.schema(), &target)
-            .map_err(|e| bad(path, &e))?
-            .0
-            .into_iter()
-            .flatten()
-            .collect();
-        columns.sort_unstable();
-        columns.dedup();
-        let projected = Arc::new(builder.schema().project(&columns).map_err(|e| bad(path, &e))?);
-        let projection = Projection::of(&projected, &target).map_err(|e| bad(path, &e))?;
-        let mask = ProjectionMask::roots(builder.parquet_schema(), columns);
-        let reader = builder
-            .with_projection(mask)
-            .with_batch_size(64 * 1024)
-            .build()
-            .map_err(|e| bad(path, &e))?;
-        // Rows to read in full, and stubs: (key, version) arrays with their positions.
-        let mut full: Vec<u64> = Vec::new();
-        let (mut stub_parts, mut stub_pos): (Vec<RecordBatch>, Vec<u64>) = (Vec::new(), Vec::new());
-        let mut offset = 0u64;
-        for batch in reader {
-            let batch = batch.map_err(|e| bad(path, &e))?;
-            let n = batch.num_rows() as u64;
-            out.keys_scanned += n;
-            let mut cols = projection
-                .apply(&batch, &target)
+        let mut bytes = None;
+        // Live positions from a scan, when equality deletes apply.
+        let mut live: Option<std::collections::HashSet<u64>> = None;
+        if equality || !index.contains(path) {
+            let data = read_bytes(table, path, &name).await?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(data.clone()).map_err(|e| bad(path, &e))?;
+            let mut columns: Vec<usize> = Projection::of(builder.schema(), &target)
                 .map_err(|e| bad(path, &e))?
-                .columns()
-                .to_vec();
-            cols.push(Arc::new(UInt64Array::from_iter_values(offset..offset + n)));
-            let b = RecordBatch::try_new(with_pos.clone(), cols).map_err(|e| bad(path, &e))?;
-            let live = deletes.filter(path, offset, b).map_err(|e| bad(path, &e))?;
-            offset += n;
-            let rows = converter
-                .convert_columns(&[live.column(0).clone()])
+                .0
+                .into_iter()
+                .flatten()
+                .collect();
+            columns.sort_unstable();
+            columns.dedup();
+            let projected = Arc::new(builder.schema().project(&columns).map_err(|e| bad(path, &e))?);
+            let projection = Projection::of(&projected, &target).map_err(|e| bad(path, &e))?;
+            let mask = ProjectionMask::roots(builder.parquet_schema(), columns);
+            let reader = builder
+                .with_projection(mask)
+                .with_batch_size(64 * 1024)
+                .build()
                 .map_err(|e| bad(path, &e))?;
-            let pos = live
-                .column(live.num_columns() - 1)
-                .as_primitive::<arrow::datatypes::UInt64Type>();
-            let table_versions = match version_at {
-                Some(_) => Some(cast(live.column(1), &DataType::Int64).map_err(|e| bad(path, &e))?),
-                None => None,
-            };
-            let mut stubs: Vec<u32> = Vec::new();
-            for (r, row) in rows.iter().enumerate() {
-                let Some(min_event) = wanted.get(row.data()) else {
-                    continue;
-                };
-                let older = table_versions.as_ref().is_some_and(|v| {
+            let (mut key_parts, mut version_parts): (Vec<ArrayRef>, Vec<i64>) = (Vec::new(), Vec::new());
+            let mut offset = 0u64;
+            for batch in reader {
+                let batch = batch.map_err(|e| bad(path, &e))?;
+                let n = batch.num_rows() as u64;
+                out.keys_scanned += n;
+                let cols = projection
+                    .apply(&batch, &target)
+                    .map_err(|e| bad(path, &e))?
+                    .columns()
+                    .to_vec();
+                key_parts.push(cols[0].clone());
+                if version_at.is_some() {
+                    let v = cast(&cols[1], &DataType::Int64).map_err(|e| bad(path, &e))?;
                     let v = v.as_primitive::<arrow::datatypes::Int64Type>();
-                    v.is_valid(r) && v.value(r) < *min_event
-                });
-                if older {
-                    stubs.push(r as u32);
-                } else {
-                    full.push(pos.value(r));
+                    // A null version (never written by tidemark) is older than any event.
+                    version_parts.extend((0..v.len()).map(|r| if v.is_valid(r) { v.value(r) } else { i64::MIN }));
                 }
+                if equality {
+                    let mut cols = cols;
+                    cols.push(Arc::new(UInt64Array::from_iter_values(offset..offset + n)));
+                    let b = RecordBatch::try_new(with_pos.clone(), cols).map_err(|e| bad(path, &e))?;
+                    let kept = deletes.filter(path, offset, b).map_err(|e| bad(path, &e))?;
+                    let pos = kept
+                        .column(kept.num_columns() - 1)
+                        .as_primitive::<arrow::datatypes::UInt64Type>();
+                    live.get_or_insert_with(Default::default)
+                        .extend(pos.values().iter().copied());
+                }
+                offset += n;
             }
-            if !stubs.is_empty() {
-                let idx = arrow::array::UInt32Array::from(stubs);
-                let taken = arrow::compute::take_record_batch(&live, &idx).map_err(|e| bad(path, &e))?;
-                let p = taken
-                    .column(taken.num_columns() - 1)
-                    .as_primitive::<arrow::datatypes::UInt64Type>();
-                stub_pos.extend(p.values().iter().copied());
-                stub_parts.push(taken);
+            let refs: Vec<&dyn Array> = key_parts.iter().map(|a| a.as_ref()).collect();
+            let all = if refs.is_empty() {
+                arrow::array::new_empty_array(key_field.data_type())
+            } else {
+                arrow::compute::concat(&refs).map_err(|e| bad(path, &e))?
+            };
+            let rows = converter.convert_columns(&[all]).map_err(|e| bad(path, &e))?;
+            index.insert(path, rows, version_at.map(|_| version_parts));
+            bytes = Some(data);
+        }
+        let hits = index.lookup(path, &wanted_sorted).unwrap_or_default();
+        // Rows to read in full; stubs as (index in `wanted`, table version, position).
+        let mut full: Vec<u64> = Vec::new();
+        let mut stubs: Vec<(usize, i64, u64)> = Vec::new();
+        for (pos, table_version, w) in hits {
+            let is_live = match &live {
+                Some(set) => set.contains(&pos),
+                None => !equality && !deletes.is_position_deleted(path, pos),
+            };
+            if !is_live {
+                continue;
+            }
+            match table_version {
+                Some(v) if version_at.is_some() && v < wanted[w].2 => stubs.push((w, v, pos)),
+                _ => full.push(pos),
             }
         }
+        full.sort_unstable();
         // Stubs: key, version and file; every other column null.
-        for part in stub_parts {
-            let n = part.num_rows();
+        if !stubs.is_empty() {
+            let n = stubs.len();
             let mut cols: Vec<ArrayRef> = schema
                 .fields()
                 .iter()
                 .map(|f| arrow::array::new_null_array(f.data_type(), n))
                 .collect();
-            cols[key_at] = part.column(0).clone();
+            let take = arrow::array::UInt32Array::from_iter_values(stubs.iter().map(|s| wanted[s.0].1 as u32));
+            cols[key_at] = arrow::compute::take(wanted_keys.as_ref(), &take, None).map_err(|e| bad(path, &e))?;
             if let Some(v) = version_at {
-                cols[v] = cast(part.column(1), schema.field(v).data_type()).map_err(|e| bad(path, &e))?;
+                let versions: ArrayRef = Arc::new(Int64Array::from_iter_values(stubs.iter().map(|s| s.1)));
+                cols[v] = cast(&versions, schema.field(v).data_type()).map_err(|e| bad(path, &e))?;
             }
             cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(path, n))));
             out.rows
                 .push(RecordBatch::try_new(with_file.clone(), cols).map_err(|e| bad(path, &e))?);
+            out.stubs += n as u64;
+            out.positions.extend(stubs.iter().map(|s| (path.to_string(), s.2)));
         }
-        out.stubs += stub_pos.len() as u64;
-        out.positions
-            .extend(stub_pos.into_iter().map(|p| (path.to_string(), p)));
         if full.is_empty() {
             continue;
         }
         // Only the rows found, in full (positions ascending, as the reader returns them).
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
+        let data = match bytes {
+            Some(b) => b,
+            None => read_bytes(table, path, &name).await?,
+        };
+        let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(|e| bad(path, &e))?;
+        let total_rows = builder.metadata().file_metadata().num_rows() as usize;
         let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
         let selection =
             RowSelection::from_consecutive_ranges(full.iter().map(|p| *p as usize..*p as usize + 1), total_rows);
@@ -297,6 +320,16 @@ pub async fn locate_rows(
         out.positions.extend(full.into_iter().map(|p| (path.to_string(), p)));
     }
     Ok(out)
+}
+
+async fn read_bytes(table: &Table, path: &str, name: &str) -> Result<bytes::Bytes, TableError> {
+    table
+        .file_io()
+        .new_input(path)
+        .map_err(iceberg_err(format!("open data file {path}")))?
+        .read()
+        .await
+        .map_err(iceberg_err(format!("read data file {path} of {name}")))
 }
 
 /// Writes a position delete file removing `rows` (data file path, row position) in the table's
