@@ -1,6 +1,8 @@
 //! Copy-on-write commits: write Parquet data files, then publish a snapshot that adds them and
 //! removes the files they replace. iceberg-rust 0.10.1 can only `fast_append`, so the snapshot is
 //! built here from its public building blocks and published with the catalog's pointer swap.
+//! [`commit_row_delta`] adds position delete files as well (merge-on-read, `super::mor`), in a
+//! delete manifest of their own; otherwise it is the same commit.
 //!
 //! Contract of [`commit_overwrite`]:
 //! - The new snapshot is based on exactly the metadata `table` was loaded with. It has one data
