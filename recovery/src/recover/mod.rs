@@ -8,6 +8,9 @@
 //! [`recover`] runs the steps in order with a timing per step. It is idempotent and resumable by
 //! recovery id: a confirmed seed or replay of the same recovery is not redone.
 
+pub mod columnar;
+#[cfg(test)]
+mod columnar_tests;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
