@@ -263,12 +263,13 @@ pub async fn recover(
     // The reference starts from the position the snapshot records itself, read again from its
     // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
     let reference = reference_snapshot(&opts.source, &snap).await?;
-    let (events, _, _) = replay::verified_events(journal, &reference, h).await?;
+    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
+    let events = replay::events_of(journal, &chain, reference.position, h).await?;
     let validation = validate::validate(
         &journal.spec,
         &reference,
         &table,
-        &events,
+        events,
         &spill_dir(),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )

@@ -68,6 +68,14 @@ fn refused_attempt_of(existing: &Table, snap: &TrustedSnapshot, journal_id: &str
     })
 }
 
+/// A seed task that panicked or was cancelled.
+fn worker_died(e: tokio::task::JoinError) -> RecoverError {
+    RecoverError::Iceberg {
+        context: "a seed copy task".into(),
+        message: e.to_string(),
+    }
+}
+
 /// Seeds `into`; returns the table and whether the seed was already there (resumed).
 #[allow(clippy::too_many_arguments)]
 pub async fn seed(
@@ -130,20 +138,22 @@ pub async fn seed(
     // columns in the same order (its ids numbered afresh), so the batches fit it by name.
     let schema = snapshot_arrow_schema(snap)?;
     // One source file at a time (two in flight), so memory follows the file size, not the
-    // table's; each is rewritten as files of at most ROWS_PER_FILE rows.
+    // table's; each is rewritten as files of at most ROWS_PER_FILE rows. The reads and writes
+    // run as tasks of their own so that the two files in flight use both cores (futures polled
+    // in one task would share one).
     let copy_file = |path: String| {
-        let (t, schema) = (&t, &schema);
+        let (io, name, schema, deletes) = (
+            snap.file_io.clone(),
+            snap.metadata_location.clone(),
+            schema.clone(),
+            snap.deletes.clone(),
+        );
+        let t = t.clone();
         async move {
-            let batches = read_paths(
-                &snap.file_io,
-                &snap.metadata_location,
-                &[path.as_str()],
-                schema,
-                None,
-                &snap.deletes,
-            )
-            .await?;
-            let mut added = Vec::new();
+            let read =
+                tokio::spawn(async move { read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await });
+            let batches = read.await.map_err(worker_died)??;
+            let mut groups: Vec<Vec<arrow::array::RecordBatch>> = Vec::new();
             let (mut group, mut rows) = (Vec::new(), 0);
             for batch in batches {
                 let mut offset = 0;
@@ -152,13 +162,24 @@ pub async fn seed(
                     group.push(batch.slice(offset, len));
                     (rows, offset) = (rows + len, offset + len);
                     if rows == ROWS_PER_FILE {
-                        added.extend(write_data_file(t, &std::mem::take(&mut group), ids.uuid()).await?);
+                        groups.push(std::mem::take(&mut group));
                         rows = 0;
                     }
                 }
             }
             if !group.is_empty() {
-                added.extend(write_data_file(t, &group, ids.uuid()).await?);
+                groups.push(group);
+            }
+            let writes: Vec<_> = groups
+                .into_iter()
+                .map(|g| {
+                    let (t, id) = (t.clone(), ids.uuid());
+                    tokio::spawn(async move { write_data_file(&t, &g, id).await })
+                })
+                .collect();
+            let mut added = Vec::new();
+            for w in writes {
+                added.extend(w.await.map_err(worker_died)??);
             }
             Ok::<_, RecoverError>(added)
         }

@@ -19,6 +19,7 @@ use super::snapshot::TrustedSnapshot;
 use futures::StreamExt;
 
 use super::columnar::{self, Extra};
+use super::replay::EventStream;
 use crate::reference::{RefRow, extra_columns, rows_of};
 use crate::table::arrow_schema;
 use crate::table::read::{live_files, read_files, read_paths, read_table, split_rows};
@@ -88,8 +89,8 @@ const PARTITIONS_AT_ONCE: usize = 2;
 ///
 /// Small tables are compared whole. Larger ones are split by a hash of the key into partitions:
 /// each side (the snapshot's files, then the table's files) is read one file at a time and its
-/// rows are written, per partition, to an Arrow IPC spill file under `spill_dir`; the events are
-/// split in memory. Every key lands in exactly one partition on both sides, so the reference fold,
+/// rows are written, per partition, to an Arrow IPC spill file under `spill_dir`, and so are the
+/// events, read from the journal one manifest at a time (none of the three is held whole). Every key lands in exactly one partition on both sides, so the reference fold,
 /// the duplicate check and the key-by-key comparison are each complete within a partition. The
 /// partitions are then folded and compared [`PARTITIONS_AT_ONCE`] at a time and their reports
 /// summed. The spill folder is removed afterwards, also on error.
@@ -97,7 +98,7 @@ pub async fn validate(
     spec: &CompiledSpec,
     snap: &TrustedSnapshot,
     table: &Table,
-    events: &[RecordBatch],
+    mut events: EventStream<'_>,
     spill_dir: &std::path::Path,
     partition_rows: u64,
 ) -> Result<ValidationReport, RecoverError> {
@@ -134,7 +135,11 @@ pub async fn validate(
         )
         .await?;
         let found = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None, &deletes).await?;
-        return columnar::check(spec, &extra, &seed, events, &found);
+        let mut all = Vec::new();
+        while let Some(batches) = events.next().await {
+            all.extend(batches?);
+        }
+        return columnar::check(spec, &extra, &seed, &all, &found);
     }
     let spill = Spill::create(spill_dir, parts)?;
     let io_err = |e: std::io::Error| RecoverError::Validation {
@@ -142,49 +147,48 @@ pub async fn validate(
     };
     // The snapshot's rows, then the table's, one file at a time (two read at once, so that
     // decoding keeps both cores busy while the spill is written).
-    let mut snap_files = futures::stream::iter(&snap.data_files)
+    // (Each read is a task of its own: futures polled in one task would share one core.)
+    let died = |e: tokio::task::JoinError| RecoverError::Validation {
+        message: format!("a validation read task failed: {e}"),
+    };
+    let mut snap_files = futures::stream::iter(snap.data_files.clone())
         .map(|path| {
-            let snap_schema = &snap_schema;
-            async move {
-                read_paths(
-                    &snap.file_io,
-                    &snap.metadata_location,
-                    &[path.as_str()],
-                    snap_schema,
-                    None,
-                    &snap.deletes,
-                )
-                .await
-            }
+            let (io, name, schema, deletes) = (
+                snap.file_io.clone(),
+                snap.metadata_location.clone(),
+                snap_schema.clone(),
+                snap.deletes.clone(),
+            );
+            tokio::spawn(async move { read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await })
         })
         .buffered(2);
     while let Some(batches) = snap_files.next().await {
-        spill.write(spec, Side::Snapshot, &batches?).map_err(io_err)?;
+        spill
+            .write(spec, Side::Snapshot, &batches.map_err(died)??)
+            .map_err(io_err)?;
     }
-    let mut table_files = futures::stream::iter(&files)
+    let mut table_files = futures::stream::iter(files.clone())
         .map(|file| {
-            let (schema, deletes) = (&schema, &deletes);
-            async move { read_files(table, &[file], schema, None, deletes).await }
+            let (table, schema, deletes) = (table.clone(), schema.clone(), deletes.clone());
+            tokio::spawn(async move { read_files(&table, &[&file], &schema, None, &deletes).await })
         })
         .buffered(2);
     while let Some(batches) = table_files.next().await {
-        spill.write(spec, Side::Table, &batches?).map_err(io_err)?;
+        spill
+            .write(spec, Side::Table, &batches.map_err(died)??)
+            .map_err(io_err)?;
+    }
+    while let Some(batches) = events.next().await {
+        spill.write(spec, Side::Events, &batches?).map_err(io_err)?;
     }
     let spill = std::sync::Arc::new(spill.finish().map_err(io_err)?);
-    let mut event_parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts];
-    for b in events {
-        for (p, part) in split(spec, b, parts).map_err(io_err)? {
-            event_parts[p].push(part);
-        }
-    }
     // A fixed pool of workers takes the partitions in turn: the same threads (and so the same
     // allocator arenas) are reused, which keeps the resident memory at a partition's worth per
     // worker instead of growing with the number of partitions.
-    let event_parts = std::sync::Arc::new(event_parts);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let workers: Vec<_> = (0..PARTITIONS_AT_ONCE.min(parts))
         .map(|_| {
-            let (spec, spill, event_parts, next) = (spec.clone(), spill.clone(), event_parts.clone(), next.clone());
+            let (spec, spill, next) = (spec.clone(), spill.clone(), next.clone());
             let extra = extra.clone();
             tokio::task::spawn_blocking(move || {
                 let mut reports = Vec::new();
@@ -193,7 +197,7 @@ pub async fn validate(
                     if p >= parts {
                         return Ok(reports);
                     }
-                    reports.push((p, validate_partition(&spec, &extra, &spill, p, &event_parts[p])?));
+                    reports.push((p, validate_partition(&spec, &extra, &spill, p)?));
                 }
             })
         })
@@ -223,20 +227,26 @@ fn validate_partition(
     extra: &Extra,
     spill: &Spilled,
     p: usize,
-    events: &[RecordBatch],
 ) -> Result<ValidationReport, RecoverError> {
     let read = |side: Side| {
         spill.read(side, p).map_err(|e| RecoverError::Validation {
             message: format!("validation spill partition {p}: {e}"),
         })
     };
-    columnar::check(spec, extra, &read(Side::Snapshot)?, events, &read(Side::Table)?)
+    columnar::check(
+        spec,
+        extra,
+        &read(Side::Snapshot)?,
+        &read(Side::Events)?,
+        &read(Side::Table)?,
+    )
 }
 
 #[derive(Clone, Copy)]
 enum Side {
     Snapshot,
     Table,
+    Events,
 }
 
 /// Open spill files: one IPC writer per side and partition, created on first use.
@@ -266,6 +276,7 @@ impl SpillDir {
         let s = match side {
             Side::Snapshot => "snapshot",
             Side::Table => "table",
+            Side::Events => "events",
         };
         self.0.join(format!("{s}-{p:05}.arrow"))
     }
@@ -279,7 +290,7 @@ impl Spill {
         Ok(Spill {
             dir: SpillDir(dir.to_path_buf()),
             parts,
-            writers: std::sync::Mutex::new((0..2 * parts).map(|_| None).collect()),
+            writers: std::sync::Mutex::new((0..3 * parts).map(|_| None).collect()),
         })
     }
 
