@@ -198,7 +198,7 @@ pub async fn recover(
     step("boundary", t, format!("H = {h}"), &mut steps);
 
     let t = Instant::now();
-    let (table, seed_resumed) = seed::seed(
+    let (table, seed_resumed, copied) = seed::seed(
         handle,
         &opts.into,
         &journal.spec,
@@ -217,7 +217,11 @@ pub async fn recover(
             "{} rows into {}{}",
             snap.record_count,
             opts.into,
-            if seed_resumed { " (already seeded)" } else { "" }
+            if seed_resumed {
+                " (already seeded)".to_string()
+            } else {
+                format!(", {copied} of {} files copied byte for byte", snap.data_files.len())
+            }
         ),
         &mut steps,
     );
