@@ -2,10 +2,12 @@
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
 mod catalogs;
+mod catalogs_commands;
 mod catalogs_remote;
 #[path = "e2e_faults.rs"]
 mod faults;
 mod interop;
+mod replica_warm;
 mod seaweedfs;
 mod support;
 

@@ -265,7 +265,10 @@ fn open_warehouse_err(handle: &CatalogHandle) -> impl FnOnce(StoreError) -> Back
 /// Refuses when a table's referenced objects are not all there: such a backup could not be
 /// restored.
 pub async fn snapshot_catalog(handle: &CatalogHandle, namespace: Option<&str>) -> Result<CatalogBackup, BackupError> {
-    let base = warehouse_base(handle.warehouse())?;
+    let location = handle
+        .warehouse_location("back up the catalog")
+        .map_err(table_err("(all tables)"))?;
+    let base = warehouse_base(location)?;
     let warehouse = store::open(&base).await.map_err(open_warehouse_err(handle))?;
     let pointers = handle.pointers(namespace).await.map_err(table_err("(all tables)"))?;
     let mut tables = Vec::with_capacity(pointers.len());
@@ -445,6 +448,9 @@ pub async fn restore(
     expect: &Expected,
     allow_replace: bool,
 ) -> Result<RestoreReport, BackupError> {
+    let location = handle
+        .warehouse_location("restore a catalog backup")
+        .map_err(table_err("(all tables)"))?;
     let names: Vec<String> = backup.tables.iter().map(|t| t.table.clone()).collect();
     let current = state(handle, &names).await?;
     let mut report = RestoreReport {
@@ -509,7 +515,7 @@ pub async fn restore(
         .map_err(table_err("(all tables)"))?;
 
     // Every referenced object, before anything changes.
-    let base = warehouse_base(handle.warehouse())?;
+    let base = warehouse_base(location)?;
     let warehouse = store::open(&base).await.map_err(open_warehouse_err(handle))?;
     let mut problems = 0;
     for (t, out) in backup.tables.iter().zip(report.tables.iter_mut()) {
