@@ -264,19 +264,33 @@ pub async fn read_events(
     let resolutions = tidemark_journal::resolution::Resolutions::load(journal).await?;
     let mut out = Vec::new();
     for m in manifests {
-        let got = journal
-            .store
-            .get(&m.manifest.object_key, Some(&m.manifest.object_version_id))
-            .await
-            .map_err(tidemark_journal::JournalError::from)?;
-        for b in codec::decode_parquet(&journal.spec, &m.manifest.object_key, got.body)? {
-            let first = m.manifest.first_position;
-            let lo = after.saturating_sub(first - 1).min(b.num_rows() as u64) as usize;
-            let hi = (to + 1).saturating_sub(first).min(b.num_rows() as u64) as usize;
-            // Batches are position-contiguous from `first` (verified), so offsets are positions.
-            if hi > lo {
-                out.push(resolutions.filter(journal, b.slice(lo, hi - lo))?);
-            }
+        out.extend(read_manifest_events(journal, &resolutions, m, after, to).await?);
+    }
+    Ok(out)
+}
+
+/// [`read_events`] of one manifest, with the resolutions already loaded (for a reader that
+/// streams the range one manifest at a time).
+pub async fn read_manifest_events(
+    journal: &Journal,
+    resolutions: &tidemark_journal::resolution::Resolutions,
+    m: &StoredManifest,
+    after: u64,
+    to: u64,
+) -> Result<Vec<RecordBatch>, ApplyError> {
+    let mut out = Vec::new();
+    let got = journal
+        .store
+        .get(&m.manifest.object_key, Some(&m.manifest.object_version_id))
+        .await
+        .map_err(tidemark_journal::JournalError::from)?;
+    for b in codec::decode_parquet(&journal.spec, &m.manifest.object_key, got.body)? {
+        let first = m.manifest.first_position;
+        let lo = after.saturating_sub(first - 1).min(b.num_rows() as u64) as usize;
+        let hi = (to + 1).saturating_sub(first).min(b.num_rows() as u64) as usize;
+        // Batches are position-contiguous from `first` (verified), so offsets are positions.
+        if hi > lo {
+            out.push(resolutions.filter(journal, b.slice(lo, hi - lo))?);
         }
     }
     Ok(out)

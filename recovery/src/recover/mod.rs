@@ -8,6 +8,9 @@
 //! [`recover`] runs the steps in order with a timing per step. It is idempotent and resumable by
 //! recovery id: a confirmed seed or replay of the same recovery is not redone.
 
+pub mod columnar;
+#[cfg(test)]
+mod columnar_tests;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
@@ -195,7 +198,7 @@ pub async fn recover(
     step("boundary", t, format!("H = {h}"), &mut steps);
 
     let t = Instant::now();
-    let (table, seed_resumed) = seed::seed(
+    let (table, seed_resumed, copied) = seed::seed(
         handle,
         &opts.into,
         &journal.spec,
@@ -214,7 +217,11 @@ pub async fn recover(
             "{} rows into {}{}",
             snap.record_count,
             opts.into,
-            if seed_resumed { " (already seeded)" } else { "" }
+            if seed_resumed {
+                " (already seeded)".to_string()
+            } else {
+                format!(", {copied} of {} files copied byte for byte", snap.data_files.len())
+            }
         ),
         &mut steps,
     );
@@ -260,12 +267,13 @@ pub async fn recover(
     // The reference starts from the position the snapshot records itself, read again from its
     // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
     let reference = reference_snapshot(&opts.source, &snap).await?;
-    let (events, _, _) = replay::verified_events(journal, &reference, h).await?;
+    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
+    let events = replay::events_of(journal, &chain, reference.position, h).await?;
     let validation = validate::validate(
         &journal.spec,
         &reference,
         &table,
-        &events,
+        events,
         &spill_dir(),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )

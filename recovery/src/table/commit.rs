@@ -146,6 +146,86 @@ pub async fn write_data_file(
     Ok(out)
 }
 
+/// Copies the data file `source` (read at `read_path` through `source_io`) byte for byte into
+/// the table's data folder as `<file_id>-00000.parquet`, with the source's column metrics (key
+/// bounds included, which the merges' chunking reads). The caller has checked that the copy
+/// holds the same rows under this table: its schema has the source's field ids, it is
+/// unpartitioned, and no delete file applies to the source. Returns `None`, having written
+/// nothing, when the file itself does not fit a verbatim copy (not Parquet, encrypted, or a
+/// column without a field id, which only a name mapping could read): the caller rewrites it.
+/// The file is not part of the table until committed.
+pub async fn copy_data_file(
+    table: &Table,
+    source_io: &iceberg::io::FileIO,
+    read_path: &str,
+    source: &DataFile,
+    file_id: Uuid,
+) -> Result<Option<DataFile>, TableError> {
+    let name = table.identifier().to_string();
+    if source.file_format() != DataFileFormat::Parquet || source.key_metadata().is_some() {
+        return Ok(None);
+    }
+    let bytes = source_io
+        .new_input(read_path)
+        .map_err(iceberg_err(format!("open data file {read_path}")))?
+        .read()
+        .await
+        .map_err(iceberg_err(format!("read data file {read_path}")))?;
+    let footer = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes)
+        .map_err(|e| TableError::BatchSchema {
+            table: name.clone(),
+            detail: format!("data file {read_path}: {e}"),
+        })?;
+    let fields = footer
+        .file_metadata()
+        .schema_descr()
+        .root_schema()
+        .get_fields()
+        .to_vec();
+    if fields.iter().any(|f| !f.get_basic_info().has_id()) {
+        return Ok(None);
+    }
+    let meta = table.metadata();
+    let locations = DefaultLocationGenerator::new(meta).map_err(iceberg_err(format!("data location of {name}")))?;
+    let file_name =
+        DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet).generate_file_name();
+    let path = locations.generate_location(None, &file_name);
+    let io = table.file_io();
+    if io
+        .exists(&path)
+        .await
+        .map_err(iceberg_err(format!("look for {path}")))?
+    {
+        return Err(TableError::DataFileExists { table: name, path });
+    }
+    let size = bytes.len() as u64;
+    io.new_output(&path)
+        .map_err(iceberg_err(format!("create {path}")))?
+        .write(bytes)
+        .await
+        .map_err(iceberg_err(format!("write {path}")))?;
+    let mut copy = iceberg::spec::DataFileBuilder::default();
+    copy.content(DataContentType::Data)
+        .file_path(path)
+        .file_format(DataFileFormat::Parquet)
+        .record_count(source.record_count())
+        .file_size_in_bytes(size)
+        .column_sizes(source.column_sizes().clone())
+        .value_counts(source.value_counts().clone())
+        .null_value_counts(source.null_value_counts().clone())
+        .nan_value_counts(source.nan_value_counts().clone())
+        .lower_bounds(source.lower_bounds().clone())
+        .upper_bounds(source.upper_bounds().clone())
+        .split_offsets(source.split_offsets().map(<[i64]>::to_vec))
+        .partition_spec_id(meta.default_partition_spec_id());
+    let copy = copy.build().map_err(|e| TableError::BatchSchema {
+        table: table.identifier().to_string(),
+        detail: format!("describe the copy of {read_path}: {e}"),
+    })?;
+    Ok(Some(copy))
+}
+
 /// The partition key of the first row of `batches` under the table's default spec (`None` when
 /// the table is unpartitioned).
 fn first_partition(table: &Table, batches: &[RecordBatch]) -> Result<Option<PartitionKey>, TableError> {
