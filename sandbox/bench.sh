@@ -6,8 +6,9 @@
 #
 #   bash sandbox/bench.sh                      # 1M rows + 100k events, and 10M rows + 1M events
 #   bash sandbox/bench.sh --sizes 1m           # the small size only (a few minutes)
+#   bash sandbox/bench.sh --sizes 100m --upsert-size 1m   # on demand: 100M rows + 10M events
 #
-# Options go to the suite: --sizes LIST (1m, 10m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
+# Options go to the suite: --sizes LIST (1m, 10m, 100m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
 # PyIceberg's upsert runs; default: the largest of --sizes), --work DIR (default: a temporary folder), --out FILE
 # (default: target/bench-suite.json).
 set -euo pipefail

@@ -11,8 +11,10 @@
 # on. Everything but the export line goes to stderr.
 set -euo pipefail
 
-PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.10.0'
-# The same pyarrow as sandbox/pyiceberg.sh: the one PyIceberg 0.10.0 is tested with here.
+# The peers at their newest releases on the package index (checked 2026-12-01 with
+# `pip index versions`): PyIceberg 0.12.0 (which needs pyarrow >= 18) and DuckDB 2.0.1. pyarrow
+# stays the one sandbox/pyiceberg.sh tests the interop with.
+PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.12.0'
 PYARROW_SPEC='pyarrow==20.0.0'
 DUCKDB_SPEC='duckdb==2.0.1'
 VENV="${TIDEMARK_BENCH_VENV:-$HOME/.cache/tidemark/bench-venv}"

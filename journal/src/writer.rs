@@ -323,18 +323,23 @@ struct Spool {
 
 impl Spool {
     fn create() -> Result<Spool> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-        let path = root.join(format!("tidemark-append-{}-{n}.ndjson", std::process::id()));
-        let mut spool = Spool { path, file: None };
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&spool.path)
-            .map_err(|e| spool.error(e))?;
-        spool.file = Some(file);
-        Ok(spool)
+        Spool::create_in(&root)
+    }
+
+    /// A spool file of a process killed mid-append stays behind, and pids are reused, so a name
+    /// that exists is stepped over (never opened or removed: it may be another live process's).
+    fn create_in(root: &std::path::Path) -> Result<Spool> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        loop {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = root.join(format!("tidemark-append-{}-{n}.ndjson", std::process::id()));
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => return Ok(Spool { path, file: Some(file) }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < (1 << 20) => continue,
+                Err(e) => return Err(spool_error(&path, e)),
+            }
+        }
     }
 
     fn reopen(&self) -> Result<std::fs::File> {
@@ -342,16 +347,46 @@ impl Spool {
     }
 
     fn error(&self, e: std::io::Error) -> JournalError {
-        JournalError::Input {
-            source_name: self.path.display().to_string(),
-            line: 0,
-            message: format!("cannot spool the input (set TIDEMARK_SPILL_DIR to a writable folder): {e}"),
-        }
+        spool_error(&self.path, e)
+    }
+}
+
+fn spool_error(path: &std::path::Path, e: std::io::Error) -> JournalError {
+    JournalError::Input {
+        source_name: path.display().to_string(),
+        line: 0,
+        message: format!("cannot spool the input (set TIDEMARK_SPILL_DIR to a writable folder): {e}"),
     }
 }
 
 impl Drop for Spool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod spool_tests {
+    use super::Spool;
+
+    /// A process killed mid-append leaves its spool file behind, and process ids are reused (a
+    /// container starts its processes from low pids): the next append must not fail on that file,
+    /// and must not touch it.
+    #[test]
+    fn a_spool_file_left_by_a_dead_process_with_the_same_pid_is_stepped_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid = std::process::id();
+        for n in 0..64 {
+            let stale = dir.path().join(format!("tidemark-append-{pid}-{n}.ndjson"));
+            std::fs::write(&stale, b"left by a killed process").unwrap();
+        }
+        let spool = Spool::create_in(dir.path()).expect("a stale spool file must not stop the append");
+        let stale0 = dir.path().join(format!("tidemark-append-{pid}-0.ndjson"));
+        assert_eq!(std::fs::read(&stale0).unwrap(), b"left by a killed process");
+        assert!(spool.path.starts_with(dir.path()));
+        let path = spool.path.clone();
+        drop(spool);
+        assert!(!path.exists(), "the spool removes its own file");
+        assert!(stale0.exists(), "and only its own");
     }
 }

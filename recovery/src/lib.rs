@@ -2,12 +2,14 @@
 //! tools, and the `tidemark` command line (in `cli`).
 
 pub mod apply;
+pub mod apply_mor;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(all(test, feature = "ballista-engine"))]
 mod ballista_tests;
 pub mod benchdata;
 pub mod catalog;
+pub mod compact;
 #[cfg(test)]
 mod deletes_tests;
 pub mod dr;
@@ -20,6 +22,8 @@ pub mod ids;
 pub mod merge;
 #[cfg(test)]
 mod merge_props;
+#[cfg(test)]
+mod mor_tests;
 pub mod progress;
 pub mod query;
 pub mod recover;

@@ -1,7 +1,9 @@
 //! Property test: random event streams (retries, reordering inside a batch, tombstones,
 //! re-inserts after delete, conflicts) applied batch by batch through the DataFusion merge —
 //! including its copy-on-write file bookkeeping — give exactly the state of the plain reference
-//! fold, and every conflict is caught by both.
+//! fold, and every conflict is caught by both; the columnar validation
+//! ([`crate::recover::columnar`]) of each unit passes the merge's result, refuses it with a row
+//! dropped, and refuses the same units as conflicts.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +16,7 @@ use proptest::prelude::*;
 use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN, UTC};
 
 use crate::merge::{self, FILE_COLUMN};
+use crate::recover::columnar::{Extra, check};
 use crate::reference::{self, Cell, RefState};
 
 /// One generated event before positions are assigned.
@@ -130,15 +133,25 @@ async fn run(batches: Vec<Vec<Ev>>) -> Result<(), TestCaseError> {
             })
             .collect();
         let eb = events_batch(&events);
+        let before: Vec<RecordBatch> = files.values().flatten().cloned().collect();
+        let columnar = check(&spec, &Extra::default(), &before, std::slice::from_ref(&eb), &before);
         let expected = reference.apply(&reference::rows_of(&spec, std::slice::from_ref(&eb)));
         let got = merge::merge(
             &spec,
             with_file_column(&files, &schema),
             merge::current_schema(&schema),
-            vec![eb],
+            vec![eb.clone()],
             schema.clone(),
         )
         .await;
+        prop_assert_eq!(
+            expected.is_err(),
+            columnar.is_err(),
+            "batch {}: the reference says {:?}, the columnar check {:?}",
+            n,
+            expected,
+            columnar.as_ref().err().map(|e| e.to_string())
+        );
         match (expected, got) {
             (Err(_), Err(e)) => prop_assert!(e.is_conflict(), "batch {n}: expected a conflict, got {e}"),
             (Err(c), Ok(_)) => {
@@ -164,6 +177,31 @@ async fn run(batches: Vec<Vec<Ev>>) -> Result<(), TestCaseError> {
         }
         let table = state_of(&files).map_err(TestCaseError::fail)?;
         prop_assert_eq!(&table, &reference.rows, "batch {}: table and reference differ", n);
+        if columnar.is_ok() {
+            // The columnar validation of this unit passes the merge's result…
+            let after: Vec<RecordBatch> = files.values().flatten().cloned().collect();
+            let verdict = check(&spec, &Extra::default(), &before, std::slice::from_ref(&eb), &after)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(
+                verdict.ok,
+                "batch {}: columnar validation refused the merge: {:?}",
+                n,
+                verdict
+            );
+            // …and refuses it with any one row dropped.
+            if let Some(first) = after.iter().position(|b| b.num_rows() > 0) {
+                let mut dropped = after.clone();
+                dropped[first] = dropped[first].slice(1, dropped[first].num_rows() - 1);
+                let verdict = check(&spec, &Extra::default(), &before, std::slice::from_ref(&eb), &dropped)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert!(
+                    !verdict.ok && verdict.missing == 1,
+                    "batch {}: a dropped row passed: {:?}",
+                    n,
+                    verdict
+                );
+            }
+        }
     }
     Ok(())
 }

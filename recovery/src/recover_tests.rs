@@ -238,6 +238,80 @@ async fn the_a_to_e_story_recovers_from_the_dr_replica() {
     assert_eq!((r.started_after_position, r.commits), (26, 0));
 }
 
+/// Every `.parquet` file under `dir` whose path does not contain `but`, as bytes.
+fn parquet_files_under(dir: &Path, but: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.display().to_string().contains(but) {
+            continue;
+        }
+        if path.is_dir() {
+            out.extend(parquet_files_under(&path, but));
+        } else if path.extension().is_some_and(|e| e == "parquet") {
+            out.push(std::fs::read(&path).unwrap());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let (report, table) = recover(
+        &s.journal,
+        &target,
+        &s.opts(&meta, "shop.orders_copied", None),
+        &clock(),
+        &SeededIds::new(4),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(report.validation.ok, "{:?}", report.validation);
+    let detail = &report.steps.iter().find(|st| st.step == "seed").unwrap().detail;
+    let n = detail.split(", ").nth(1).unwrap();
+    let (copied, of) = n.split_once(" of ").unwrap();
+    assert_eq!(
+        format!("{copied} files"),
+        of.trim_end_matches(" copied byte for byte"),
+        "every file copied: {detail}"
+    );
+    let seed = table
+        .metadata()
+        .snapshots()
+        .find(|snap| {
+            snap.summary()
+                .additional_properties
+                .get(super::recover::seed::PROP_STEP)
+                .map(String::as_str)
+                == Some("seed")
+        })
+        .unwrap();
+    let files =
+        crate::table::files::snapshot_files(table.file_io(), "copied", seed.manifest_list(), &|p| p.to_string())
+            .await
+            .unwrap();
+    assert!(!files.data.is_empty());
+    // The replica's files (the source's own, and none of the recovered table's yet).
+    let replica = parquet_files_under(&s.root.join("dr/warehouse"), "orders_copied");
+    assert!(!replica.is_empty());
+    for f in &files.data {
+        let path = f.path.trim_start_matches("file://");
+        assert!(path.contains("orders_copied"), "the new table owns its copy: {path}");
+        let bytes = std::fs::read(path).unwrap();
+        assert!(replica.contains(&bytes), "{path} is not a byte copy of a snapshot file");
+        assert_eq!(f.file.file_size_in_bytes(), bytes.len() as u64);
+        let key_id = table.metadata().current_schema().field_by_name("order_id").unwrap().id;
+        assert!(
+            f.file.lower_bounds().contains_key(&key_id),
+            "the copy keeps the key bounds"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_refuses_what_it_cannot_prove() {
     let s = story().await;

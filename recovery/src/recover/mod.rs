@@ -15,6 +15,9 @@ pub mod ballista;
 pub mod engine;
 #[cfg(feature = "ballista-engine")]
 mod footer;
+pub mod columnar;
+#[cfg(test)]
+mod columnar_tests;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
@@ -206,7 +209,7 @@ pub async fn recover(
     step("boundary", t, format!("H = {h}"), &mut steps);
 
     let t = Instant::now();
-    let (table, seed_resumed) = seed::seed(
+    let (table, seed_resumed, copied) = seed::seed(
         handle,
         &opts.into,
         &journal.spec,
@@ -225,7 +228,11 @@ pub async fn recover(
             "{} rows into {}{}",
             snap.record_count,
             opts.into,
-            if seed_resumed { " (already seeded)" } else { "" }
+            if seed_resumed {
+                " (already seeded)".to_string()
+            } else {
+                format!(", {copied} of {} files copied byte for byte", snap.data_files.len())
+            }
         ),
         &mut steps,
     );
@@ -271,12 +278,13 @@ pub async fn recover(
     // The reference starts from the position the snapshot records itself, read again from its
     // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
     let reference = reference_snapshot(&opts.source, &snap).await?;
-    let (events, _, _) = replay::verified_events(journal, &reference, h).await?;
+    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
+    let events = replay::events_of(journal, &chain, reference.position, h).await?;
     let validation = validate::validate(
         &journal.spec,
         &reference,
         &table,
-        &events,
+        events,
         &spill_dir(),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )

@@ -6,17 +6,18 @@
 
 use std::collections::HashMap;
 
+use futures::StreamExt;
 use iceberg::table::Table;
 use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
-use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
+use tidemark_journal::verify::{ChainPoint, VerifiedChain, VerifyOptions, verify};
 
 use super::RecoverError;
 use super::seed::{PROP_RECOVERY_ID, PROP_SOURCE_SNAPSHOT, PROP_STEP};
 use super::snapshot::TrustedSnapshot;
 use crate::apply::{
     PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
-    merge_and_commit, read_events,
+    merge_and_commit, read_events, read_manifest_events,
 };
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
@@ -28,6 +29,21 @@ pub async fn verified_events(
     snap: &TrustedSnapshot,
     h: u64,
 ) -> Result<(Vec<arrow::array::RecordBatch>, u64, String), RecoverError> {
+    let (chain, sequence, digest) = verified_chain(journal, snap, h).await?;
+    let manifests: Vec<_> = chain.range(snap.position, h).collect();
+    let events = read_events(journal, &manifests, snap.position, h)
+        .await
+        .map_err(RecoverError::from_apply)?;
+    Ok((events, sequence, digest))
+}
+
+/// The journal verified from the snapshot's recorded manifest up to `h`, and the manifest that
+/// holds H (sequence, digest); its events are read with [`events_of`] or [`verified_events`].
+pub async fn verified_chain(
+    journal: &Journal,
+    snap: &TrustedSnapshot,
+    h: u64,
+) -> Result<(VerifiedChain, u64, String), RecoverError> {
     let after = ChainPoint::recorded(journal, snap.manifest_sequence, &snap.manifest_digest).await?;
     let chain = verify(
         journal,
@@ -56,16 +72,42 @@ pub async fn verified_events(
             message: b.message.clone(),
         });
     }
-    let manifests: Vec<_> = chain.range(snap.position, h).collect();
-    let holder = manifests
+    let holder = chain
+        .range(snap.position, h)
         .last()
         .map(|m| (m.manifest.sequence, m.digest.clone()))
         .unwrap_or((snap.manifest_sequence, snap.manifest_digest.clone()));
-    let events = read_events(journal, &manifests, snap.position, h)
-        .await
-        .map_err(RecoverError::from_apply)?;
-    Ok((events, holder.0, holder.1))
+    Ok((chain, holder.0, holder.1))
 }
+
+/// The events `(after, h]` of a verified chain as a stream, one manifest's batches at a time
+/// (two manifests read at once), so that a reader holds only what it keeps.
+pub async fn events_of<'a>(
+    journal: &'a Journal,
+    chain: &'a VerifiedChain,
+    after: u64,
+    h: u64,
+) -> Result<EventStream<'a>, RecoverError> {
+    let resolutions = std::sync::Arc::new(
+        tidemark_journal::resolution::Resolutions::load(journal)
+            .await
+            .map_err(RecoverError::Journal)?,
+    );
+    let stream = futures::stream::iter(chain.range(after, h))
+        .map(move |m| {
+            let resolutions = resolutions.clone();
+            async move {
+                read_manifest_events(journal, &resolutions, m, after, h)
+                    .await
+                    .map_err(RecoverError::from_apply)
+            }
+        })
+        .buffered(2);
+    Ok(Box::pin(stream))
+}
+
+/// Batches of events, one manifest's at a time.
+pub type EventStream<'a> = futures::stream::BoxStream<'a, Result<Vec<arrow::array::RecordBatch>, RecoverError>>;
 
 /// Replays `verified` (what [`verified_events`] returned for `snap` and `h`) into `table`.
 #[allow(clippy::too_many_arguments)]

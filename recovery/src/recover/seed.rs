@@ -23,6 +23,7 @@ use super::snapshot::TrustedSnapshot;
 use crate::apply::{PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE, ROWS_PER_FILE};
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
+use crate::table::commit::copy_data_file;
 use crate::table::read::read_paths;
 use crate::table::{self, CommitStamp, commit_overwrite, parse_ident, write_data_file};
 
@@ -68,7 +69,16 @@ fn refused_attempt_of(existing: &Table, snap: &TrustedSnapshot, journal_id: &str
     })
 }
 
-/// Seeds `into`; returns the table and whether the seed was already there (resumed).
+/// A seed task that panicked or was cancelled.
+fn worker_died(e: tokio::task::JoinError) -> RecoverError {
+    RecoverError::Iceberg {
+        context: "a seed copy task".into(),
+        message: e.to_string(),
+    }
+}
+
+/// Seeds `into`; returns the table, whether the seed was already there (resumed), and how many
+/// of the snapshot's files were copied byte for byte (the rest were rewritten).
 #[allow(clippy::too_many_arguments)]
 pub async fn seed(
     handle: &CatalogHandle,
@@ -79,7 +89,7 @@ pub async fn seed(
     recovery_id: &str,
     clock: &dyn Clock,
     ids: &dyn Ids,
-) -> Result<(Table, bool), RecoverError> {
+) -> Result<(Table, bool, u64), RecoverError> {
     let ident = parse_ident(into)?;
     // The snapshot must hold the journal's columns (others may be there too).
     table::check_schema(spec, &snap.schema)?;
@@ -109,7 +119,7 @@ pub async fn seed(
             .snapshots()
             .any(|s| s.summary().additional_properties.get(PROP_STEP).map(String::as_str) == Some("seed"));
         if seeded && !refused {
-            return Ok((existing, true));
+            return Ok((existing, true, 0));
         }
         // An unconfirmed seed of this recovery, or a refused attempt of it: start fresh.
         handle
@@ -130,20 +140,37 @@ pub async fn seed(
     // columns in the same order (its ids numbered afresh), so the batches fit it by name.
     let schema = snapshot_arrow_schema(snap)?;
     // One source file at a time (two in flight), so memory follows the file size, not the
-    // table's; each is rewritten as files of at most ROWS_PER_FILE rows.
-    let copy_file = |path: String| {
-        let (t, schema) = (&t, &schema);
+    // table's; each is rewritten as files of at most ROWS_PER_FILE rows. The reads and writes
+    // run as tasks of their own so that the two files in flight use both cores (futures polled
+    // in one task would share one).
+    //
+    // A file is copied byte for byte instead (no decode, no encode) when the copy is the same
+    // rows under the new table: its schema has the snapshot's field ids, it is unpartitioned, no
+    // delete file applies to the snapshot, and the file is at most ROWS_PER_FILE rows (the
+    // merges' unit); `copy_data_file` checks the file itself.
+    let verbatim = t.metadata().current_schema().as_struct() == snap.schema.as_struct()
+        && t.metadata().default_partition_spec().is_unpartitioned()
+        && snap.deletes.is_empty();
+    let copy_file = |(path, entry): (String, iceberg::spec::DataFile)| {
+        let (io, name, schema, deletes) = (
+            snap.file_io.clone(),
+            snap.metadata_location.clone(),
+            schema.clone(),
+            snap.deletes.clone(),
+        );
+        let t = t.clone();
         async move {
-            let batches = read_paths(
-                &snap.file_io,
-                &snap.metadata_location,
-                &[path.as_str()],
-                schema,
-                None,
-                &snap.deletes,
-            )
-            .await?;
-            let mut added = Vec::new();
+            if verbatim && entry.record_count() <= ROWS_PER_FILE as u64 && entry.partition().fields().is_empty() {
+                let (t, id, io, path) = (t.clone(), ids.uuid(), io.clone(), path.clone());
+                let copied = tokio::spawn(async move { copy_data_file(&t, &io, &path, &entry, id).await });
+                if let Some(file) = copied.await.map_err(worker_died)?? {
+                    return Ok((vec![file], true));
+                }
+            }
+            let read =
+                tokio::spawn(async move { read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await });
+            let batches = read.await.map_err(worker_died)??;
+            let mut groups: Vec<Vec<arrow::array::RecordBatch>> = Vec::new();
             let (mut group, mut rows) = (Vec::new(), 0);
             for batch in batches {
                 let mut offset = 0;
@@ -152,23 +179,36 @@ pub async fn seed(
                     group.push(batch.slice(offset, len));
                     (rows, offset) = (rows + len, offset + len);
                     if rows == ROWS_PER_FILE {
-                        added.extend(write_data_file(t, &std::mem::take(&mut group), ids.uuid()).await?);
+                        groups.push(std::mem::take(&mut group));
                         rows = 0;
                     }
                 }
             }
             if !group.is_empty() {
-                added.extend(write_data_file(t, &group, ids.uuid()).await?);
+                groups.push(group);
             }
-            Ok::<_, RecoverError>(added)
+            let writes: Vec<_> = groups
+                .into_iter()
+                .map(|g| {
+                    let (t, id) = (t.clone(), ids.uuid());
+                    tokio::spawn(async move { write_data_file(&t, &g, id).await })
+                })
+                .collect();
+            let mut added = Vec::new();
+            for w in writes {
+                added.extend(w.await.map_err(worker_died)??);
+            }
+            Ok::<_, RecoverError>((added, false))
         }
     };
-    let mut added = Vec::new();
-    let mut copies = futures::stream::iter(snap.data_files.clone())
+    let (mut added, mut copied) = (Vec::new(), 0);
+    let mut copies = futures::stream::iter(snap.data_files.iter().cloned().zip(snap.data_entries.iter().cloned()))
         .map(copy_file)
         .buffered(2);
     while let Some(files) = copies.next().await {
-        added.extend(files?);
+        let (files, verbatim) = files?;
+        added.extend(files);
+        copied += u64::from(verbatim);
     }
     let mut summary = HashMap::new();
     summary.insert(PROP_STEP.to_string(), "seed".to_string());
@@ -190,5 +230,5 @@ pub async fn seed(
         });
     }
     let t = commit_overwrite(handle, &t, &[], added, summary, stamp).await?;
-    Ok((t, false))
+    Ok((t, false, copied))
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::io::{FileIO, FileIOBuilder};
-use iceberg::spec::{FormatVersion, ManifestList, Schema, TableMetadata};
+use iceberg::spec::{DataFile, FormatVersion, ManifestList, Schema, TableMetadata};
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
@@ -70,6 +70,8 @@ pub struct TrustedSnapshot {
     pub schema: Schema,
     /// Data files, as readable paths (prefix map applied).
     pub data_files: Vec<String>,
+    /// Their manifest entries (same order as `data_files`): metrics and partition values.
+    pub data_entries: Vec<DataFile>,
     /// Rows in the data files, before deletes.
     pub record_count: u64,
     /// The position and equality deletes of other writers that apply to the data files.
@@ -202,6 +204,7 @@ pub async fn choose(
         })?,
     );
     let data_files: Vec<String> = files.data.iter().map(|f| f.path.clone()).collect();
+    let data_entries: Vec<DataFile> = files.data.iter().map(|f| f.file.clone()).collect();
     let record_count = files.record_count();
     for path in data_files.iter().chain(files.deletes.iter().map(|f| &f.path)) {
         let exists = io.exists(path).await.map_err(|e| RecoverError::Iceberg {
@@ -225,6 +228,7 @@ pub async fn choose(
         manifest_digest,
         schema,
         data_files,
+        data_entries,
         record_count,
         deletes,
         metadata: Arc::new(meta.clone()),

@@ -1,10 +1,9 @@
-//! Step 5: validate the recovered table against an independent reference: the plain fold of
-//! [`crate::reference`] over the trusted snapshot's rows (read from the snapshot's own files, not
-//! from the seeded table) and the verified events up to H. Every key is compared: missing, extra,
+//! Step 5: validate the recovered table against an independent reference: the merge rules
+//! implemented a second time, columnar ([`super::columnar`]; it shares no code with the
+//! DataFusion plan that produced the table), over the trusted snapshot's rows (read from the
+//! snapshot's own files, not from the seeded table) and the verified events up to H. Every key is compared: missing, extra,
 //! different values, different version, different delete flag, duplicate keys. Equal counts prove
 //! nothing, so counts are only reported beside the per-key verdict.
-
-use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::array::Array;
 
@@ -17,7 +16,11 @@ use tidemark_schemas::FORMAT_VERSION;
 use super::RecoverError;
 use super::seed::snapshot_arrow_schema;
 use super::snapshot::TrustedSnapshot;
-use crate::reference::{Cell, RefRow, RefState, extra_columns, rows_of};
+use futures::StreamExt;
+
+use super::columnar::{self, Extra};
+use super::replay::EventStream;
+use crate::reference::{RefRow, extra_columns, rows_of};
 use crate::table::arrow_schema;
 use crate::table::read::{live_files, read_files, read_paths, read_table, split_rows};
 
@@ -68,193 +71,6 @@ impl ValidationReport {
     }
 }
 
-/// Compares table rows with the expected state, key by key, every column (`extra` names the
-/// columns outside the spec, in [`RefRow::extra`] order).
-pub fn compare(
-    spec: &CompiledSpec,
-    extra: &[String],
-    expected: &BTreeMap<Cell, RefRow>,
-    found_rows: Vec<RefRow>,
-) -> ValidationReport {
-    let mut r = ValidationReport {
-        format_version: FORMAT_VERSION,
-        keys_expected: expected.len() as u64,
-        rows_found: found_rows.len() as u64,
-        ..Default::default()
-    };
-    let (k, v, d) = (spec.key_index, spec.version_index, spec.delete_index);
-    r.tombstones_expected = expected.values().filter(|row| row.cells[d] == Cell::Bool(true)).count() as u64;
-    let mut found: BTreeMap<Cell, RefRow> = BTreeMap::new();
-    let push = |r: &mut ValidationReport, m: Mismatch| {
-        if r.first_mismatches.len() < FIRST_MISMATCHES {
-            r.first_mismatches.push(m);
-        }
-    };
-    let mut dups = BTreeSet::new();
-    for row in found_rows {
-        let key = row.cells[k].clone();
-        if found.contains_key(&key) {
-            if dups.insert(key.clone()) {
-                r.duplicate_keys += 1;
-                push(
-                    &mut r,
-                    Mismatch {
-                        key: key.to_string(),
-                        kind: "duplicate".into(),
-                        column: None,
-                        expected: Some("1 row".into()),
-                        found: Some("2 or more rows".into()),
-                    },
-                );
-            }
-            continue;
-        }
-        found.insert(key, row);
-    }
-    for (key, want) in expected {
-        let Some(got) = found.get(key) else {
-            r.missing += 1;
-            push(
-                &mut r,
-                Mismatch {
-                    key: key.to_string(),
-                    kind: "missing".into(),
-                    column: None,
-                    expected: Some(format!("version {}", want.cells[v])),
-                    found: None,
-                },
-            );
-            continue;
-        };
-        if got.cells[v] != want.cells[v] {
-            r.version_mismatches += 1;
-            push(
-                &mut r,
-                Mismatch {
-                    key: key.to_string(),
-                    kind: "version".into(),
-                    column: Some(spec.spec.version_column.clone()),
-                    expected: Some(want.cells[v].to_string()),
-                    found: Some(got.cells[v].to_string()),
-                },
-            );
-            continue;
-        }
-        if got.cells[d] != want.cells[d] {
-            r.delete_flag_mismatches += 1;
-            push(
-                &mut r,
-                Mismatch {
-                    key: key.to_string(),
-                    kind: "delete_flag".into(),
-                    column: Some(spec.spec.delete_column.clone()),
-                    expected: Some(want.cells[d].to_string()),
-                    found: Some(got.cells[d].to_string()),
-                },
-            );
-            continue;
-        }
-        let diff = want.cells.iter().zip(&got.cells).position(|(a, b)| a != b);
-        if let Some(i) = diff {
-            r.value_mismatches += 1;
-            push(
-                &mut r,
-                Mismatch {
-                    key: key.to_string(),
-                    kind: "value".into(),
-                    column: Some(spec.spec.columns[i].name.clone()),
-                    expected: Some(want.cells[i].to_string()),
-                    found: Some(got.cells[i].to_string()),
-                },
-            );
-        } else if let Some(i) = (0..extra.len()).find(|&i| want.extra.get(i) != got.extra.get(i)) {
-            r.value_mismatches += 1;
-            let show = |c: Option<&Cell>| c.map_or_else(|| "absent".to_string(), Cell::to_string);
-            push(
-                &mut r,
-                Mismatch {
-                    key: key.to_string(),
-                    kind: "value".into(),
-                    column: Some(extra[i].clone()),
-                    expected: Some(show(want.extra.get(i))),
-                    found: Some(show(got.extra.get(i))),
-                },
-            );
-        } else if got.position != want.position {
-            r.value_mismatches += 1;
-            push(
-                &mut r,
-                Mismatch {
-                    key: key.to_string(),
-                    kind: "value".into(),
-                    column: Some(tidemark_journal::spec::POSITION_COLUMN.into()),
-                    expected: Some(want.position.to_string()),
-                    found: Some(got.position.to_string()),
-                },
-            );
-        }
-    }
-    for key in found.keys().filter(|k| !expected.contains_key(*k)) {
-        r.extra += 1;
-        push(
-            &mut r,
-            Mismatch {
-                key: key.to_string(),
-                kind: "extra".into(),
-                column: None,
-                expected: None,
-                found: Some(format!("version {}", found[key].cells[v])),
-            },
-        );
-    }
-    r.ok =
-        r.missing + r.extra + r.version_mismatches + r.delete_flag_mismatches + r.value_mismatches + r.duplicate_keys
-            == 0;
-    r
-}
-
-/// The reference state: snapshot rows (its deletes applied, read by its own schema) folded with
-/// the events as one unit.
-pub async fn reference_state(
-    spec: &CompiledSpec,
-    snap: &TrustedSnapshot,
-    events: &[RecordBatch],
-) -> Result<BTreeMap<Cell, RefRow>, RecoverError> {
-    let schema = snapshot_arrow_schema(snap)?;
-    let extra = extra_columns(spec, &schema).len();
-    let paths: Vec<&str> = snap.data_files.iter().map(String::as_str).collect();
-    let seed = read_paths(
-        &snap.file_io,
-        &snap.metadata_location,
-        &paths,
-        &schema,
-        None,
-        &snap.deletes,
-    )
-    .await?;
-    fold(spec, extra, &seed, events)
-}
-
-/// The reference fold of snapshot rows and events (each as batches); rows carry `extra`
-/// columns outside the spec.
-fn fold(
-    spec: &CompiledSpec,
-    extra: usize,
-    seed: &[RecordBatch],
-    events: &[RecordBatch],
-) -> Result<BTreeMap<Cell, RefRow>, RecoverError> {
-    let mut state = RefState::seeded(spec.clone(), rows_of(spec, seed)).map_err(|m| RecoverError::Validation {
-        message: format!("the trusted snapshot: {m}"),
-    })?;
-    state.extra = extra;
-    state
-        .apply(&rows_of(spec, events))
-        .map_err(|c| RecoverError::Validation {
-            message: format!("the reference fold refused the events: {c}"),
-        })?;
-    Ok(state.rows)
-}
-
 /// Every live row of the table's current snapshot.
 pub async fn table_rows(spec: &CompiledSpec, table: &Table) -> Result<Vec<RefRow>, RecoverError> {
     Ok(rows_of(spec, &read_table(table).await?))
@@ -273,8 +89,8 @@ const PARTITIONS_AT_ONCE: usize = 2;
 ///
 /// Small tables are compared whole. Larger ones are split by a hash of the key into partitions:
 /// each side (the snapshot's files, then the table's files) is read one file at a time and its
-/// rows are written, per partition, to an Arrow IPC spill file under `spill_dir`; the events are
-/// split in memory. Every key lands in exactly one partition on both sides, so the reference fold,
+/// rows are written, per partition, to an Arrow IPC spill file under `spill_dir`, and so are the
+/// events, read from the journal one manifest at a time (none of the three is held whole). Every key lands in exactly one partition on both sides, so the reference fold,
 /// the duplicate check and the key-by-key comparison are each complete within a partition. The
 /// partitions are then folded and compared [`PARTITIONS_AT_ONCE`] at a time and their reports
 /// summed. The spill folder is removed afterwards, also on error.
@@ -282,7 +98,7 @@ pub async fn validate(
     spec: &CompiledSpec,
     snap: &TrustedSnapshot,
     table: &Table,
-    events: &[RecordBatch],
+    mut events: EventStream<'_>,
     spill_dir: &std::path::Path,
     partition_rows: u64,
 ) -> Result<ValidationReport, RecoverError> {
@@ -306,47 +122,73 @@ pub async fn validate(
         .sum::<u64>()
         .max(snap.record_count);
     let parts = rows.div_ceil(partition_rows.max(1)).max(1) as usize;
+    let extra = Extra::of(spec, &snap_schema)?;
     if parts == 1 {
-        let expected = reference_state(spec, snap, events).await?;
-        let found = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None, &deletes).await?;
-        return Ok(compare(spec, &extra, &expected, rows_of(spec, &found)));
-    }
-    let spill = Spill::create(spill_dir, parts)?;
-    let io_err = |e: std::io::Error| RecoverError::Validation {
-        message: format!("validation spill under {}: {e}", spill_dir.display()),
-    };
-    // The snapshot's rows, then the table's, one file at a time.
-    for path in &snap.data_files {
-        let batches = read_paths(
+        let paths: Vec<&str> = snap.data_files.iter().map(String::as_str).collect();
+        let seed = read_paths(
             &snap.file_io,
             &snap.metadata_location,
-            &[path.as_str()],
+            &paths,
             &snap_schema,
             None,
             &snap.deletes,
         )
         .await?;
-        spill.write(spec, Side::Snapshot, &batches).map_err(io_err)?;
+        let found = read_files(table, &files.iter().collect::<Vec<_>>(), &schema, None, &deletes).await?;
+        let mut all = Vec::new();
+        while let Some(batches) = events.next().await {
+            all.extend(batches?);
+        }
+        return columnar::check(spec, &extra, &seed, &all, &found);
     }
-    for file in &files {
-        let batches = read_files(table, &[file], &schema, None, &deletes).await?;
-        spill.write(spec, Side::Table, &batches).map_err(io_err)?;
+    let spill = Spill::create(spill_dir, parts)?;
+    let io_err = |e: std::io::Error| RecoverError::Validation {
+        message: format!("validation spill under {}: {e}", spill_dir.display()),
+    };
+    // The snapshot's rows, then the table's, one file at a time (two read at once, so that
+    // decoding keeps both cores busy while the spill is written).
+    // (Each read is a task of its own: futures polled in one task would share one core.)
+    let died = |e: tokio::task::JoinError| RecoverError::Validation {
+        message: format!("a validation read task failed: {e}"),
+    };
+    let mut snap_files = futures::stream::iter(snap.data_files.clone())
+        .map(|path| {
+            let (io, name, schema, deletes) = (
+                snap.file_io.clone(),
+                snap.metadata_location.clone(),
+                snap_schema.clone(),
+                snap.deletes.clone(),
+            );
+            tokio::spawn(async move { read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await })
+        })
+        .buffered(2);
+    while let Some(batches) = snap_files.next().await {
+        spill
+            .write(spec, Side::Snapshot, &batches.map_err(died)??)
+            .map_err(io_err)?;
+    }
+    let mut table_files = futures::stream::iter(files.clone())
+        .map(|file| {
+            let (table, schema, deletes) = (table.clone(), schema.clone(), deletes.clone());
+            tokio::spawn(async move { read_files(&table, &[&file], &schema, None, &deletes).await })
+        })
+        .buffered(2);
+    while let Some(batches) = table_files.next().await {
+        spill
+            .write(spec, Side::Table, &batches.map_err(died)??)
+            .map_err(io_err)?;
+    }
+    while let Some(batches) = events.next().await {
+        spill.write(spec, Side::Events, &batches?).map_err(io_err)?;
     }
     let spill = std::sync::Arc::new(spill.finish().map_err(io_err)?);
-    let mut event_parts: Vec<Vec<RecordBatch>> = vec![Vec::new(); parts];
-    for b in events {
-        for (p, part) in split(spec, b, parts).map_err(io_err)? {
-            event_parts[p].push(part);
-        }
-    }
     // A fixed pool of workers takes the partitions in turn: the same threads (and so the same
     // allocator arenas) are reused, which keeps the resident memory at a partition's worth per
     // worker instead of growing with the number of partitions.
-    let event_parts = std::sync::Arc::new(event_parts);
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let workers: Vec<_> = (0..PARTITIONS_AT_ONCE.min(parts))
         .map(|_| {
-            let (spec, spill, event_parts, next) = (spec.clone(), spill.clone(), event_parts.clone(), next.clone());
+            let (spec, spill, next) = (spec.clone(), spill.clone(), next.clone());
             let extra = extra.clone();
             tokio::task::spawn_blocking(move || {
                 let mut reports = Vec::new();
@@ -355,7 +197,7 @@ pub async fn validate(
                     if p >= parts {
                         return Ok(reports);
                     }
-                    reports.push((p, validate_partition(&spec, &extra, &spill, p, &event_parts[p])?));
+                    reports.push((p, validate_partition(&spec, &extra, &spill, p)?));
                 }
             })
         })
@@ -382,25 +224,29 @@ pub async fn validate(
 
 fn validate_partition(
     spec: &CompiledSpec,
-    extra: &[String],
+    extra: &Extra,
     spill: &Spilled,
     p: usize,
-    events: &[RecordBatch],
 ) -> Result<ValidationReport, RecoverError> {
     let read = |side: Side| {
         spill.read(side, p).map_err(|e| RecoverError::Validation {
             message: format!("validation spill partition {p}: {e}"),
         })
     };
-    let expected = fold(spec, extra.len(), &read(Side::Snapshot)?, events)?;
-    let found = rows_of(spec, &read(Side::Table)?);
-    Ok(compare(spec, extra, &expected, found))
+    columnar::check(
+        spec,
+        extra,
+        &read(Side::Snapshot)?,
+        &read(Side::Events)?,
+        &read(Side::Table)?,
+    )
 }
 
 #[derive(Clone, Copy)]
 enum Side {
     Snapshot,
     Table,
+    Events,
 }
 
 /// Open spill files: one IPC writer per side and partition, created on first use.
@@ -430,6 +276,7 @@ impl SpillDir {
         let s = match side {
             Side::Snapshot => "snapshot",
             Side::Table => "table",
+            Side::Events => "events",
         };
         self.0.join(format!("{s}-{p:05}.arrow"))
     }
@@ -443,7 +290,7 @@ impl Spill {
         Ok(Spill {
             dir: SpillDir(dir.to_path_buf()),
             parts,
-            writers: std::sync::Mutex::new((0..2 * parts).map(|_| None).collect()),
+            writers: std::sync::Mutex::new((0..3 * parts).map(|_| None).collect()),
         })
     }
 
