@@ -205,12 +205,13 @@ pub async fn recover(
 
     let t = Instant::now();
     let reference = super::reference_snapshot(&opts.source, &snap).await?;
-    let (ref_events, _, _) = replay::verified_events(journal, &reference, h).await?;
+    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
+    let ref_events = replay::events_of(journal, &chain, reference.position, h).await?;
     let validation = validate::validate(
         &journal.spec,
         &reference,
         &table,
-        &ref_events,
+        ref_events,
         &super::spill_dir(),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
