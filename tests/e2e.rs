@@ -186,14 +186,22 @@ fn store_check_on_s3_and_an_unversioned_bucket() {
         .run(&["store", "check", "s3://tidemark-unversioned/check", "--json"])
         .fails(CAPABILITY, &["versioning"]);
     assert_eq!(run.json()["ok"], false);
-    s.run(&["journal", "init", "--journal", "s3://tidemark-unversioned/j"])
-        .ok();
+    // A key of this run: the init is create-only, so a fixed key fails the second run on a server.
+    let journal = format!(
+        "s3://tidemark-unversioned/j-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 3));
     s.run(&[
         "journal",
         "append",
         "--journal",
-        "s3://tidemark-unversioned/j",
+        &journal,
         "--input",
         input.to_str().unwrap(),
     ])
