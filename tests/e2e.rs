@@ -186,15 +186,10 @@ fn store_check_on_s3_and_an_unversioned_bucket() {
         .run(&["store", "check", "s3://tidemark-unversioned/check", "--json"])
         .fails(CAPABILITY, &["versioning"]);
     assert_eq!(run.json()["ok"], false);
-    // A key of this run: the init is create-only, so a fixed key fails the second run on a server.
-    let journal = format!(
-        "s3://tidemark-unversioned/j-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    // A key of this run (the scratch folder's random name): the init is create-only, so a fixed
+    // key failed the second run on the same server.
+    let run_id = s.dir.path().file_name().unwrap().to_string_lossy().to_string();
+    let journal = format!("s3://tidemark-unversioned/j-{}-{run_id}", std::process::id());
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 3));
     s.run(&[

@@ -110,6 +110,14 @@ pub struct GamedayArgs {
     pub commits: usize,
     #[arg(long, default_value_t = 1_000)]
     pub rows_per_commit: usize,
+    /// The catalog of the source tables (any form `--catalog` accepts), in its scratch namespace
+    /// `gameday`, which must not exist; dropped at the end. Default: a scratch SQLite catalog.
+    #[arg(long)]
+    pub catalog: Option<String>,
+    /// Where the lost catalog is rebuilt (it must be able to register a metadata file); default:
+    /// a scratch SQLite catalog.
+    #[arg(long)]
+    pub dr_catalog: Option<String>,
     /// Write the report as Markdown here (default: gameday-report.md in the work folder).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -128,7 +136,14 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
         tables: args.tables,
         commits: args.commits,
         rows_per_commit: args.rows_per_commit,
+        catalog: args.catalog.clone(),
+        dr_catalog: args.dr_catalog.clone(),
     };
+    // A catalog that cannot take part is refused before anything is made (exit 6 for a missing
+    // capability), with the error's own kind.
+    if opts.catalog.is_some() || opts.dr_catalog.is_some() {
+        gameday::check_catalogs(&opts).await?;
+    }
     let mut progress = Progress::new("gameday", args.common.quiet);
     let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
