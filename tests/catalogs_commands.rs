@@ -548,6 +548,20 @@ fn gameday_with_a_sqlite_catalog() {
     );
     assert_eq!(pointers(&s, &local, "shop"), before);
     assert!(!has_gameday_namespace(&s, &local));
+    // A namespace `gameday` that exists may hold someone's tables: refused, untouched.
+    s.run(&[
+        "apply",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        &local,
+        "--table",
+        "gameday.theirs",
+    ])
+    .ok();
+    let theirs = pointers(&s, &local, "gameday");
+    gameday(&s, &[], &["--catalog", &local]).fails(3, &["namespace `gameday` exists", "drop it"]);
+    assert_eq!(pointers(&s, &local, "gameday"), theirs);
 }
 
 /// `gameday --catalog sw`: the source tables in SeaweedFS's REST catalog, the DR copy of its
