@@ -7,6 +7,7 @@ mod catalogs_remote;
 #[path = "e2e_faults.rs"]
 mod faults;
 mod interop;
+mod replica_warm;
 mod seaweedfs;
 mod support;
 

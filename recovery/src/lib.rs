@@ -13,6 +13,7 @@ pub mod drill;
 pub mod exit;
 pub mod fault;
 pub mod gameday;
+pub mod gameday_failover;
 pub mod ids;
 pub mod merge;
 #[cfg(test)]

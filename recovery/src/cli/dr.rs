@@ -73,6 +73,9 @@ pub enum ReplicaCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// The warm replica: follow, status, failover (cli/replica.rs).
+    #[command(flatten)]
+    Warm(super::replica::WarmCommand),
 }
 
 pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
@@ -126,6 +129,7 @@ pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
 
 pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
     match cmd {
+        ReplicaCommand::Warm(c) => super::replica::run(c).await,
         ReplicaCommand::Copy {
             from,
             to,

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_recovery::drill::{self, DrillCheck, DrillOptions};
-use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
+use tidemark_recovery::exit::{BAD_INPUT, VERIFY_FAILED, exit_error};
 use tidemark_recovery::gameday::{self, GamedayOptions};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
@@ -94,6 +94,12 @@ fn finish<R: serde::Serialize>(
     Ok(())
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    Region,
+    Failover,
+}
+
 #[derive(Debug, Args)]
 pub struct GamedayArgs {
     /// Scratch folder for catalogs (and everything, without --store); default: a new temp folder.
@@ -118,6 +124,10 @@ pub struct GamedayArgs {
     /// a scratch SQLite catalog.
     #[arg(long)]
     pub dr_catalog: Option<String>,
+    /// `region`: catalog and region loss (rebuild from the replica); `failover`: primary loss
+    /// under a live writer with the warm replica (follow, fail over, recover the gap, resync).
+    #[arg(long, value_enum, default_value = "region")]
+    pub scenario: Scenario,
     /// Write the report as Markdown here (default: gameday-report.md in the work folder).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -142,9 +152,31 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
     // A catalog that cannot take part is refused before anything is made (exit 6 for a missing
     // capability), with the error's own kind.
     if opts.catalog.is_some() || opts.dr_catalog.is_some() {
+        if args.scenario == Scenario::Failover {
+            return Err(exit_error(
+                BAD_INPUT,
+                "gameday --scenario failover runs on scratch catalogs of its own: --catalog and --dr-catalog \
+                 are for the region scenario (the default)",
+            ));
+        }
         gameday::check_catalogs(&opts).await?;
     }
     let mut progress = Progress::new("gameday", args.common.quiet);
+    if args.scenario == Scenario::Failover {
+        let report = tidemark_recovery::gameday_failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+            progress.update(|| format!("{:<56} {:>7} ms  {}", s.step, s.ms, s.detail), true)
+        })
+        .await?;
+        let md_path = args.report.unwrap_or_else(|| work.join("gameday-failover-report.md"));
+        return finish(
+            "failover game day",
+            &report,
+            &report.markdown(),
+            &report.checks,
+            &md_path,
+            args.common.json,
+        );
+    }
     let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
