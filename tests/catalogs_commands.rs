@@ -560,6 +560,8 @@ fn gameday_with_a_sqlite_catalog() {
     ])
     .ok();
     let theirs = pointers(&s, &local, "gameday");
+    // The failover scenario runs on scratch catalogs of its own: the options are refused.
+    gameday(&s, &[], &["--scenario", "failover", "--catalog", &local]).fails(3, &["region scenario"]);
     gameday(&s, &[], &["--catalog", &local]).fails(3, &["namespace `gameday` exists", "drop it"]);
     assert_eq!(pointers(&s, &local, "gameday"), theirs);
 }
@@ -576,6 +578,10 @@ fn gameday_with_a_rest_catalog() {
     let seaweed = [("AWS_ENDPOINT_URL", endpoint.as_str())];
     gameday(&s, &seaweed, &["--dr-catalog", "sw"]).fails(6, &["registering an existing metadata file"]);
     assert!(!s.path("work/catalogs").exists(), "the refused game day made catalogs");
+    // A game day that fails part-way (the warehouse's S3 is not where AWS_ENDPOINT_URL points:
+    // the copy fails after the tables were built) drops its scratch namespace all the same.
+    gameday(&s, &[], &["--catalog", "sw"]).fails(1, &["replicate", "scratch namespace was dropped"]);
+    assert!(!has_gameday_namespace(&s, "sw"));
     let report = gameday(&s, &seaweed, &["--catalog", "sw"]).ok().json();
     assert_eq!(report["ok"], true, "{report}");
     let steps = report["steps"].to_string();

@@ -60,6 +60,12 @@ pub async fn check_catalogs(opts: &GamedayOptions) -> Result<(), TableError> {
         .map(|_| ())
 }
 
+/// After a game day on the user's catalogs that failed part-way: drops its scratch namespace
+/// there (call only when [`check_catalogs`] passed); what could not be dropped.
+pub async fn drop_scratch(opts: &GamedayOptions) -> Vec<String> {
+    catalogs::drop_scratch(opts).await
+}
+
 /// The scratch namespace.
 pub const NAMESPACE: &str = "gameday";
 

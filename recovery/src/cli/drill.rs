@@ -180,7 +180,21 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
     let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
-    .await?;
+    .await;
+    let report = match report {
+        Ok(r) => r,
+        Err(e) if opts.catalog.is_some() || opts.dr_catalog.is_some() => {
+            // The scratch namespace the preflight found absent is the game day's own: dropped.
+            let left = gameday::drop_scratch(&opts).await;
+            let left = if left.is_empty() {
+                String::new()
+            } else {
+                format!("; left behind in the catalogs: {}", left.join("; "))
+            };
+            return Err(anyhow::Error::new(e).context(format!("the game day's scratch namespace was dropped{left}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
     finish(
         "game day",

@@ -151,3 +151,16 @@ pub async fn cleanup(handle: &CatalogHandle, names: &[String]) -> Vec<String> {
 pub fn names(opts: &GamedayOptions) -> Vec<String> {
     (0..opts.tables).map(|i| format!("{NAMESPACE}.t{i:02}")).collect()
 }
+
+/// After a game day that failed part-way, drops its scratch namespace from the user's catalogs
+/// (the preflight found it absent, so all in it is the game day's); what could not be dropped.
+pub async fn drop_scratch(opts: &GamedayOptions) -> Vec<String> {
+    let mut left = Vec::new();
+    for c in [&opts.catalog, &opts.dr_catalog].into_iter().flatten() {
+        match open(c, "").await {
+            Ok(h) => left.extend(cleanup(&h, &names(opts)).await),
+            Err(e) => left.push(format!("{}: {e}", crate::catalog::redact(c))),
+        }
+    }
+    left
+}
