@@ -50,7 +50,7 @@ pub enum Command {
     /// Table history records: record, compare.
     #[command(subcommand)]
     History(dr::HistoryCommand),
-    /// Table operations for DR copies: rewrite-paths.
+    /// Table operations: compact (merge-on-read deletes); rewrite-paths (DR copies).
     #[command(subcommand)]
     Table(dr::TableCommand),
     /// DR replicas: check by referenced-file existence; copy in a consistent order; the warm
