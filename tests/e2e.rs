@@ -3,7 +3,6 @@
 
 mod catalogs;
 mod catalogs_remote;
-#[path = "e2e_faults.rs"]
 mod faults;
 mod interop;
 mod seaweedfs;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 mod evolution;
+mod transforms;
 
 use super::support::python::PyIceberg;
 use super::support::*;
