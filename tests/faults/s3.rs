@@ -298,3 +298,115 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
     )
     .fails(8, &["access to the warehouse refused", "check the credentials"]);
 }
+
+/// `catalog restore --json` on S3 reports the S3 requests it made (as every command that talks
+/// to S3 does); a local restore leaves `s3_requests` out.
+#[test]
+fn catalog_restore_on_s3_reports_its_requests() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 30, 10);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = unique("restore-wh");
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    let backups = unique("backups");
+    let b = s
+        .run(&[
+            "catalog",
+            "backup",
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--to",
+            &backups,
+            "--json",
+        ])
+        .ok()
+        .json();
+    let id = b["id"].as_str().unwrap().to_string();
+    std::fs::create_dir_all(s.path("new")).unwrap();
+    let new = s.path_str("new/catalog.db");
+    let done = s
+        .run(&[
+            "catalog",
+            "restore",
+            "--catalog",
+            &new,
+            "--warehouse",
+            &warehouse,
+            "--from",
+            &backups,
+            "--id",
+            &id,
+            "--expect",
+            "empty",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(done["applied"], true, "{done}");
+    let counts = &done["s3_requests"];
+    assert!(
+        counts["requests"].as_u64().unwrap() >= 2,
+        "the backup and the metadata file: {done}"
+    );
+    assert_eq!(counts["failed"], 0, "{done}");
+
+    // On a local folder there are no S3 requests to report.
+    let local = Scratch::new();
+    let journal = journal_with(&local, "journal", 10, 10);
+    let catalog = local.path_str("catalog.db");
+    local
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+        ])
+        .ok();
+    let backups = local.path_str("backups");
+    let b = local
+        .run(&["catalog", "backup", "--catalog", &catalog, "--to", &backups, "--json"])
+        .ok()
+        .json();
+    std::fs::create_dir_all(local.path("new")).unwrap();
+    let new = local.path_str("new/catalog.db");
+    let warehouse = local.path_str("warehouse");
+    let done = local
+        .run(&[
+            "catalog",
+            "restore",
+            "--catalog",
+            &new,
+            "--warehouse",
+            &warehouse,
+            "--from",
+            &backups,
+            "--id",
+            b["id"].as_str().unwrap(),
+            "--expect",
+            "empty",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(done["applied"], true, "{done}");
+    assert!(done.get("s3_requests").is_none(), "{done}");
+}

@@ -53,10 +53,11 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         catalog: args.catalog.clone(),
     };
     let mut progress = Progress::new("drill", args.common.quiet);
-    let report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+    let mut report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<32} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await?;
+    report.s3_requests = super::s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("drill-report.md"));
     finish(
         "drill",
@@ -130,10 +131,11 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
         rows_per_commit: args.rows_per_commit,
     };
     let mut progress = Progress::new("gameday", args.common.quiet);
-    let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+    let mut report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await?;
+    report.s3_requests = super::s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
     finish(
         "game day",

@@ -157,6 +157,9 @@ pub struct RestoreReport {
     pub refused: Option<String>,
     pub refusal: Option<Refusal>,
     pub tables: Vec<RestoreTable>,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// The kind of a refused restore.
@@ -469,6 +472,7 @@ pub async fn restore_through(
         refused: None,
         refusal: None,
         tables: Vec::with_capacity(backup.tables.len()),
+        s3_requests: None,
     };
     let mut moved = 0;
     for t in &backup.tables {

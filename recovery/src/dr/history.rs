@@ -44,6 +44,9 @@ pub struct HistoryRecord {
     pub namespace: Option<String>,
     /// Sorted by `table`.
     pub tables: Vec<TableHistory>,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// One table of a [`HistoryRecord`].
@@ -172,6 +175,7 @@ pub async fn record(handle: &CatalogHandle, namespace: Option<&str>) -> Result<H
         catalog: handle.name().to_string(),
         namespace: namespace.map(str::to_string),
         tables,
+        s3_requests: None,
     })
 }
 
