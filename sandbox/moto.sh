@@ -17,6 +17,8 @@
 # State lives in ${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox} (pid, port and log files:
 # moto.* for the plain instance, moto-auth.* for the authenticating one).
 set -euo pipefail
+# shellcheck source=sandbox/lib/proc.sh
+source "$(dirname "$0")/lib/proc.sh"
 
 MOTO_SPEC='moto[s3]==5.2.5'
 SANDBOX_DIR="${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}"
@@ -49,13 +51,6 @@ use_instance() {
     LOG_FILE="$SANDBOX_DIR/$NAME.log"
 }
 
-running_pid() {
-    [[ -f "$PID_FILE" ]] || return 1
-    local pid
-    pid="$(cat "$PID_FILE")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 print_exports() {
     local port="$1"
     if [[ "$KIND" == auth ]]; then
@@ -71,7 +66,7 @@ print_exports() {
 start() {
     local port="${1:-$DEFAULT_PORT}" pid
     mkdir -p "$SANDBOX_DIR"
-    if pid="$(running_pid)"; then
+    if pid="$(pid_alive "$PID_FILE")"; then
         # Reusing the server keeps `start` idempotent; its buckets are still there.
         port="$(cat "$PORT_FILE" 2>/dev/null || echo "$port")"
         say "already running (pid $pid, port $port)"
@@ -97,45 +92,21 @@ start() {
     pid=$!
     echo "$pid" >"$PID_FILE"
     echo "$port" >"$PORT_FILE"
-    local i
-    for i in $(seq 1 60); do
-        if curl -s -o /dev/null "http://127.0.0.1:$port$PROBE_PATH"; then
-            say "started (pid $pid, port $port, log $LOG_FILE)"
-            print_exports "$port"
-            return 0
-        fi
-        if ! kill -0 "$pid" 2>/dev/null; then
-            say "moto_server exited; its log:"
-            cat "$LOG_FILE" >&2
-            rm -f "$PID_FILE" "$PORT_FILE"
-            return 1
-        fi
-        sleep 0.5
-    done
-    say "moto_server did not answer on port $port within 30 s; stopping it (log $LOG_FILE)"
-    kill "$pid" 2>/dev/null || true
-    rm -f "$PID_FILE" "$PORT_FILE"
+    if wait_ready "$pid" "$LOG_FILE" 30 http_answers "http://127.0.0.1:$port$PROBE_PATH"; then
+        say "started (pid $pid, port $port, log $LOG_FILE)"
+        print_exports "$port"
+        return 0
+    fi
+    say "moto_server did not start on port $port; stopping it"
+    stop_pid_file "$PID_FILE" >/dev/null || true
+    rm -f "$PORT_FILE"
     return 1
 }
 
 stop() {
     local pid
-    if ! pid="$(running_pid)"; then
-        say "not running"
-        rm -f "$PID_FILE" "$PORT_FILE"
-        return 0
-    fi
-    kill "$pid"
-    local i
-    for i in $(seq 1 20); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.25
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$PID_FILE" "$PORT_FILE"
-    say "stopped (pid $pid)"
+    if pid="$(stop_pid_file "$PID_FILE")"; then say "stopped (pid $pid)"; else say "not running"; fi
+    rm -f "$PORT_FILE"
 }
 
 case "${1:-}" in

@@ -28,6 +28,8 @@
 # s3tables-proxy.pid, s3tables.port, s3tables.log, s3tables-proxy.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=sandbox/lib/proc.sh
+source sandbox/lib/proc.sh
 
 SANDBOX_DIR="${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}"
 PID_FILE="$SANDBOX_DIR/s3tables.pid"
@@ -43,13 +45,6 @@ ACCOUNT=123456789012
 
 say() { echo "s3tables.sh: $*" >&2; }
 
-alive() {
-    [[ -f "$1" ]] || return 1
-    local pid
-    pid="$(cat "$1")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 arn() { echo "arn:aws:s3tables:$REGION:$ACCOUNT:bucket/$TABLE_BUCKET"; }
 
 print_exports() {
@@ -58,25 +53,15 @@ print_exports() {
     echo "export TIDEMARK_S3TABLES_LOSSY_ENDPOINT=http://127.0.0.1:$(($1 + 2))"
 }
 
+# wait_http PORT PID LOG: moto's API answers on PORT (directly or through a proxy).
 wait_http() {
-    local port="$1" pid="$2" log="$3" i
-    for i in $(seq 1 60); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/moto-api/" && return 0
-        if ! kill -0 "$pid" 2>/dev/null; then
-            say "the server on port $port exited; its log:"
-            cat "$log" >&2
-            return 1
-        fi
-        sleep 0.5
-    done
-    say "nothing answered on port $port within 30 s (log $log)"
-    return 1
+    wait_ready "$2" "$3" 30 http_answers "http://127.0.0.1:$1/moto-api/"
 }
 
 start() {
     local port="${1:-$DEFAULT_PORT}" pid ppid bin
     mkdir -p "$SANDBOX_DIR"
-    if pid="$(alive "$PID_FILE")" && ppid="$(alive "$PROXY_PID_FILE")"; then
+    if pid="$(pid_alive "$PID_FILE")" && ppid="$(pid_alive "$PROXY_PID_FILE")"; then
         port="$(cat "$PORT_FILE" 2>/dev/null || echo "$port")"
         say "already running (moto pid $pid, proxy pid $ppid, port $port)"
         print_exports "$port"
@@ -121,18 +106,9 @@ EOF
 }
 
 stop() {
-    local f pid i stopped=""
+    local f pid stopped=""
     for f in "$LOSSY_PID_FILE" "$PROXY_PID_FILE" "$PID_FILE"; do
-        if pid="$(alive "$f")"; then
-            kill "$pid"
-            for i in $(seq 1 20); do
-                kill -0 "$pid" 2>/dev/null || break
-                sleep 0.25
-            done
-            kill -9 "$pid" 2>/dev/null || true
-            stopped="$stopped $pid"
-        fi
-        rm -f "$f"
+        if pid="$(stop_pid_file "$f")"; then stopped="$stopped $pid"; fi
     done
     rm -f "$PORT_FILE"
     if [[ -n "$stopped" ]]; then say "stopped (pids$stopped)"; else say "not running"; fi

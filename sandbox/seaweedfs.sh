@@ -33,6 +33,8 @@
 # seaweedfs.pid, seaweedfs.port (the base port), seaweedfs.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=sandbox/lib/proc.sh
+source sandbox/lib/proc.sh
 
 SANDBOX_DIR="${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}"
 DATA_DIR="$SANDBOX_DIR/seaweedfs"
@@ -46,13 +48,6 @@ TABLE_BUCKET=warehouse
 
 say() { echo "seaweedfs.sh: $*" >&2; }
 
-running_pid() {
-    [[ -f "$PID_FILE" ]] || return 1
-    local pid
-    pid="$(cat "$PID_FILE")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 print_exports() {
     local base="$1"
     echo "export TIDEMARK_SEAWEED_S3_ENDPOINT=http://127.0.0.1:$((base + 3))"
@@ -61,14 +56,15 @@ print_exports() {
     echo "export TIDEMARK_REST_CREDENTIAL=$KEY:$SECRET"
 }
 
-port_busy() {
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+# rest_and_s3_answer BASE: the Iceberg REST catalog serves its config and S3 answers.
+rest_and_s3_answer() {
+    curl -sf -o /dev/null "http://127.0.0.1:$(($1 + 4))/v1/config" && http_answers "http://127.0.0.1:$(($1 + 3))/"
 }
 
 start() {
     local base="${1:-$DEFAULT_PORT}" pid bin p
     mkdir -p "$SANDBOX_DIR"
-    if pid="$(running_pid)"; then
+    if pid="$(pid_alive "$PID_FILE")"; then
         base="$(cat "$PORT_FILE" 2>/dev/null || echo "$base")"
         say "already running (pid $pid, base port $base)"
         print_exports "$base"
@@ -93,27 +89,13 @@ start() {
     pid=$!
     echo "$pid" >"$PID_FILE"
     echo "$base" >"$PORT_FILE"
-    local i ready=""
-    for i in $(seq 1 120); do
-        if curl -sf -o /dev/null "http://127.0.0.1:$((base + 4))/v1/config" \
-            && curl -s -o /dev/null "http://127.0.0.1:$((base + 3))/"; then
-            ready=1
-            break
-        fi
-        if ! kill -0 "$pid" 2>/dev/null; then
-            say "weed exited; its log:"
-            cat "$LOG_FILE" >&2
-            rm -f "$PID_FILE" "$PORT_FILE"
-            return 1
-        fi
-        sleep 0.5
-    done
-    if [[ -z "$ready" ]]; then
-        say "weed did not answer within 60 s; stopping it (log $LOG_FILE)"
+    if ! wait_ready "$pid" "$LOG_FILE" 60 rest_and_s3_answer "$base"; then
+        say "weed did not start; stopping it"
         stop
         return 1
     fi
     # The table bucket is created asynchronously after start; wait until it is listed.
+    local i
     for i in $(seq 1 60); do
         if AWS_ENDPOINT_URL="http://127.0.0.1:$((base + 3))" AWS_ACCESS_KEY_ID="$KEY" \
             AWS_SECRET_ACCESS_KEY="$SECRET" "$bin/python" - "$TABLE_BUCKET" <<'EOF' 2>/dev/null; then
@@ -132,24 +114,11 @@ EOF
 }
 
 stop() {
-    local pid i
-    if ! pid="$(running_pid)"; then
-        say "not running"
-        rm -f "$PID_FILE" "$PORT_FILE"
-        return 0
-    fi
+    local pid
     # SIGTERM takes 4-12 s (the volume server's pre-stop wait, then the flush).
-    kill "$pid"
-    for i in $(seq 1 80); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.25
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -9 "$pid" 2>/dev/null || true
-    fi
-    rm -f "$PID_FILE" "$PORT_FILE"
+    if pid="$(stop_pid_file "$PID_FILE" 20)"; then say "stopped (pid $pid)"; else say "not running"; fi
+    rm -f "$PORT_FILE"
     rm -rf "$DATA_DIR"
-    say "stopped (pid $pid)"
 }
 
 case "${1:-}" in
