@@ -83,17 +83,17 @@ fn file_io_props(props: &HashMap<String, String>) -> HashMap<String, String> {
         .collect()
 }
 
-async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
+pub(crate) async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
     CatalogHandle::new(rest::open("sw", props).await.unwrap(), file_io_props(props))
 }
 
-async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
+pub(crate) async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
     CatalogHandle::new(s3tables::open("st", props).await.unwrap(), file_io_props(props))
 }
 
 /// A namespace name no other run on the same server uses (S3 Tables' rules: lowercase,
 /// digits and `_`, starting with a letter).
-fn unique_ns(purpose: &str) -> String {
+pub(crate) fn unique_ns(purpose: &str) -> String {
     let id = RandomIds.uuid().simple().to_string();
     format!("{purpose}_{}", &id[..16])
 }
