@@ -87,6 +87,113 @@ fn query_through_a_route_written_with_a_sqlite_uri() {
     assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
 }
 
+/// The fenced writer on a route alone (`apply --route DIR`, no `--catalog`) commits into the
+/// route's table in the route's own catalog; a `--catalog` that is another catalog is refused,
+/// and so is a route whose catalog is gone (nothing created in its place).
+#[test]
+fn the_fenced_writer_opens_the_routes_catalog() {
+    let s = Scratch::new();
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(s.path("cat")).unwrap();
+    let journal = journal_with(&s, "journal", 20, 5);
+    let catalog = s.path_str("cat/catalog.db");
+    let route = s.path_str("routes/main");
+    let run = |dir: &Path, args: &[&str]| run_env(dir, &home, &[], args);
+    let top = s.dir.path();
+    run(
+        top,
+        &[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+        ],
+    )
+    .ok();
+    run(
+        top,
+        &[
+            "recover",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--into",
+            "shop.fixed",
+            "--source-table",
+            "shop.orders",
+            "--route",
+            &route,
+        ],
+    )
+    .ok();
+    let more = s.write("more.ndjson", &crate::support::events(21, 30));
+    run(
+        top,
+        &[
+            "journal",
+            "append",
+            "--journal",
+            &journal,
+            "--input",
+            more.to_str().unwrap(),
+        ],
+    )
+    .ok();
+
+    let elsewhere = s.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let other = s.path_str("other.db");
+    run(
+        &elsewhere,
+        &["apply", "--journal", &journal, "--route", &route, "--catalog", &other],
+    )
+    .fails(3, &["leave --catalog out", &catalog]);
+    let r = run(
+        &elsewhere,
+        &["apply", "--journal", &journal, "--route", &route, "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(r["table"], "shop.fixed", "{r}");
+    assert_eq!(r["applied_to_position"], 30, "{r}");
+    let q = run(
+        &elsewhere,
+        &[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ],
+    )
+    .ok();
+    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+    assert!(
+        std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+        "the writer created files in its working folder"
+    );
+
+    std::fs::rename(s.path("cat/catalog.db"), s.path("cat/moved.db")).unwrap();
+    run(&elsewhere, &["apply", "--journal", &journal, "--route", &route]).fails(
+        3,
+        &[
+            "cannot open the route's sqlite catalog tidemark",
+            "does not exist",
+            "--catalog",
+        ],
+    );
+    assert!(
+        !s.path("cat/catalog.db").exists(),
+        "a new, empty catalog was created in place of the route's"
+    );
+}
+
 /// A bare word is a defined catalog's name or refused (it used to become a new SQLite file);
 /// defined catalogs come from `.pyiceberg.yaml` and `PYICEBERG_CATALOG__…` variables.
 #[test]
@@ -379,4 +486,144 @@ fn the_drill_in_a_given_sqlite_catalog() {
         table.starts_with("drill_") && table.ends_with(".orders_recovered"),
         "{table}"
     );
+}
+
+/// A bearer token from SeaweedFS's OAuth2 endpoint for the sandbox's client credential.
+fn rest_token(uri: &str, credential: &str) -> String {
+    let (id, secret) = credential.split_once(':').expect("credential is id:secret");
+    let out = std::process::Command::new("curl")
+        .args(["-sf", "-d", "grant_type=client_credentials", "-d", "scope=catalog"])
+        .args([
+            "-d",
+            &format!("client_id={id}"),
+            "-d",
+            &format!("client_secret={secret}"),
+        ])
+        .arg(format!("{uri}/v1/oauth/tokens"))
+        .output()
+        .expect("run curl");
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a token reply");
+    reply["access_token"].as_str().expect("an access token").to_string()
+}
+
+/// Item 2 of issue 10 on the REST catalog: defined with a bearer token (a secret long and
+/// distinct enough to grep for), no command's output or progress line, no file tidemark writes
+/// (routes, reports, history, checkpoints) holds it; a wrong client secret is refused unechoed.
+#[test]
+fn no_rest_secret_in_routes_reports_or_messages() {
+    let Some(mut def) = crate::catalogs_remote::rest_definition() else {
+        return;
+    };
+    let credential = std::env::var("TIDEMARK_REST_CREDENTIAL").unwrap();
+    let token = rest_token(&std::env::var("TIDEMARK_REST_URI").unwrap(), &credential);
+    def.retain(|(k, _)| !k.ends_with("__CREDENTIAL"));
+    def.push(("PYICEBERG_CATALOG__SW__TOKEN".into(), token.clone()));
+    let mut s = Scratch::new();
+    s.env = def;
+    every_command_keeps(&s, "sw", &token);
+
+    // A wrong client secret: refused (the server's 401), the secret not echoed.
+    let wrong = "wrong-Client-Secret-5b2e";
+    let (id, _) = credential.split_once(':').unwrap();
+    s.env.retain(|(k, _)| !k.ends_with("__TOKEN"));
+    s.env
+        .push(("PYICEBERG_CATALOG__SW__CREDENTIAL".into(), format!("{id}:{wrong}")));
+    let r = s.run(&["catalog", "state", "--catalog", "sw"]).fails(1, &["401"]);
+    assert!(!r.stderr.contains(wrong) && !r.stdout.contains(wrong), "{}", r.stderr);
+}
+
+/// Runs every catalog command a user runs on `catalog` (defined in the scratch's environment)
+/// in `s`, and checks that `secret` is in no output, no progress line and no file they wrote
+/// (routes, reports, history, checkpoints).
+fn every_command_keeps(s: &Scratch, catalog: &str, secret: &str) {
+    let journal = journal_with(s, "journal", 20, 5);
+    let ns = format!("e2e_secret_{catalog}_{}", std::process::id());
+    let (orders, fixed) = (format!("{ns}.orders"), format!("{ns}.fixed"));
+    let route = s.path_str("route");
+    let mut outputs = Vec::new();
+    let mut run = |args: &[&str]| {
+        let r = s.run(args).ok();
+        outputs.push((args.join(" "), r.stdout.clone(), r.stderr.clone()));
+    };
+    run(&["apply", "--journal", &journal, "--catalog", catalog, "--table", &orders]);
+    run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        catalog,
+        "--table",
+        &orders,
+        "--where",
+        "order_id = 'o-3'",
+    ]);
+    run(&[
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        catalog,
+        "--into",
+        &fixed,
+        "--source-table",
+        &orders,
+        "--route",
+        &route,
+        "--json",
+    ]);
+    run(&["apply", "--journal", &journal, "--route", &route, "--json"]);
+    run(&["route", "show", "--route", &route, "--json"]);
+    run(&["query", "--route", &route, "SELECT count(*) FROM orders"]);
+    run(&["catalog", "state", "--catalog", catalog, "--namespace", &ns, "--json"]);
+    run(&[
+        "history",
+        "record",
+        "--catalog",
+        catalog,
+        "--namespace",
+        &ns,
+        "--out",
+        &s.path_str("history.json"),
+    ]);
+    let work = s.path_str("drill");
+    run(&[
+        "drill",
+        "--work",
+        &work,
+        "--catalog",
+        catalog,
+        "--orders",
+        "50",
+        "--events",
+        "300",
+        "--json",
+    ]);
+    for (cmd, stdout, stderr) in &outputs {
+        assert!(!stdout.contains(secret), "`{cmd}` printed the secret: {stdout}");
+        assert!(!stderr.contains(secret), "`{cmd}` printed the secret: {stderr}");
+    }
+    let files = files_under(s.dir.path());
+    assert!(files.iter().any(|f| f.starts_with(&route)), "no route files");
+    for f in &files {
+        let body = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        assert!(!body.contains(secret), "{} holds the secret", f.display());
+    }
+}
+
+/// The same on S3 Tables with AWS keys of its own (moto takes any): the secret key is in no
+/// output and no file.
+#[test]
+fn no_aws_secret_key_in_routes_reports_or_messages() {
+    let Some(mut def) = crate::catalogs_remote::s3tables_definition() else {
+        return;
+    };
+    let secret = "Aws-Secret-Never-Shown-0d41";
+    def.retain(|(k, _)| !k.ends_with("__SECRET_ACCESS_KEY"));
+    for key in ["S3__SECRET_ACCESS_KEY", "S3TABLES__SECRET_ACCESS_KEY"] {
+        def.push((format!("PYICEBERG_CATALOG__ST__{key}"), secret.to_string()));
+    }
+    def.push(("PYICEBERG_CATALOG__ST__S3TABLES__ACCESS_KEY_ID".into(), "test".into()));
+    def.push(("AWS_SECRET_ACCESS_KEY".into(), secret.to_string()));
+    let mut s = Scratch::new();
+    s.env = def;
+    every_command_keeps(&s, "st", secret);
 }

@@ -78,13 +78,13 @@ pub fn s3tables_definition() -> Option<Vec<(String, String)>> {
 }
 
 /// A namespace of this run (S3 Tables' naming rules: lowercase, digits, `_`).
-fn ns(purpose: &str) -> String {
+pub fn ns(purpose: &str) -> String {
     format!("e2e_{purpose}_{}", std::process::id())
 }
 
 /// Applies a generated journal into `table` of the catalog `catalog` and deletes the rows with
 /// `order_version > 3` (tidemark's own overwrite commit); returns the rows that should remain.
-fn apply_and_fault(s: &Scratch, catalog: &str, table: &str) -> Vec<serde_json::Value> {
+pub fn apply_and_fault(s: &Scratch, catalog: &str, table: &str) -> Vec<serde_json::Value> {
     let journal = s.path_str("journal");
     let input = s.path_str("events.ndjson");
     s.run(&["journal", "init", "--journal", &journal]).ok();

@@ -2,6 +2,7 @@
 //! the real S3-protocol server that `sandbox/test.sh` starts.
 
 mod catalogs;
+mod catalogs_commands;
 mod catalogs_remote;
 mod faults;
 mod interop;

@@ -354,6 +354,9 @@ pub async fn run(
         .await
         .map_err(|e| fail("replicate")(e.to_string()))?;
     let replica_metadata = src.metadata_location().unwrap_or_default().to_string();
+    // The source table's own S3 settings (a REST catalog vends them per table) over the DR's.
+    let mut replica_props = dr.file_io_props().clone();
+    replica_props.extend(src.file_io().config().props().clone());
     let replica_snapshots = src.metadata().snapshots().count() as u64;
     let replica_position = applied_state(&src).position;
     timer.done("replicate to DR", t, format!("{copied} objects copied"), false);
@@ -413,7 +416,7 @@ pub async fn run(
         recovery_id: recovery_id.clone(),
         source: SnapshotSource {
             metadata_location: replica_metadata,
-            file_io_props: dr.file_io_props().clone(),
+            file_io_props: replica_props,
             prefix_map: Some(PrefixMap {
                 from: warehouse_url("source-warehouse"),
                 to: warehouse_url("dr-warehouse"),

@@ -164,6 +164,10 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<crate::table::TableError>() {
             return table_code(e);
         }
+        // A boxed source (`source: Box<TableError>`) is its own link in the chain.
+        if let Some(e) = cause.downcast_ref::<Box<crate::table::TableError>>() {
+            return table_code(e);
+        }
         if let Some(e) = cause.downcast_ref::<crate::merge::MergeError>() {
             return if e.is_conflict() { VERIFY_FAILED } else { FAILURE };
         }

@@ -395,11 +395,21 @@ pub fn resolve_ref(reference: &CatalogRef, defs: &Definitions) -> Resolved {
     if let Some(w) = &reference.warehouse {
         props.insert("warehouse".into(), w.clone());
     }
+    // An S3 Tables reference is its table-bucket ARN, which the backend takes as `warehouse`.
+    if reference.kind == CatalogKind::S3tables && !props.contains_key("warehouse") {
+        props.insert("warehouse".into(), reference.uri.clone());
+    }
     Resolved {
         kind: reference.kind,
         name: reference.name.clone(),
         props,
     }
+}
+
+/// Whether two references name the same catalog: kind, name and URI (passwords set aside);
+/// the warehouse is where new tables go, not which catalog it is.
+pub fn same_catalog(a: &CatalogRef, b: &CatalogRef) -> bool {
+    a.kind == b.kind && a.name == b.name && same_uri(&a.uri, &b.uri)
 }
 
 /// Whether two catalog URIs name the same catalog once passwords are set aside.

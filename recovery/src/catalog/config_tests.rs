@@ -191,6 +191,22 @@ fn a_reference_is_opened_with_the_readers_own_definition() {
     assert_eq!(r.props["warehouse"], "s3://lake/warehouse");
 }
 
+/// A route written with `--catalog arn:aws:s3tables:…` records the ARN as its URI and no
+/// warehouse; a reader opens the table bucket from it.
+#[test]
+fn an_s3tables_reference_opens_its_table_bucket() {
+    let arn = "arn:aws:s3tables:us-east-1:123456789012:bucket/shop";
+    let reference = CatalogRef {
+        kind: CatalogKind::S3tables,
+        uri: arn.into(),
+        warehouse: None,
+        name: "tidemark".into(),
+    };
+    let r = resolve_ref(&reference, &none());
+    assert_eq!(r.props["warehouse"], arn);
+    assert_eq!(r.props["type"], "s3tables");
+}
+
 #[test]
 fn warehouse_forms() {
     assert_eq!(normalize_warehouse("/tmp/wh/").unwrap(), "file:///tmp/wh");

@@ -3,9 +3,8 @@
 //! a conflict, and the commit found again by [`resolve_unknown`]'s reload. The full conformance
 //! suite runs on both in `server_tests.rs`.
 //!
-//! Servers: `bash sandbox/test.sh` (TIDEMARK_REST_URI, TIDEMARK_REST_WAREHOUSE,
-//! TIDEMARK_REST_CREDENTIAL, TIDEMARK_SEAWEED_S3_ENDPOINT, TIDEMARK_S3TABLES_ENDPOINT,
-//! TIDEMARK_S3TABLES_ARN). TIDEMARK_SKIP_SEAWEEDFS=1 / TIDEMARK_SKIP_S3TABLES=1 skip them.
+//! Servers and their definitions: those of `server_tests.rs` (`bash sandbox/test.sh`;
+//! TIDEMARK_SKIP_SEAWEEDFS=1 / TIDEMARK_SKIP_S3TABLES=1 skip them).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,33 +17,9 @@ use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableCreation, TableRequirement, TableUpdate};
 
 use super::contract::{CatalogBackend, CommitError, CommitRequest, resolve_unknown};
+use super::server_tests::{rest_props, s3tables_props, unique_ns};
 use super::{rest, s3tables};
 use crate::ids::{Ids, RandomIds};
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| {
-        panic!("{name} is not set: run the tests with `bash sandbox/test.sh`, or skip them (see the module doc)")
-    })
-}
-
-fn skipped(var: &str) -> bool {
-    let skip = std::env::var(var).is_ok_and(|v| v == "1");
-    if skip {
-        eprintln!("skipped ({var}=1)");
-    }
-    skip
-}
-
-fn s3_keys(props: &mut HashMap<String, String>) {
-    props.insert("s3.access-key-id".into(), env("AWS_ACCESS_KEY_ID"));
-    props.insert("s3.secret-access-key".into(), env("AWS_SECRET_ACCESS_KEY"));
-    props.insert("s3.region".into(), "us-east-1".into());
-}
-
-fn unique_ns(purpose: &str) -> String {
-    let id = RandomIds.uuid().simple().to_string();
-    format!("{purpose}_{}", &id[..16])
-}
 
 /// A snapshot commit on top of `table`: a snapshot with an empty manifest list, set as main.
 async fn snapshot_commit(table: &Table) -> CommitRequest {
@@ -144,18 +119,8 @@ async fn commit_story(backend: Arc<dyn CatalogBackend>, purpose: &str) {
 
 #[tokio::test]
 async fn rest_commits_on_seaweedfs() {
-    if skipped("TIDEMARK_SKIP_SEAWEEDFS") {
-        return;
-    }
-    let mut props = HashMap::from([
-        ("uri".to_string(), env("TIDEMARK_REST_URI")),
-        ("warehouse".to_string(), env("TIDEMARK_REST_WAREHOUSE")),
-        ("credential".to_string(), env("TIDEMARK_REST_CREDENTIAL")),
-        ("s3.endpoint".to_string(), env("TIDEMARK_SEAWEED_S3_ENDPOINT")),
-        (rest::REGISTER_PROP.to_string(), "false".to_string()),
-    ]);
-    s3_keys(&mut props);
-    let backend = rest::open("sw", &props).await.unwrap();
+    let Some(props) = rest_props() else { return };
+    let backend = rest::open("sw", &props, &HashMap::new()).await.unwrap();
     let shown = format!("{backend:?} {:?}", backend.reference());
     assert!(!shown.contains(&props["credential"]), "{shown}");
     commit_story(backend, "live").await;
@@ -163,16 +128,7 @@ async fn rest_commits_on_seaweedfs() {
 
 #[tokio::test]
 async fn s3tables_commits_on_moto() {
-    if skipped("TIDEMARK_SKIP_S3TABLES") {
-        return;
-    }
-    let endpoint = env("TIDEMARK_S3TABLES_ENDPOINT");
-    let mut props = HashMap::from([
-        ("warehouse".to_string(), env("TIDEMARK_S3TABLES_ARN")),
-        ("s3tables.endpoint".to_string(), endpoint.clone()),
-        ("s3.endpoint".to_string(), endpoint),
-    ]);
-    s3_keys(&mut props);
+    let Some(props) = s3tables_props() else { return };
     let backend = s3tables::open("st", &props).await.unwrap();
     commit_story(backend, "live").await;
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod conformance;
 pub mod contract;
 pub mod rest;
+mod rest_io;
 pub mod s3tables;
 pub mod sql;
 
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
 
-pub use config::{Definitions, Resolved, redact, s3_props};
+pub use config::{Definitions, Resolved, redact, s3_props, same_catalog};
 pub use contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, holds_commit, resolve_unknown,
 };
@@ -194,6 +195,38 @@ impl CatalogHandle {
         })
     }
 
+    /// The warehouse as one location that holds every table of this catalog, for the commands
+    /// that read the tables' files under it (`command`); refused with
+    /// [`TableError::MissingCapability`], before anything is read, when the catalog has none: S3
+    /// Tables keeps each table in a bucket of its own, and a REST catalog's warehouse may be a
+    /// name rather than a location.
+    pub fn warehouse_location(&self, command: &str) -> Result<&str, TableError> {
+        let w = self.warehouse.as_str();
+        if ["s3://", "s3a://", "file://"]
+            .iter()
+            .any(|scheme| w.starts_with(scheme))
+        {
+            return Ok(w);
+        }
+        let (lacks, instead) = match self.kind() {
+            CatalogKind::S3tables => (
+                "one warehouse location for its tables (S3 Tables keeps each table in a bucket of its own)".to_string(),
+                KEEP_STATE_INSTEAD,
+            ),
+            _ if w.is_empty() => ("a warehouse location".to_string(), INSTEAD_OF_WAREHOUSE),
+            _ => (
+                format!("a warehouse location (its warehouse {w:?} is a name, not s3://… or a folder)"),
+                INSTEAD_OF_WAREHOUSE,
+            ),
+        };
+        Err(TableError::MissingCapability {
+            catalog: self.reference().to_string(),
+            command: command.to_string(),
+            lacks,
+            instead: instead.to_string(),
+        })
+    }
+
     /// Registers the existing metadata file `metadata_location` as `ident` (refused, changing
     /// nothing, when the catalog cannot register).
     pub async fn register_table(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table, TableError> {
@@ -217,6 +250,13 @@ impl CatalogHandle {
 /// What to do when a catalog cannot register or swap pointers.
 pub const INSTEAD_OF_REGISTER: &str = "do this step on a SQL catalog (SQLite or PostgreSQL), or recreate the \
      table in this catalog from its metadata file with `tidemark recover --source-metadata FILE --into NS.NAME`";
+
+/// What to do when a command needs the catalog's warehouse location and the catalog has none.
+pub const INSTEAD_OF_WAREHOUSE: &str = "give --warehouse s3://bucket/prefix where the catalog's tables are (a REST catalog \
+     whose warehouse is a location), or keep the table pointers with `tidemark catalog state --out FILE` and their \
+     contents with `tidemark history record`";
+const KEEP_STATE_INSTEAD: &str = "keep the table pointers with `tidemark catalog state --out FILE` and their contents \
+     with `tidemark history record`";
 
 /// Opens the catalog `cfg` names (and on first use initializes a SQL one). S3 settings come
 /// from the environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
@@ -244,9 +284,21 @@ pub async fn open_catalog_with_props(
 
 /// Opens a recorded catalog reference (a route's), with the reader's own definition of it when
 /// there is one (see [`config::resolve_ref`]).
+/// A reader never creates a catalog: a SQLite file the reference names that does not exist is
+/// refused, not made anew (and empty).
 pub async fn open_ref(reference: &CatalogRef) -> Result<CatalogHandle, TableError> {
     let defs = Definitions::load()?;
     let resolved = config::resolve_ref(reference, &defs);
+    if resolved.kind == CatalogKind::Sqlite {
+        let uri = resolved.props.get("uri").map(String::as_str).unwrap_or("");
+        let file = config::sqlite_file(uri);
+        if !file.is_file() {
+            return Err(TableError::InvalidCatalog {
+                uri: file.display().to_string(),
+                reason: "the SQLite file does not exist (a reader opens a catalog, never creates one)".into(),
+            });
+        }
+    }
     open_resolved(&resolved, s3_props(|k| std::env::var(k).ok())).await
 }
 
@@ -274,13 +326,16 @@ pub async fn open_resolved(
             let backend = sql::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
             Ok(CatalogHandle::from_sql(backend, file_io_props))
         }
-        CatalogKind::Rest | CatalogKind::S3tables => {
+        // The environment is the weakest layer of a REST catalog's S3 settings ([`rest_io`]).
+        CatalogKind::Rest => {
+            let backend = rest::RestBackend::open(&resolved.name, &resolved.props, &file_io_props).await?;
+            let props = backend.file_io_props().clone();
+            Ok(CatalogHandle::new(Arc::new(backend), props))
+        }
+        CatalogKind::S3tables => {
             let mut props = resolved.props.clone();
             props.extend(file_io_props.iter().map(|(k, v)| (k.clone(), v.clone())));
-            let backend = match resolved.kind {
-                CatalogKind::Rest => rest::open(&resolved.name, &props).await?,
-                _ => s3tables::open(&resolved.name, &props).await?,
-            };
+            let backend = s3tables::open(&resolved.name, &props).await?;
             Ok(CatalogHandle::new(backend, file_io_props))
         }
     }

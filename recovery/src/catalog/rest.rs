@@ -35,7 +35,7 @@ use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS};
 use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use iceberg::{Catalog, CatalogBuilder, ErrorKind, TableIdent};
-use iceberg_catalog_rest::{CommitTableRequest, CommitTableResponse, RestCatalog, RestCatalogBuilder};
+use iceberg_catalog_rest::{CommitTableRequest, CommitTableResponse, RestCatalogBuilder};
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use reqwest::StatusCode;
 use serde::Deserialize;
@@ -44,6 +44,7 @@ use tokio::sync::Mutex;
 use super::contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
 };
+use super::rest_io::{VendedIo, is_io_key, layered};
 use crate::table::{TableError, iceberg_err};
 
 /// How long one request to the catalog may take before its outcome counts as unknown.
@@ -57,14 +58,19 @@ pub const REGISTER_PROP: &str = "tidemark.register";
 /// Opens the REST catalog `name` from PyIceberg's property keys: `uri` (required), `warehouse`,
 /// `prefix`, `credential` (`client_id:client_secret`), `token`, `scope`, `oauth2-server-uri`,
 /// `header.*`, and the FileIO's `s3.*`; plus tidemark's [`REGISTER_PROP`]. Makes one request,
-/// `GET /v1/config`, to learn the server's prefix, defaults and endpoints.
-pub async fn open(name: &str, props: &HashMap<String, String>) -> Result<Arc<dyn CatalogBackend>, TableError> {
-    Ok(Arc::new(RestBackend::open(name, props).await?))
+/// `GET /v1/config`, to learn the server's prefix, defaults and endpoints. `env` is the
+/// environment's FileIO properties, the weakest layer ([`super::rest_io`]).
+pub async fn open(
+    name: &str,
+    props: &HashMap<String, String>,
+    env: &HashMap<String, String>,
+) -> Result<Arc<dyn CatalogBackend>, TableError> {
+    Ok(Arc::new(RestBackend::open(name, props, env).await?))
 }
 
 /// The REST backend. See the module documentation.
 pub struct RestBackend {
-    catalog: Arc<RestCatalog>,
+    catalog: Arc<VendedIo>,
     reference: CatalogRef,
     capabilities: Capabilities,
     http: reqwest::Client,
@@ -73,6 +79,8 @@ pub struct RestBackend {
     base: String,
     /// Reads a metadata file before it is registered (the `s3.*` / `client.*` properties).
     file_io: FileIO,
+    /// What `file_io` is built from: the layers of [`super::rest_io`] without a table's own.
+    io_props: HashMap<String, String>,
 }
 
 // Manual Debug: `auth` holds the token and the credential.
@@ -127,7 +135,11 @@ struct ErrorModel {
 }
 
 impl RestBackend {
-    pub async fn open(name: &str, props: &HashMap<String, String>) -> Result<RestBackend, TableError> {
+    pub async fn open(
+        name: &str,
+        props: &HashMap<String, String>,
+        env: &HashMap<String, String>,
+    ) -> Result<RestBackend, TableError> {
         let raw_uri = props.get("uri").map(|u| u.trim().trim_end_matches('/')).unwrap_or("");
         let shown = super::redact(raw_uri);
         let invalid = |reason: String| TableError::InvalidCatalog {
@@ -202,20 +214,27 @@ impl RestBackend {
             catalog_props.insert(S3_PATH_STYLE_ACCESS.to_string(), "true".to_string());
         }
         let storage = Arc::new(OpenDalResolvingStorageFactory::new());
-        let file_io = FileIOBuilder::new(storage.clone())
-            .with_props(
-                merged
-                    .iter()
-                    .chain(catalog_props.iter())
-                    .filter(|(k, _)| k.starts_with("s3.") || k.starts_with("client.")),
-            )
-            .build();
-        let catalog = RestCatalogBuilder::default()
+        // The environment under the server under the definition (see `rest_io`); the crate is
+        // given the definition only.
+        let io_props = layered(env, &merged, &catalog_props);
+        let file_io = FileIOBuilder::new(storage.clone()).with_props(io_props.clone()).build();
+        let definition: HashMap<String, String> = catalog_props
+            .iter()
+            .filter(|(k, _)| is_io_key(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let inner = RestCatalogBuilder::default()
             .with_client(http.clone())
-            .with_storage_factory(storage)
+            .with_storage_factory(storage.clone())
             .load(name, catalog_props)
             .await
             .map_err(|e| unreachable(format!("{e:#}")))?;
+        let catalog = VendedIo {
+            inner,
+            env: env.clone(),
+            definition,
+            storage,
+        };
 
         let capabilities = Capabilities {
             register: register_supported(config.endpoints.as_deref(), register_prop),
@@ -234,7 +253,14 @@ impl RestBackend {
             auth,
             base,
             file_io,
+            io_props,
         })
+    }
+
+    /// The FileIO properties of this catalog as a whole (a table's own, vended with it, may add
+    /// to them: read a loaded table's files with its `file_io()`).
+    pub fn file_io_props(&self) -> &HashMap<String, String> {
+        &self.io_props
     }
 
     fn table_endpoint(&self, ident: &TableIdent) -> String {

@@ -178,7 +178,7 @@ async fn open_initialized(
         kind,
         uri: match dialect {
             // Readers open the file by its absolute path, from any working folder.
-            Dialect::Sqlite => sqlite_path(uri),
+            Dialect::Sqlite => super::config::sqlite_file(uri).display().to_string(),
             Dialect::Postgres => strip_password(uri),
         },
         warehouse: Some(warehouse.to_string()),
@@ -554,16 +554,6 @@ pub(crate) fn normalize_uri(uri: &str) -> Result<(String, Dialect), TableError> 
     Ok((format!("sqlite://{uri}"), Dialect::Sqlite))
 }
 
-/// The absolute file path of a `sqlite:` URI (query string dropped).
-fn sqlite_path(uri: &str) -> String {
-    let path = uri
-        .strip_prefix("sqlite://")
-        .or_else(|| uri.strip_prefix("sqlite:"))
-        .unwrap_or(uri);
-    let path = path.split('?').next().unwrap_or(path);
-    std::path::absolute(path).map_or_else(|_| path.to_string(), |p| p.display().to_string())
-}
-
 /// `scheme://user:password@host…` without the password (the user stays: readers bring the
 /// password through their own configuration, e.g. the PostgreSQL password file).
 pub(crate) fn strip_password(uri: &str) -> String {
@@ -616,8 +606,9 @@ mod tests {
             normalize_uri("mysql://h/db"),
             Err(TableError::InvalidCatalog { .. })
         ));
-        assert_eq!(sqlite_path("sqlite:///tmp/c.db?mode=rwc"), "/tmp/c.db");
-        assert!(sqlite_path("sqlite://c.db").starts_with('/'));
+        let file = |uri: &str| super::super::config::sqlite_file(uri).display().to_string();
+        assert_eq!(file("sqlite:///tmp/c.db?mode=rwc"), "/tmp/c.db");
+        assert!(file("sqlite://c.db").starts_with('/'));
     }
 
     #[test]

@@ -135,6 +135,8 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             common,
         } => {
             let handle = catalog.open().await?;
+            // Refused before the backup folder is created, when there is nothing it could hold.
+            handle.warehouse_location("back up the catalog")?;
             let backups = store::open_or_create(&to).await?;
             let out = backup::backup(&handle, namespace.as_deref(), backups.as_ref()).await?;
             if common.json {

@@ -71,26 +71,33 @@ pub struct RecoverArgs {
 pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     let journal = Journal::open(store::open(&args.journal).await?).await?;
     let handle = args.catalog.open().await?;
-    let metadata_location = match (&args.source_metadata, &args.source_table) {
-        (Some(m), _) => m.clone(),
+    let source_catalog = match &args.source_catalog {
+        Some(uri) => Some(
+            CatalogArgs {
+                catalog: uri.clone(),
+                warehouse: args.source_warehouse.clone(),
+                catalog_name: None,
+            }
+            .open()
+            .await?,
+        ),
+        None => None,
+    };
+    // The trusted snapshot's files are read with the S3 settings of the catalog that holds it
+    // (another catalog's may name another S3 server); a bare metadata file with the environment's.
+    let (metadata_location, source_props) = match (&args.source_metadata, &args.source_table) {
+        (Some(m), _) => (
+            m.clone(),
+            source_catalog.as_ref().map_or_else(
+                || catalog::s3_props(|k| std::env::var(k).ok()),
+                |c| c.file_io_props().clone(),
+            ),
+        ),
         (None, Some(t)) => {
-            let source = match &args.source_catalog {
-                Some(uri) => {
-                    CatalogArgs {
-                        catalog: uri.clone(),
-                        warehouse: args.source_warehouse.clone(),
-                        catalog_name: None,
-                    }
-                    .open()
-                    .await?
-                }
-                None => handle.clone(),
-            };
-            table::load_table(&source, t)
-                .await?
-                .metadata_location()
-                .unwrap_or_default()
-                .to_string()
+            let source = table::load_table(source_catalog.as_ref().unwrap_or(&handle), t).await?;
+            let location = source.metadata_location().unwrap_or_default().to_string();
+            // The table's own FileIO: what its catalog vends for it included.
+            (location, source.file_io().config().props().clone())
         }
         (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
     };
@@ -128,7 +135,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         recovery_id: recovery_id.clone(),
         source: SnapshotSource {
             metadata_location,
-            file_io_props: catalog::s3_props(|k| std::env::var(k).ok()),
+            file_io_props: source_props,
             prefix_map,
         },
         choice,

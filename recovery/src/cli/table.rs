@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 
+use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
 use tidemark_recovery::apply::{ApplyOptions, Guard, RouteFence, apply};
-use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
+use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, CatalogRef, open_catalog, open_ref, same_catalog};
+use tidemark_recovery::exit::{BAD_INPUT, exit_error};
 use tidemark_recovery::fault;
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
@@ -47,12 +49,35 @@ impl CatalogArgs {
     }
 }
 
+/// [`CatalogArgs`] for `apply`, where `--route` alone names the catalog (the route's own).
+#[derive(Debug, Clone, Args)]
+pub struct ApplyCatalogArgs {
+    /// As for every command; with --route it may be left out: the route's catalog is opened,
+    /// with the credentials of a catalog defined under the route's catalog name.
+    #[arg(long, env = "TIDEMARK_CATALOG", required_unless_present = "route")]
+    pub catalog: Option<String>,
+    #[arg(long, env = "TIDEMARK_WAREHOUSE")]
+    pub warehouse: Option<String>,
+    #[arg(long)]
+    pub catalog_name: Option<String>,
+}
+
+impl ApplyCatalogArgs {
+    fn given(&self) -> Option<CatalogArgs> {
+        self.catalog.as_ref().map(|catalog| CatalogArgs {
+            catalog: catalog.clone(),
+            warehouse: self.warehouse.clone(),
+            catalog_name: self.catalog_name.clone(),
+        })
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     #[arg(long)]
     pub journal: String,
     #[command(flatten)]
-    pub catalog: CatalogArgs,
+    pub catalog: ApplyCatalogArgs,
     /// The state table, namespace.name (created from the journal's spec if missing).
     #[arg(long, required_unless_present = "route")]
     pub table: Option<String>,
@@ -72,15 +97,20 @@ pub struct ApplyArgs {
 
 pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
     let journal = Journal::open(store::open(&args.journal).await?).await?;
-    let handle = args.catalog.open().await?;
-    let (table_name, guard) = match (&args.table, &args.route) {
-        (Some(t), _) => (t.clone(), None),
+    let (handle, table_name, guard) = match (&args.table, &args.route) {
+        (Some(t), _) => {
+            let Some(given) = args.catalog.given() else {
+                anyhow::bail!("--catalog is required with --table");
+            };
+            (given.open().await?, t.clone(), None)
+        }
         (None, Some(r)) => {
             let routes = RouteStore::open(r).await?;
             let (fence, route) = Fence::acquire(&routes).await?;
+            let handle = route_catalog(&args.catalog, r, &route.catalog).await?;
             eprintln!("apply: route generation {} -> {}", route.generation, route.table_name);
             let guard: Arc<dyn tidemark_recovery::apply::CommitGuard> = Arc::new(RouteFence { routes, fence });
-            (route.table_name, Some(Guard(guard)))
+            (handle, route.table_name, Some(Guard(guard)))
         }
         (None, None) => anyhow::bail!("--table or --route is required"),
     };
@@ -136,6 +166,38 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The catalog the fenced writer commits to: the route's own, opened from its reference (the
+/// reader's definition of that name supplies credentials), or `--catalog`, which must then be
+/// that same catalog: a writer committing elsewhere than readers look would be lost work.
+async fn route_catalog(
+    args: &ApplyCatalogArgs,
+    route_url: &str,
+    recorded: &CatalogRef,
+) -> anyhow::Result<CatalogHandle> {
+    let Some(given) = args.given() else {
+        return open_ref(recorded).await.with_context(|| {
+            format!(
+                "apply --route {route_url}: cannot open the route's {recorded}; define a catalog named {:?} \
+                 (.pyiceberg.yaml or PYICEBERG_CATALOG__{}__… variables) with its credentials, or give --catalog",
+                recorded.name,
+                recorded.name.to_uppercase()
+            )
+        });
+    };
+    let handle = given.open().await?;
+    if !same_catalog(handle.reference(), recorded) {
+        return Err(exit_error(
+            BAD_INPUT,
+            format!(
+                "apply --route {route_url}: --catalog is the {}, but the route's table is in the {recorded}; \
+                 leave --catalog out to use the route's catalog",
+                handle.reference()
+            ),
+        ));
+    }
+    Ok(handle)
 }
 
 #[derive(Debug, Args)]

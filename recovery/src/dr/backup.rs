@@ -268,7 +268,10 @@ fn open_warehouse_err(handle: &CatalogHandle) -> impl FnOnce(StoreError) -> Back
 /// Refuses when a table's referenced objects are not all there: such a backup could not be
 /// restored.
 pub async fn snapshot_catalog(handle: &CatalogHandle, namespace: Option<&str>) -> Result<CatalogBackup, BackupError> {
-    let base = warehouse_base(handle.warehouse())?;
+    let location = handle
+        .warehouse_location("back up the catalog")
+        .map_err(table_err("(all tables)"))?;
+    let base = warehouse_base(location)?;
     let warehouse = store::open(&base).await.map_err(open_warehouse_err(handle))?;
     let pointers = handle.pointers(namespace).await.map_err(table_err("(all tables)"))?;
     let mut tables = Vec::with_capacity(pointers.len());
@@ -460,6 +463,9 @@ pub async fn restore_through(
     allow_replace: bool,
     warehouse: Option<std::sync::Arc<dyn ObjectStore>>,
 ) -> Result<RestoreReport, BackupError> {
+    let location = handle
+        .warehouse_location("restore a catalog backup")
+        .map_err(table_err("(all tables)"))?;
     let names: Vec<String> = backup.tables.iter().map(|t| t.table.clone()).collect();
     let current = state(handle, &names).await?;
     let mut report = RestoreReport {
@@ -525,7 +531,7 @@ pub async fn restore_through(
         .map_err(table_err("(all tables)"))?;
 
     // Every referenced object, before anything changes.
-    let base = warehouse_base(handle.warehouse())?;
+    let base = warehouse_base(location)?;
     let warehouse = match warehouse {
         Some(w) => w,
         None => store::open(&base).await.map_err(open_warehouse_err(handle))?,

@@ -1,0 +1,504 @@
+//! Issue 10, item 3, command by command on the catalogs beyond SQL (SeaweedFS's Iceberg REST
+//! catalog `sw`, moto's S3 Tables `st`; defined as in `catalogs_remote`): what each can do
+//! works, and what it cannot is refused before anything changes, naming what the catalog lacks
+//! and what to do instead. README's "What each catalog can do" table points at these tests.
+
+use std::collections::BTreeMap;
+
+use super::catalogs_remote::{apply_and_fault, ns, rest_definition, s3tables_definition};
+use super::merge_events;
+use super::support::*;
+
+/// The table pointers of `namespace` in `catalog` (`catalog state --json`).
+fn pointers(s: &Scratch, catalog: &str, namespace: &str) -> serde_json::Value {
+    s.run(&[
+        "catalog",
+        "state",
+        "--catalog",
+        catalog,
+        "--namespace",
+        namespace,
+        "--json",
+    ])
+    .ok()
+    .json()["tables"]
+        .clone()
+}
+
+/// The orders the journal of [`apply_and_fault`] leaves visible (tombstones excluded).
+fn live_orders(s: &Scratch) -> usize {
+    let mut state = BTreeMap::new();
+    merge_events(&mut state, &std::fs::read_to_string(s.path("events.ndjson")).unwrap());
+    state.values().filter(|r| r["is_deleted"] == false).count()
+}
+
+/// `history record` / `compare`, `catalog state`, the refusals of `catalog rebuild`, and
+/// `recover` with the source and the target in different catalogs, on `catalog`.
+fn commands_on(definition: Vec<(String, String)>, catalog: &str, purpose: &str) {
+    let mut s = Scratch::new();
+    s.env = definition;
+    let namespace = ns(purpose);
+    let table = format!("{namespace}.orders");
+    apply_and_fault(&s, catalog, &table);
+    let journal = s.path_str("journal");
+
+    // history record / compare: a commit between two records is a difference (exit 4).
+    let (h1, h2) = (s.path_str("h1.json"), s.path_str("h2.json"));
+    let record = |out: &str| {
+        s.run(&[
+            "history",
+            "record",
+            "--catalog",
+            catalog,
+            "--namespace",
+            &namespace,
+            "--out",
+            out,
+        ])
+        .ok()
+    };
+    record(&h1);
+    s.run(&["history", "compare", &h1, &h1]).ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        catalog,
+        "--table",
+        &table,
+        "--where",
+        "order_version = 3",
+    ])
+    .ok();
+    record(&h2);
+    let diff = s
+        .run(&["history", "compare", &h1, &h2])
+        .fails(4, &["differences between"]);
+    assert!(diff.stdout.contains("current snapshot id"), "{}", diff.stdout);
+
+    // catalog state names the table's pointer; a rebuild (it registers) is refused, unchanged.
+    let before = pointers(&s, catalog, &namespace);
+    assert!(
+        before[&table].as_str().is_some_and(|p| p.ends_with(".metadata.json")),
+        "{before}"
+    );
+    s.run(&[
+        "catalog",
+        "rebuild",
+        "--catalog",
+        catalog,
+        "--warehouse",
+        "s3://tidemark/elsewhere",
+        "--namespace",
+        &namespace,
+    ])
+    .fails(
+        6,
+        &[
+            "lacks registering an existing metadata file",
+            "Nothing was changed",
+            "--source-metadata",
+        ],
+    );
+    assert_eq!(
+        pointers(&s, catalog, &namespace),
+        before,
+        "the refused rebuild changed the catalog"
+    );
+
+    // recover: the trusted snapshot in a SQLite catalog, the recovered table here, and back.
+    let local = s.path_str("local/catalog.db");
+    std::fs::create_dir_all(s.path("local")).unwrap();
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &local,
+        "--table",
+        "l.orders",
+    ])
+    .ok();
+    let route = s.path_str("route");
+    let into = format!("{namespace}.fixed");
+    s.run(&[
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        catalog,
+        "--into",
+        &into,
+        "--source-catalog",
+        &local,
+        "--source-table",
+        "l.orders",
+        "--route",
+        &route,
+    ])
+    .ok();
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ])
+        .ok();
+    assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
+    let from_file = format!("{namespace}.from_file");
+    let metadata = s.run(&["catalog", "state", "--catalog", &local, "--json"]).ok().json()["tables"]["l.orders"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.run(&[
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        catalog,
+        "--into",
+        &from_file,
+        "--source-metadata",
+        &metadata,
+    ])
+    .ok();
+    // The snapshot's files are read with this catalog's S3 settings, not the environment's.
+    s.run(&[
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &local,
+        "--into",
+        "l.back",
+        "--source-catalog",
+        catalog,
+        "--source-table",
+        &table,
+    ])
+    .ok();
+}
+
+#[test]
+fn every_command_on_a_rest_catalog() {
+    let Some(def) = rest_definition() else { return };
+    commands_on(def, "sw", "cmd_rest");
+}
+
+#[test]
+fn every_command_on_s3tables() {
+    let Some(def) = s3tables_definition() else { return };
+    commands_on(def, "st", "cmd_st");
+}
+
+/// `catalog backup` reads every table's files under the catalog's warehouse location: on a REST
+/// catalog whose warehouse is given as a location it works (and `replica check` reads the same
+/// warehouse); its `restore` needs a pointer swap, which REST lacks: refused, unchanged.
+#[test]
+fn backup_and_restore_on_a_rest_catalog() {
+    let Some(def) = rest_definition() else { return };
+    let mut s = Scratch::new();
+    s.env = def;
+    let namespace = ns("bk_rest");
+    let table = format!("{namespace}.orders");
+    apply_and_fault(&s, "sw", &table);
+    // As a name, the warehouse is no location to read the files under.
+    s.run(&[
+        "catalog",
+        "backup",
+        "--catalog",
+        "sw",
+        "--namespace",
+        &namespace,
+        "--to",
+        &s.path_str("bk"),
+    ])
+    .fails(6, &["is a name", "--warehouse s3://"]);
+    let bucket = std::env::var("TIDEMARK_REST_WAREHOUSE").unwrap();
+    let location = format!("s3://{bucket}");
+    // The files are on SeaweedFS's S3, which the S3 store reaches through the environment.
+    let seaweed = [(
+        "AWS_ENDPOINT_URL",
+        std::env::var("TIDEMARK_SEAWEED_S3_ENDPOINT").unwrap(),
+    )];
+    let seaweed: Vec<(&str, &str)> = seaweed.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let on = ["--catalog", "sw", "--warehouse", location.as_str()];
+    let backup = s
+        .run_with(
+            &seaweed,
+            &[
+                &["catalog", "backup"],
+                &on[..],
+                &["--namespace", &namespace, "--to", &s.path_str("bk"), "--json"],
+            ]
+            .concat(),
+        )
+        .ok()
+        .json();
+    let id = backup["id"].as_str().expect("a backup id").to_string();
+    let check = s
+        .run_with(&seaweed, &["replica", "check", "--warehouse", &location, "--json"])
+        .ok()
+        .json();
+    assert!(check.to_string().contains(&table), "{check}");
+    // A DR copy of the table (`replica copy` to a folder), and the recovered table created in
+    // the REST catalog from the copy's metadata file, read through a prefix map.
+    let dr = s.path_str("dr");
+    std::fs::create_dir_all(&dr).unwrap();
+    let copied = s
+        .run_with(
+            &seaweed,
+            &[
+                "replica", "copy", "--from", &location, "--to", &dr, "--tables", &table, "--json",
+            ],
+        )
+        .ok()
+        .json();
+    let head = copied["tables"][0]["head"].as_str().expect("a head").to_string();
+    s.run(&[
+        "recover",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        "sw",
+        "--into",
+        &format!("{namespace}.from_dr"),
+        "--source-metadata",
+        &format!("{location}/{head}"),
+        "--prefix-map",
+        &format!("{location}=file://{dr}"),
+    ])
+    .ok();
+
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        "sw",
+        "--table",
+        &table,
+        "--where",
+        "order_version = 2",
+    ])
+    .ok();
+    let state = s.path_str("state.json");
+    s.run(
+        &[
+            &["catalog", "state"],
+            &on[..],
+            &["--namespace", &namespace, "--out", &state],
+        ]
+        .concat(),
+    )
+    .ok();
+    let before = pointers(&s, "sw", &namespace);
+    s.run_with(
+        &seaweed,
+        &[
+            &["catalog", "restore"],
+            &on[..],
+            &["--from", &s.path_str("bk"), "--id", &id, "--expect", &state],
+        ]
+        .concat(),
+    )
+    .fails(6, &["swapping the metadata pointer", "Nothing was changed"]);
+    assert_eq!(
+        pointers(&s, "sw", &namespace),
+        before,
+        "the refused restore changed the catalog"
+    );
+}
+
+/// S3 Tables keeps each table in a bucket of its own: no warehouse location for `catalog
+/// backup` / `restore`, refused before anything is read, saying what to keep instead.
+#[test]
+fn backup_and_restore_on_s3tables_are_refused() {
+    let Some(def) = s3tables_definition() else { return };
+    let mut s = Scratch::new();
+    s.env = def;
+    let namespace = ns("bk_st");
+    apply_and_fault(&s, "st", &format!("{namespace}.orders"));
+    let before = pointers(&s, "st", &namespace);
+    s.run(&[
+        "catalog",
+        "backup",
+        "--catalog",
+        "st",
+        "--namespace",
+        &namespace,
+        "--to",
+        &s.path_str("bk"),
+    ])
+    .fails(6, &["a bucket of its own", "catalog state --out"]);
+    assert!(!s.path("bk").exists(), "the refused backup wrote something");
+    // A backup of a SQL catalog cannot be restored into S3 Tables either.
+    let local = s.path_str("local.db");
+    s.run(&[
+        "apply",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        &local,
+        "--table",
+        "l.orders",
+    ])
+    .ok();
+    let id = s
+        .run(&[
+            "catalog",
+            "backup",
+            "--catalog",
+            &local,
+            "--to",
+            &s.path_str("bk"),
+            "--json",
+        ])
+        .ok()
+        .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.run(&[
+        "catalog",
+        "restore",
+        "--catalog",
+        "st",
+        "--from",
+        &s.path_str("bk"),
+        "--id",
+        &id,
+        "--expect",
+        "empty",
+    ])
+    .fails(6, &["a bucket of its own", "Nothing was changed"]);
+    assert_eq!(pointers(&s, "st", &namespace), before);
+}
+
+/// Issue 10's precedence of S3 settings for a REST catalog: the definition's own, then what
+/// the server vends (SeaweedFS gives each table's `s3.endpoint` with it), then the environment.
+/// With no `s3.endpoint` in the definition and `AWS_ENDPOINT_URL` aimed at another S3 server
+/// (moto), every command writes and reads where the server says; an `s3.endpoint` the
+/// definition gives beats the server's.
+#[test]
+fn a_rest_servers_vended_endpoint_beats_the_environment() {
+    let Some(mut def) = rest_definition() else { return };
+    let elsewhere = std::env::var("AWS_ENDPOINT_URL").expect("moto's endpoint (sandbox/test.sh)");
+    def.retain(|(k, _)| !k.ends_with("__S3__ENDPOINT"));
+    def.push(("AWS_ENDPOINT_URL".into(), elsewhere.clone()));
+    let mut s = Scratch::new();
+    s.env = def.clone();
+    let namespace = ns("vended");
+    let table = format!("{namespace}.orders");
+    let expected = apply_and_fault(&s, "sw", &table);
+    let route = s.path_str("route");
+    s.run(&[
+        "recover",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        "sw",
+        "--into",
+        &format!("{namespace}.fixed"),
+        "--source-table",
+        &table,
+        "--route",
+        &route,
+    ])
+    .ok();
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ])
+        .ok();
+    assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
+    assert!(expected.len() > 10);
+    let work = s.path_str("drill");
+    let r = s
+        .run(&[
+            "drill",
+            "--work",
+            &work,
+            "--catalog",
+            "sw",
+            "--orders",
+            "50",
+            "--events",
+            "300",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(r["ok"], true, "{r}");
+
+    // The definition's endpoint is used although the server vends another (here: a wrong one).
+    s.env
+        .push(("PYICEBERG_CATALOG__SW__S3__ENDPOINT".into(), elsewhere.clone()));
+    let journal = s.path_str("journal");
+    let r = s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        "sw",
+        "--table",
+        &format!("{namespace}.other"),
+    ]);
+    assert_ne!(r.code, 0, "the definition's endpoint was not used: {}", r.stdout);
+    let port = elsewhere.rsplit(':').next().unwrap();
+    assert!(r.stderr.contains(port), "{}", r.stderr);
+}
+
+/// A route written with the S3 Tables ARN form (`--catalog arn:aws:s3tables:…`, no
+/// definition) records the ARN; `query --route` opens the table bucket from it with nothing
+/// else given (the AWS chain: here `AWS_ENDPOINT_URL` at moto's S3 Tables for both APIs).
+#[test]
+fn query_through_a_route_written_with_an_s3tables_arn() {
+    if s3tables_definition().is_none() {
+        return;
+    }
+    let mut s = Scratch::new();
+    s.env = vec![(
+        "AWS_ENDPOINT_URL".into(),
+        std::env::var("TIDEMARK_S3TABLES_ENDPOINT").unwrap(),
+    )];
+    let arn = std::env::var("TIDEMARK_S3TABLES_ARN").unwrap();
+    let namespace = ns("arn");
+    let table = format!("{namespace}.orders");
+    apply_and_fault(&s, &arn, &table);
+    let route = s.path_str("route");
+    s.run(&[
+        "recover",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        &arn,
+        "--into",
+        &format!("{namespace}.fixed"),
+        "--source-table",
+        &table,
+        "--route",
+        &route,
+    ])
+    .ok();
+    let shown = s.run(&["route", "show", "--route", &route, "--json"]).ok().json();
+    assert_eq!(shown[0]["route"]["catalog"]["uri"], arn.as_str(), "{shown}");
+    let q = s
+        .run(&[
+            "query",
+            "--route",
+            &route,
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM orders",
+        ])
+        .ok();
+    assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
+}
