@@ -315,26 +315,35 @@ impl<R: BufRead> BufRead for Tee<R> {
 }
 
 /// The spool file: under `$TIDEMARK_SPILL_DIR` (default the system's temporary folder), removed
-/// when dropped.
+/// when dropped. A process killed with SIGKILL leaves its spool behind; a later process that got
+/// the same pid skips such a name rather than failing.
 struct Spool {
     path: std::path::PathBuf,
     file: Option<std::fs::File>,
 }
 
+/// Spool names tried before giving up (each taken by a file another process left).
+const SPOOL_NAMES_TRIED: u32 = 1000;
+
 impl Spool {
     fn create() -> Result<Spool> {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-        let path = root.join(format!("tidemark-append-{}-{n}.ndjson", std::process::id()));
-        let mut spool = Spool { path, file: None };
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&spool.path)
-            .map_err(|e| spool.error(e))?;
-        spool.file = Some(file);
-        Ok(spool)
+        Spool::create_in(&root)
+    }
+
+    fn create_in(root: &std::path::Path) -> Result<Spool> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut tried = 0;
+        loop {
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = root.join(format!("tidemark-append-{}-{n}.ndjson", std::process::id()));
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(file) => return Ok(Spool { path, file: Some(file) }),
+                // Not ours: left alone (its process may still run, in another pid namespace).
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tried + 1 < SPOOL_NAMES_TRIED => tried += 1,
+                Err(e) => return Err(spool_error(&path, e)),
+            }
+        }
     }
 
     fn reopen(&self) -> Result<std::fs::File> {
@@ -342,16 +351,57 @@ impl Spool {
     }
 
     fn error(&self, e: std::io::Error) -> JournalError {
-        JournalError::Input {
-            source_name: self.path.display().to_string(),
-            line: 0,
-            message: format!("cannot spool the input (set TIDEMARK_SPILL_DIR to a writable folder): {e}"),
-        }
+        spool_error(&self.path, e)
+    }
+}
+
+fn spool_error(path: &std::path::Path, e: std::io::Error) -> JournalError {
+    JournalError::Input {
+        source_name: path.display().to_string(),
+        line: 0,
+        message: format!("cannot spool the input (set TIDEMARK_SPILL_DIR to a writable folder): {e}"),
     }
 }
 
 impl Drop for Spool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod spool_tests {
+    use super::Spool;
+
+    /// A spool name taken by a file a killed process left (same pid, same counter) is skipped.
+    #[test]
+    fn a_spool_name_left_by_a_killed_process_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid = std::process::id();
+        // The names this process will try next (tests running in parallel may take some).
+        let first = Spool::create_in(dir.path()).unwrap();
+        let n: u64 = first
+            .path
+            .to_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .trim_end_matches(".ndjson")
+            .parse()
+            .unwrap();
+        drop(first);
+        let left: Vec<_> = (n + 1..=n + 5)
+            .map(|k| dir.path().join(format!("tidemark-append-{pid}-{k}.ndjson")))
+            .collect();
+        for p in &left {
+            std::fs::write(p, "left by a killed process").unwrap();
+        }
+        let spool = Spool::create_in(dir.path()).unwrap();
+        assert!(!left.contains(&spool.path), "{}", spool.path.display());
+        drop(spool);
+        for p in &left {
+            assert_eq!(std::fs::read_to_string(p).unwrap(), "left by a killed process");
+        }
     }
 }
