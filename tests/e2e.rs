@@ -6,6 +6,7 @@ mod catalogs_commands;
 mod catalogs_remote;
 mod faults;
 mod interop;
+mod replica_warm;
 mod seaweedfs;
 mod support;
 

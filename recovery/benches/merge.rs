@@ -1,8 +1,9 @@
 //! Merge benchmark (not a test): merge throughput (events/s) and peak memory of the applier's
 //! unit of work — read the candidate files, run the DataFusion MERGE, write the rewritten and new
 //! files, commit the overwrite — on a table of N rows (default 1,000,000) with batches of 10,000
-//! and 100,000 events. Each batch size runs in its own process so that peak memory (VmHWM) is
-//! its own.
+//! and 100,000 events, copy-on-write and merge-on-read (new files plus position deletes), with
+//! the bytes of data and delete files written per event. Each batch size and mode runs in its
+//! own process so that peak memory (VmHWM) is its own.
 //!
 //! `cargo bench -p tidemark-recovery --bench merge [-- ROWS [BATCH ...]]`
 //!
@@ -16,13 +17,14 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
-use tidemark_recovery::apply::merge_and_commit;
+use tidemark_recovery::apply::{MERGE_CHUNK_ROWS, UnitOptions, merge_and_commit_unit};
+use tidemark_recovery::apply_mor::{MergeMode, WriteStats};
 use tidemark_recovery::benchdata::{commit_orders, order_columns as columns, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, open_catalog};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::table;
 
-fn run_case(rows: u64, batch: u64) {
+fn run_case(rows: u64, batch: u64, mode: MergeMode) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -49,6 +51,8 @@ fn run_case(rows: u64, batch: u64) {
         let mut new_orders = rows;
         let mut position = rows;
         let mut times = Vec::new();
+        let mut writes = WriteStats::default();
+        let key_index = std::sync::Mutex::new(Default::default());
         for _ in 0..3 {
             let (mut ids, mut vers, mut del, mut pos) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for _ in 0..batch {
@@ -73,18 +77,22 @@ fn run_case(rows: u64, batch: u64) {
             cols.extend(columns(&ids, &vers, &del));
             let events = RecordBatch::try_new(spec.event_schema.clone(), cols).unwrap();
             let started = Instant::now();
-            let (nt, stats, _, _) = merge_and_commit(&handle, t, &spec, vec![events], Default::default(), &SystemClock, &RandomIds, 3, None, None, tidemark_recovery::apply::MERGE_CHUNK_ROWS)
+            let unit = UnitOptions { max_attempts: 3, skip_if_applied: None, guard: None, chunk_rows: MERGE_CHUNK_ROWS, mode, key_index: Some(&key_index) };
+            let c = merge_and_commit_unit(&handle, t, &spec, vec![events], Default::default(), &SystemClock, &RandomIds, &unit)
                 .await
                 .unwrap();
-            times.push((started.elapsed().as_secs_f64(), stats.files_rewritten, stats.updated, stats.inserted));
-            t = nt;
+            times.push((started.elapsed().as_secs_f64(), c.stats.files_rewritten, c.stats.updated, c.stats.inserted));
+            writes.add(&c.writes);
+            t = c.table;
         }
         let total: f64 = times.iter().map(|t| t.0).sum();
         println!(
-            "{rows:>10} rows  batch {batch:>7}  seed {seed_s:>6.2}s  merge {:>7.3}s/batch  {:>9.0} events/s  files rewritten/batch {:>4}  peak RSS {:>7.0} MB",
+            "{rows:>10} rows  batch {batch:>7}  {:<13}  seed {seed_s:>6.2}s  merge {:>7.3}s/batch  {:>9.0} events/s  files rewritten/batch {:>4}  {:>6.0} bytes/event  peak RSS {:>7.0} MB",
+            mode.as_str(),
             total / times.len() as f64,
             batch as f64 * times.len() as f64 / total,
             times.iter().map(|t| t.1).sum::<u64>() / times.len() as u64,
+            writes.bytes_written() as f64 / (batch * times.len() as u64) as f64,
             peak_rss_mb()
         );
     });
@@ -96,7 +104,11 @@ fn main() {
         std::env::var("TIDEMARK_BENCH_ROWS"),
         std::env::var("TIDEMARK_BENCH_BATCH"),
     ) {
-        run_case(rows.parse().unwrap(), batch.parse().unwrap());
+        let mode = std::env::var("TIDEMARK_BENCH_MODE")
+            .ok()
+            .and_then(|m| MergeMode::parse(&m))
+            .unwrap_or_default();
+        run_case(rows.parse().unwrap(), batch.parse().unwrap(), mode);
         return;
     }
     let rows: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
@@ -105,13 +117,16 @@ fn main() {
     } else {
         vec![10_000, 100_000]
     };
-    println!("merge benchmark: 3 batches per size; each size in its own process");
+    println!("merge benchmark: 3 batches per size and mode; each in its own process");
     for batch in batches {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .env("TIDEMARK_BENCH_ROWS", rows.to_string())
-            .env("TIDEMARK_BENCH_BATCH", batch.to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
+        for mode in [MergeMode::CopyOnWrite, MergeMode::MergeOnRead] {
+            let status = std::process::Command::new(std::env::current_exe().unwrap())
+                .env("TIDEMARK_BENCH_ROWS", rows.to_string())
+                .env("TIDEMARK_BENCH_BATCH", batch.to_string())
+                .env("TIDEMARK_BENCH_MODE", mode.as_str())
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
     }
 }

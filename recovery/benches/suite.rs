@@ -9,7 +9,8 @@
 //! `ROWSxEVENTS` too): a deterministic dataset (`gen`), then each measured step in a process of its
 //! own, so that its peak resident memory is its own: journal verify; recovery (seed, replay,
 //! validate; the final state's figures are read after the peak was taken); the applier's sustained
-//! throughput into the snapshot table (10 journal batches a commit). Beside them: `sha256sum` over
+//! throughput into the snapshot table, copy-on-write and merge-on-read, with bytes written per
+//! event, and the compaction of the merge-on-read table (`suite/apply.rs`). Beside them: `sha256sum` over
 //! the journal's event objects, DuckDB computing the same final state from the same Parquet files
 //! and writing it as Parquet, and (at `--upsert-size`, default the largest size) PyIceberg's `upsert()`
 //! doing the replay step, with tidemark's replay measured on that same dataset. The peers run with
@@ -34,7 +35,7 @@ use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
 use tidemark_journal::writer::{AppendOptions, append};
-use tidemark_recovery::apply::{ApplyOptions, PROP_LAST_POSITION, apply};
+use tidemark_recovery::apply::PROP_LAST_POSITION;
 use tidemark_recovery::benchdata::{commit_orders, order_id, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
@@ -44,6 +45,9 @@ use tidemark_recovery::table::read::{live_files, read_files};
 use tidemark_recovery::table::{self, arrow_schema, live_data_files};
 
 const TABLE: &str = "bench.orders";
+
+#[path = "suite/apply.rs"]
+mod apply_runs;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
@@ -209,7 +213,7 @@ fn orchestrate(args: &[String]) {
         );
         let _ = std::fs::remove_dir_all(&duck_out);
         eprintln!("suite: {s}: applier throughput");
-        let applied = child(&dir, "apply", &[]);
+        let applied = apply_runs::orchestrate(&dir, &child);
         let ratios = json!({
             "verify_vs_sha256sum_throughput": f(&verify, &["mb_per_s"]).zip(f(&sha, &["mb_per_s"])).map(|(a, b)| a / b),
             "replay_vs_duckdb_time": f(&rec, &["replay_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
@@ -304,13 +308,7 @@ fn print_table(r: &Value) {
             f(&s["peers"], &["duckdb", "seconds"]),
             f(&s["peers"], &["duckdb", "peak_rss_mb"]),
         );
-        println!(
-            "applier: {} events/s into a {}-row table ({} events, peak RSS {} MB)",
-            s0(f(t, &["apply", "events_per_s"])),
-            s["rows"],
-            t["apply"]["events"],
-            s0(f(t, &["apply", "peak_rss_mb"]))
-        );
+        apply_runs::print(&t["apply"]);
         let ra = &s["ratios"];
         println!(
             "ratios: verify/sha256sum throughput {} (target >= 0.8); replay/DuckDB time {} (target <= 1.5); recovery/DuckDB time {}; same final state as DuckDB: {}",
@@ -363,24 +361,8 @@ async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
             json!({"seconds": s, "bytes": bytes, "mb_per_s": bytes as f64 / 1e6 / s, "peak_rss_mb": peak_rss_mb()})
         }
         "recover" => recover_step(dir).await,
-        "apply" => {
-            let j = journal(dir).await;
-            let handle = open(dir).await;
-            let ds: Value = serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap();
-            let until = ds["events"].as_u64().unwrap().min(200_000);
-            let opts = ApplyOptions {
-                until: Some(until),
-                batches_per_commit: 10,
-                ..Default::default()
-            };
-            let t = Instant::now();
-            let r = apply(&j, &handle, TABLE, &opts, &SystemClock, &RandomIds, &mut |_| {})
-                .await
-                .unwrap();
-            let s = t.elapsed().as_secs_f64();
-            let n = r.applied_to_position - r.started_after_position;
-            json!({"events": n, "commits": r.commits, "seconds": s, "events_per_s": n as f64 / s, "peak_rss_mb": peak_rss_mb()})
-        }
+        "apply" => apply_runs::apply_step(dir, args, TABLE).await,
+        "compact" => apply_runs::compact_step(dir, args).await,
         other => panic!("unknown step {other}"),
     }
 }

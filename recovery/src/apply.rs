@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use arrow::array::RecordBatch;
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
+use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use serde::Serialize;
 use tidemark_journal::Journal;
@@ -28,12 +29,15 @@ use tidemark_journal::journal::StoredManifest;
 use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
 
+use crate::apply_mor::{MergeMode, WriteStats, merge_on_read};
 use crate::catalog::CatalogHandle;
+use crate::compact::{CompactOptions, compact, deleted_fraction};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
+use crate::table::key_index::KeyIndex;
 use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files, prunable, read_files, split_rows};
-use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, write_data_file};
+use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_row_delta, write_data_file};
 
 /// Rows of the table one merge chunk reads at most (about; a chunk never splits a file, nor two
 /// files whose key ranges overlap).
@@ -47,6 +51,11 @@ pub const PROP_FIRST_POSITION: &str = "tidemark.first-position";
 pub const PROP_LAST_POSITION: &str = "tidemark.last-position";
 pub const PROP_MANIFEST_SEQUENCE: &str = "tidemark.manifest-sequence";
 pub const PROP_MANIFEST_DIGEST: &str = "tidemark.manifest-digest";
+/// Table property: the fraction of the table's rows position deletes may remove before the
+/// applier compacts (merge-on-read; default [`DEFAULT_COMPACT_AT`]; `0` or less: never).
+pub const PROP_COMPACT_AT: &str = "tidemark.apply.compact-deleted-fraction";
+/// The default of [`PROP_COMPACT_AT`].
+pub const DEFAULT_COMPACT_AT: f64 = 0.2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -106,6 +115,12 @@ pub struct ApplyOptions {
     pub guard: Option<Guard>,
     /// Rows of the table one merge chunk reads at most (memory bound; see [`MERGE_CHUNK_ROWS`]).
     pub chunk_rows: u64,
+    /// How changes are written; `None`: as the table's `write.merge.mode` says (default
+    /// copy-on-write).
+    pub merge_mode: Option<MergeMode>,
+    /// Compact after a merge-on-read commit once position deletes remove this fraction of the
+    /// rows; `None`: the table's [`PROP_COMPACT_AT`], else [`DEFAULT_COMPACT_AT`].
+    pub compact_at: Option<f64>,
 }
 
 /// The route fence as a commit guard: refuses once the route moved past the generation the
@@ -141,6 +156,8 @@ impl Default for ApplyOptions {
             failpoint: None,
             guard: None,
             chunk_rows: MERGE_CHUNK_ROWS,
+            merge_mode: None,
+            compact_at: None,
         }
     }
 }
@@ -159,6 +176,14 @@ pub struct ApplyReport {
     pub recovered_checkpoint: bool,
     pub snapshot_id: Option<i64>,
     pub merge: MergeStats,
+    /// How the changes were written.
+    pub merge_mode: MergeMode,
+    /// What the unit commits wrote (bytes per event: write amplification).
+    pub writes: WriteStats,
+    /// Compactions the applier ran (merge-on-read, at the threshold) and their time.
+    pub compactions: u64,
+    pub compaction_writes: WriteStats,
+    pub compaction_ms: u64,
     pub elapsed_ms: u64,
 }
 
@@ -257,12 +282,12 @@ pub async fn read_events(
     Ok(out)
 }
 
-/// Merges `events` into the table and commits, retrying on a concurrent commit. Returns the
-/// table after the commit (or unchanged when the events changed nothing).
+/// Merges `events` into the table copy-on-write and commits, retrying on a concurrent commit.
+/// Returns the table after the commit (or unchanged when the events changed nothing).
 #[allow(clippy::too_many_arguments)]
 pub async fn merge_and_commit(
     handle: &CatalogHandle,
-    mut table: Table,
+    table: Table,
     spec: &tidemark_journal::spec::CompiledSpec,
     events: Vec<RecordBatch>,
     summary: HashMap<String, String>,
@@ -273,6 +298,60 @@ pub async fn merge_and_commit(
     guard: Option<&dyn CommitGuard>,
     chunk_rows: u64,
 ) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
+    let unit = UnitOptions {
+        max_attempts,
+        skip_if_applied,
+        guard,
+        chunk_rows,
+        mode: MergeMode::CopyOnWrite,
+        key_index: None,
+    };
+    let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
+    Ok((c.table, c.stats, c.retries, c.committed))
+}
+
+/// How one unit is merged and committed.
+pub struct UnitOptions<'a> {
+    pub max_attempts: usize,
+    /// Stop retrying once the table holds this position (another applier committed the unit).
+    pub skip_if_applied: Option<u64>,
+    pub guard: Option<&'a dyn CommitGuard>,
+    pub chunk_rows: u64,
+    pub mode: MergeMode,
+    /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
+    pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
+}
+
+/// What [`merge_and_commit_unit`] did.
+pub struct Committed {
+    pub table: Table,
+    pub stats: MergeStats,
+    pub writes: WriteStats,
+    pub retries: u64,
+    pub committed: bool,
+}
+
+/// A unit's changes, written but not committed.
+struct UnitFiles {
+    removed: Vec<String>,
+    added: Vec<DataFile>,
+    deletes: Vec<DataFile>,
+    stats: MergeStats,
+    writes: WriteStats,
+}
+
+/// Merges `events` into the table in `unit.mode` and commits, retrying on a concurrent commit.
+#[allow(clippy::too_many_arguments)]
+pub async fn merge_and_commit_unit(
+    handle: &CatalogHandle,
+    mut table: Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: Vec<RecordBatch>,
+    summary: HashMap<String, String>,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    unit: &UnitOptions<'_>,
+) -> Result<Committed, ApplyError> {
     let name = table.identifier().to_string();
     let schema = arrow_schema(&table)?;
     let cur_schema = merge::current_schema(&schema);
@@ -290,66 +369,104 @@ pub async fn merge_and_commit(
         .field_by_name(&spec.spec.key_column)
         .map(|f| f.id)
         .unwrap_or(-1);
+    let max_attempts = unit.max_attempts.max(1);
     let mut retries = 0;
-    for attempt in 1..=max_attempts.max(1) {
+    for attempt in 1..=max_attempts {
         let (files, deletes) = live_files(&table).await?;
         let candidates = if prunable(key_t) {
             files_for_keys(&files, key_field_id, &keys)
         } else {
             files.iter().collect()
         };
-        // Key-range chunks of the candidate files, each merged on its own with the events of its
-        // range, so that memory follows the chunk size rather than the table (or unit) size.
-        let (chunks, cuts) = chunk_by_key(&candidates, key_field_id, chunk_rows);
-        let chunk_events = split_by_chunk(spec, &events, &cuts, chunks.len())?;
-        let mut stats = MergeStats::default();
-        let mut files_to_rewrite = Vec::new();
-        let mut added = Vec::new();
-        for (chunk, chunk_events) in chunks.iter().zip(chunk_events) {
-            if chunk_events.is_empty() {
-                continue;
+        let f = match unit.mode {
+            MergeMode::CopyOnWrite => {
+                copy_on_write(
+                    &table,
+                    spec,
+                    &events,
+                    &schema,
+                    &cur_schema,
+                    key_field_id,
+                    &candidates,
+                    &deletes,
+                    ids,
+                    unit.chunk_rows,
+                )
+                .await?
             }
-            // Live rows only: the deletes of other writers are applied, so that a rewrite carries
-            // exactly the rows readers see into its new files.
-            let current = read_files(&table, chunk, &schema, Some(&cur_schema), &deletes).await?;
-            let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
-            stats.add(&out.stats);
-            files_to_rewrite.extend(out.files_to_rewrite);
-            let mut rows = out.kept_rows;
-            rows.extend(out.upserts);
-            // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the
-            // next batch's key bounds prune most of them and a rewrite touches only what it must.
-            for batch in &sort_by_key(&schema, &rows, &spec.spec.key_column)? {
-                let mut offset = 0;
-                while offset < batch.num_rows() {
-                    let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-                    added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
-                    offset += len;
+            MergeMode::MergeOnRead => {
+                // The index is taken out for the unit (a failed unit drops it: it is a cache).
+                let mut index = unit
+                    .key_index
+                    .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
+                    .unwrap_or_default();
+                index.retain(&files.iter().map(|f| f.file_path()).collect());
+                let m = merge_on_read(
+                    &table,
+                    spec,
+                    &events,
+                    &schema,
+                    &cur_schema,
+                    key_field_id,
+                    &candidates,
+                    &deletes,
+                    ids,
+                    &mut index,
+                )
+                .await?;
+                if let Some(k) = unit.key_index {
+                    *k.lock().unwrap_or_else(|p| p.into_inner()) = index;
+                }
+                UnitFiles {
+                    removed: Vec::new(),
+                    added: m.added,
+                    deletes: m.deletes,
+                    stats: m.stats,
+                    writes: m.writes,
                 }
             }
-        }
-        if added.is_empty() && files_to_rewrite.is_empty() {
-            return Ok((table, stats, retries, false));
+        };
+        if f.added.is_empty() && f.removed.is_empty() && f.deletes.is_empty() {
+            return Ok(Committed {
+                table,
+                stats: f.stats,
+                writes: f.writes,
+                retries,
+                committed: false,
+            });
         }
         let stamp = CommitStamp {
             id: ids.uuid(),
             at: clock.now(),
         };
-        if let Some(g) = guard {
+        if let Some(g) = unit.guard {
             g.check().await.map_err(ApplyError::Fenced)?;
         }
-        match commit_overwrite(handle, &table, &files_to_rewrite, added, summary.clone(), stamp).await {
+        match commit_row_delta(handle, &table, &f.removed, f.added, f.deletes, summary.clone(), stamp).await {
             Ok(t) => {
-                stats.files_rewritten = files_to_rewrite.len() as u64;
-                return Ok((t, stats, retries, true));
+                let mut stats = f.stats;
+                stats.files_rewritten = f.removed.len() as u64;
+                return Ok(Committed {
+                    table: t,
+                    stats,
+                    writes: f.writes,
+                    retries,
+                    committed: true,
+                });
             }
             Err(e) if e.is_retryable_commit() && attempt < max_attempts => {
                 retries += 1;
                 table = table::load_table(handle, &name).await?;
-                if let Some(to) = skip_if_applied
+                if let Some(to) = unit.skip_if_applied
                     && applied_state(&table).position >= to
                 {
-                    return Ok((table, stats, retries, false));
+                    return Ok(Committed {
+                        table,
+                        stats: f.stats,
+                        writes: WriteStats::default(),
+                        retries,
+                        committed: false,
+                    });
                 }
             }
             Err(e) => return Err(e.into()),
@@ -358,6 +475,64 @@ pub async fn merge_and_commit(
     Err(ApplyError::Contended {
         table: name,
         attempts: max_attempts,
+    })
+}
+
+/// The copy-on-write unit: every candidate file holding a replaced key is rewritten.
+#[allow(clippy::too_many_arguments)]
+async fn copy_on_write(
+    table: &Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: &[RecordBatch],
+    schema: &arrow_schema::SchemaRef,
+    cur_schema: &arrow_schema::SchemaRef,
+    key_field_id: i32,
+    candidates: &[&DataFile],
+    deletes: &crate::table::files::Deletes,
+    ids: &dyn Ids,
+    chunk_rows: u64,
+) -> Result<UnitFiles, ApplyError> {
+    // Key-range chunks of the candidate files, each merged on its own with the events of its
+    // range, so that memory follows the chunk size rather than the table (or unit) size.
+    let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows);
+    let chunk_events = split_by_chunk(spec, events, &cuts, chunks.len())?;
+    let mut stats = MergeStats::default();
+    let mut removed = Vec::new();
+    let mut added = Vec::new();
+    for (chunk, chunk_events) in chunks.iter().zip(chunk_events) {
+        if chunk_events.is_empty() {
+            continue;
+        }
+        // Live rows only: the deletes of other writers are applied, so that a rewrite carries
+        // exactly the rows readers see into its new files.
+        let current = read_files(table, chunk, schema, Some(cur_schema), deletes).await?;
+        let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
+        stats.add(&out.stats);
+        removed.extend(out.files_to_rewrite);
+        let mut rows = out.kept_rows;
+        rows.extend(out.upserts);
+        // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the
+        // next batch's key bounds prune most of them and a rewrite touches only what it must.
+        for batch in &sort_by_key(schema, &rows, &spec.spec.key_column)? {
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+                added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
+                offset += len;
+            }
+        }
+    }
+    let mut writes = WriteStats {
+        data_files_removed: removed.len() as u64,
+        ..Default::default()
+    };
+    writes.count_data(&added);
+    Ok(UnitFiles {
+        removed,
+        added,
+        deletes: Vec::new(),
+        stats,
+        writes,
     })
 }
 
@@ -385,7 +560,8 @@ fn split_by_chunk(
     Ok(out)
 }
 
-fn sort_by_key(
+/// `rows` as one batch sorted by the column `key` (none for no rows).
+pub(crate) fn sort_by_key(
     schema: &arrow_schema::SchemaRef,
     rows: &[RecordBatch],
     key: &str,
@@ -425,6 +601,18 @@ pub async fn apply(
     let mut table = table::create_or_load_table(handle, table_name, spec).await?;
     // Before anything is written (a merged file, a checkpoint): a table tidemark cannot commit to.
     table::check_supported(table_name, table.metadata())?;
+    let mode = match opts.merge_mode {
+        Some(m) => m,
+        None => MergeMode::of_table(&table)?,
+    };
+    let compact_at = match (opts.compact_at, table.metadata().properties().get(PROP_COMPACT_AT)) {
+        (Some(f), _) => f,
+        (None, Some(v)) => v.trim().parse().map_err(|_| TableError::Unsupported {
+            table: table_name.into(),
+            reason: format!("{PROP_COMPACT_AT} = {v:?} is not a number"),
+        })?,
+        (None, None) => DEFAULT_COMPACT_AT,
+    };
     let mut state = applied_state(&table);
     if let Some(found) = &state.journal_id
         && found != &journal.header.journal_id
@@ -441,6 +629,7 @@ pub async fn apply(
         table_uuid: table_uuid(&table),
         started_after_position: state.position,
         applied_to_position: state.position,
+        merge_mode: mode,
         ..Default::default()
     };
     // Reconcile with the newest checkpoint: the table is committed first, so it may be ahead.
@@ -503,6 +692,7 @@ pub async fn apply(
     };
     let pending: Vec<&StoredManifest> = chain.range(state.position, target).collect();
     let mut commits = 0u64;
+    let key_index = std::sync::Mutex::new(KeyIndex::default());
     for unit in pending.chunks(opts.batches_per_commit.max(1)) {
         let last_manifest = unit.last().expect("non-empty chunk");
         let to = last_manifest.manifest.last_position.min(target);
@@ -516,23 +706,20 @@ pub async fn apply(
             last_manifest.manifest.sequence.to_string(),
         );
         summary.insert(PROP_MANIFEST_DIGEST.to_string(), last_manifest.digest.clone());
-        let (t, stats, retries, committed) = merge_and_commit(
-            handle,
-            table,
-            spec,
-            events,
-            summary,
-            clock,
-            ids,
-            opts.max_attempts,
-            Some(to),
-            opts.guard.as_ref().map(|g| g.0.as_ref()),
-            opts.chunk_rows,
-        )
-        .await?;
-        table = t;
-        report.retries += retries;
-        report.merge.add(&stats);
+        let unit = UnitOptions {
+            max_attempts: opts.max_attempts,
+            skip_if_applied: Some(to),
+            guard: opts.guard.as_ref().map(|g| g.0.as_ref()),
+            chunk_rows: opts.chunk_rows,
+            mode,
+            key_index: Some(&key_index),
+        };
+        let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
+        let committed = c.committed;
+        table = c.table;
+        report.retries += c.retries;
+        report.merge.add(&c.stats);
+        report.writes.add(&c.writes);
         state = AppliedState {
             position: to,
             manifest_sequence: last_manifest.manifest.sequence,
@@ -551,6 +738,23 @@ pub async fn apply(
         tidemark_journal::failpoint::hit("apply:after-checkpoint");
         report.checkpoints_written += 1;
         report.applied_to_position = to;
+        // After the checkpoint: a compaction changes no row, and a crash in it loses nothing.
+        if mode == MergeMode::MergeOnRead && compact_at > 0.0 && deleted_fraction(&table) >= compact_at {
+            if let Some(g) = &opts.guard {
+                g.0.check().await.map_err(ApplyError::Fenced)?;
+            }
+            let t0 = Instant::now();
+            let copts = CompactOptions {
+                max_attempts: opts.max_attempts,
+                ..Default::default()
+            };
+            let (r, t) = compact(handle, table, &copts, clock, ids).await?;
+            table = t;
+            report.compactions += 1;
+            report.retries += r.retries;
+            report.compaction_writes.add(&r.writes);
+            report.compaction_ms += t0.elapsed().as_millis() as u64;
+        }
         progress(&ApplyProgress {
             position: to,
             target,

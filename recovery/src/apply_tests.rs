@@ -20,14 +20,14 @@ use crate::table::read::read_table;
 use crate::table::test_support::catalog_in;
 use crate::table::{self, arrow_schema, live_data_files};
 
-fn clock() -> StepClock {
+pub(crate) fn clock() -> StepClock {
     StepClock::new(
         DateTime::from_timestamp(1_790_000_000, 0).unwrap(),
         Duration::milliseconds(1),
     )
 }
 
-async fn journal_in(dir: &std::path::Path, text: &str, batch: usize) -> Journal {
+pub(crate) async fn journal_in(dir: &std::path::Path, text: &str, batch: usize) -> Journal {
     std::fs::create_dir_all(dir).unwrap();
     let store = Arc::new(LocalStore::open(dir).unwrap());
     let j = Journal::init(store, orders_spec(), "j-apply".into(), &clock())
@@ -71,7 +71,7 @@ pub(crate) async fn apply_all(j: &Journal, handle: &CatalogHandle, ids: &SeededI
 }
 
 /// The reference fold of the journal, unit by unit as the applier sees it (one manifest a unit).
-async fn reference_of(j: &Journal) -> RefState {
+pub(crate) async fn reference_of(j: &Journal) -> RefState {
     reference::fold_journal(j).await.unwrap()
 }
 

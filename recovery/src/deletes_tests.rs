@@ -310,6 +310,43 @@ async fn apply_keeps_deleted_rows_deleted_and_drops_spent_delete_files() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal")).await;
+    let handle = catalog_in(dir.path()).await;
+    table_with_deletes(&j, &handle).await;
+    // o-2 (position-deleted) and o-4 (equality-deleted) come back as new keys; o-1 is updated.
+    append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-2", 1) + &ev(9, "o-4", 3))).await;
+    let opts = crate::apply::ApplyOptions {
+        merge_mode: Some(crate::apply_mor::MergeMode::MergeOnRead),
+        compact_at: Some(0.0),
+        ..Default::default()
+    };
+    let r = crate::apply::apply(&j, &handle, TABLE, &opts, &clock(), &SeededIds::new(2), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        r.writes.position_deletes_written, 1,
+        "only o-1's live row is replaced: {:?}",
+        r.writes
+    );
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    let want: BTreeMap<String, (i64, i64)> = [
+        ("o-1", (2, 7)),
+        ("o-2", (1, 8)),
+        ("o-3", (1, 3)),
+        ("o-4", (3, 9)),
+        ("o-5", (1, 5)),
+        ("o-6", (1, 6)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(scan_rows(&t).await, want);
+    assert_eq!(rows_by_key(&read_table(&t).await.unwrap()), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_files_that_still_apply_are_kept_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let j = journal_in(&dir.path().join("journal")).await;

@@ -100,9 +100,80 @@ fn apply_code(e: &crate::apply::ApplyError) -> u8 {
     }
 }
 
+fn lease_code(e: &crate::dr::lease::LeaseError) -> u8 {
+    use crate::dr::lease::LeaseError as L;
+    match e {
+        L::Held { .. } | L::Fenced { .. } | L::Lost { .. } => CONFLICT,
+        L::Format { .. } => VERIFY_FAILED,
+        L::Store(s) => store_code(s),
+    }
+}
+
+fn state_code(e: &crate::dr::follow_state::StateError) -> u8 {
+    use crate::dr::follow_state::StateError as S;
+    match e {
+        S::Format { .. } => VERIFY_FAILED,
+        S::Changed { .. } => CONFLICT,
+        S::Lease(l) => lease_code(l),
+        S::Store(s) => store_code(s),
+    }
+}
+
+fn follow_code(e: &crate::dr::follow::FollowError) -> Option<u8> {
+    use crate::dr::follow::FollowError as F;
+    match e {
+        F::Lease(l) => Some(lease_code(l)),
+        F::Catalog(t) => Some(table_code(t)),
+        F::Dr(_) => None,
+    }
+}
+
+/// The warm follower's errors (issue 13), which nest transparently.
+fn warm_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    use crate::dr::failover::FailoverError as P;
+    use crate::dr::follower::RunError as R;
+    if let Some(e) = cause.downcast_ref::<R>() {
+        return match e {
+            R::Follow(f) => follow_code(f),
+            R::State(s) => Some(state_code(s)),
+            R::Lease(l) => Some(lease_code(l)),
+            R::Open { source, .. } => Some(store_code(source)),
+        };
+    }
+    if let Some(e) = cause.downcast_ref::<P>() {
+        return match e {
+            P::Lease(l) => Some(lease_code(l)),
+            P::Follow(f) => follow_code(f),
+            P::State(s) => Some(state_code(s)),
+            P::Route { .. } | P::Table { .. } => None, // the cause decides
+            P::NoDrTable { .. } => Some(NOT_FOUND),
+            P::NoPosition { .. } => Some(BAD_INPUT),
+            P::AlreadyRecorded { .. } => Some(CONFLICT),
+            P::Store(s) => Some(store_code(s)),
+        };
+    }
+    if let Some(e) = cause.downcast_ref::<crate::dr::resync::ResyncError>() {
+        use crate::dr::resync::ResyncError as S;
+        return Some(match e {
+            S::PrimaryIncomplete { .. } => VERIFY_FAILED,
+            S::Catalog(t) => table_code(t),
+        });
+    }
+    if let Some(e) = cause.downcast_ref::<crate::dr::lease::LeaseError>() {
+        return Some(lease_code(e));
+    }
+    if let Some(e) = cause.downcast_ref::<crate::dr::follow_state::StateError>() {
+        return Some(state_code(e));
+    }
+    None
+}
+
 /// The exit code of an error: the first cause in its chain that has a known kind.
 pub fn code_of(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
+        if let Some(code) = warm_code(cause) {
+            return code;
+        }
         if let Some(e) = cause.downcast_ref::<Exit>() {
             return e.code;
         }

@@ -2,10 +2,12 @@
 //! tools, and the `tidemark` command line (in `cli`).
 
 pub mod apply;
+pub mod apply_mor;
 #[cfg(test)]
 mod apply_tests;
 pub mod benchdata;
 pub mod catalog;
+pub mod compact;
 #[cfg(test)]
 mod deletes_tests;
 pub mod dr;
@@ -13,10 +15,13 @@ pub mod drill;
 pub mod exit;
 pub mod fault;
 pub mod gameday;
+pub mod gameday_failover;
 pub mod ids;
 pub mod merge;
 #[cfg(test)]
 mod merge_props;
+#[cfg(test)]
+mod mor_tests;
 pub mod progress;
 pub mod query;
 pub mod recover;

@@ -29,6 +29,16 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("backup-outcome", v(schema_for!(crate::dr::backup::BackupOutcome))),
         ("catalog-state", v(schema_for!(crate::dr::backup::CatalogState))),
         ("restore-report", v(schema_for!(crate::dr::backup::RestoreReport))),
+        ("compact-report", v(schema_for!(crate::compact::CompactReport))),
+        ("follower-state", v(schema_for!(crate::dr::follow_state::FollowerState))),
+        ("follower-lease", v(schema_for!(crate::dr::lease::LeaseRecord))),
+        ("replica-status", v(schema_for!(crate::dr::follow_status::StatusReport))),
+        ("promotion", v(schema_for!(crate::dr::failover::Promotion))),
+        ("resync-report", v(schema_for!(crate::dr::resync::ResyncReport))),
+        (
+            "gameday-failover-report",
+            v(schema_for!(crate::gameday_failover::FailoverGamedayReport)),
+        ),
     ]
 }
 

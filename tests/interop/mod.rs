@@ -58,6 +58,11 @@ impl Shared {
 
     /// Appends events to the journal and applies everything to shop.orders.
     fn apply(&mut self, ndjson: &str) -> Value {
+        self.apply_with(ndjson, &[])
+    }
+
+    /// [`Shared::apply`] with more `tidemark apply` options.
+    fn apply_with(&mut self, ndjson: &str, extra: &[&str]) -> Value {
         let n = self.events.lines().count();
         let input = self.s.write(&format!("events-{n}.ndjson"), ndjson);
         self.s
@@ -71,19 +76,18 @@ impl Shared {
             ])
             .ok();
         self.events.push_str(ndjson);
-        self.s
-            .run(&[
-                "apply",
-                "--journal",
-                &self.journal,
-                "--catalog",
-                &self.catalog,
-                "--table",
-                "shop.orders",
-                "--json",
-            ])
-            .ok()
-            .json()
+        let mut args = vec![
+            "apply",
+            "--journal",
+            &self.journal,
+            "--catalog",
+            &self.catalog,
+            "--table",
+            "shop.orders",
+            "--json",
+        ];
+        args.extend(extra);
+        self.s.run(&args).ok().json()
     }
 
     /// The journal's state by the merge rules, without the keys `gone`.
@@ -336,4 +340,56 @@ fn a_partitioned_table_is_applied_per_partition_and_recovered_partitioned() {
     let recovered = t.py.run("describe", "shop.recovered", &[]).ok().json();
     assert_eq!(source["partition_spec"], recovered["partition_spec"]);
     assert_eq!(recovered["partition_spec"][0]["transform"], "identity", "{recovered}");
+}
+
+#[test]
+fn merge_on_read_applies_read_by_pyiceberg_compacted_and_recovered() {
+    let Some(mut t) = Shared::new() else { return };
+    let mor = ["--merge-mode", "merge-on-read", "--compact-at", "0"];
+    let first: String = (1..=8).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
+    t.apply_with(&first, &mor);
+    // Updates and a tombstone: new files plus tidemark's position deletes, no file rewritten.
+    let mut second = ev(9, "o-1", 2, "paid", "EUR") + &ev(10, "o-4", 2, "paid", "USD");
+    second.push_str(
+        &(json!({"position": 11, "order_id": "o-6", "order_version": 2, "customer_id": "c-o-6",
+            "status": "cancelled", "amount": "2.25", "currency": "EUR", "is_deleted": true,
+            "event_time": "2026-11-01T10:00:00.000000Z"})
+        .to_string()
+            + "\n"),
+    );
+    let r = t.apply_with(&second, &mor);
+    assert_eq!(r["merge_mode"], "merge-on-read", "{r}");
+    assert_eq!(r["writes"]["position_deletes_written"], 3, "{r}");
+    let summary = t.last_summary();
+    assert_eq!(summary["deleted-data-files"], "0", "{summary}");
+    assert_eq!(summary["total-position-deletes"], "3", "{summary}");
+    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&[]));
+    let with_deletes = t.current_snapshot();
+
+    // Another engine's position delete beside tidemark's, then more merge-on-read.
+    t.py("position-delete", &["o-2"]);
+    t.apply_with(&ev(12, "o-3", 2, "paid", "EUR"), &mor);
+    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2"]));
+
+    // Compaction: every delete file dropped, the same rows for PyIceberg.
+    let c =
+        t.s.run(&[
+            "table",
+            "compact",
+            "--catalog",
+            &t.catalog,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(c["delete_files_after"], 0, "{c}");
+    assert_eq!(t.last_summary()["total-delete-files"], "0");
+    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2"]));
+
+    // Recovery from the merge-on-read snapshot validates; PyIceberg reads the result.
+    let r = t.recover("shop.recovered", Some(with_deletes));
+    assert_eq!(r["validation"]["ok"], true, "{r}");
+    assert_same_rows(&t.py.read("shop.recovered"), &t.expected(&[]));
 }

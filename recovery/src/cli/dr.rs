@@ -8,6 +8,7 @@ use tidemark_recovery::catalog::s3_props;
 use tidemark_recovery::dr::copy::{self, CopyOptions, CopyOrder, Verify};
 use tidemark_recovery::dr::{history, replica};
 use tidemark_recovery::exit::{FAILURE, VERIFY_FAILED, exit_error};
+use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::recover::snapshot::PrefixMap;
 
@@ -73,6 +74,9 @@ pub enum ReplicaCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// The warm replica: follow, status, failover (cli/replica.rs).
+    #[command(flatten)]
+    Warm(super::replica::WarmCommand),
 }
 
 pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
@@ -131,6 +135,7 @@ pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
 
 pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
     match cmd {
+        ReplicaCommand::Warm(c) => super::replica::run(c).await,
         ReplicaCommand::Copy {
             from,
             to,
@@ -234,6 +239,21 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
 
 #[derive(Debug, Subcommand)]
 pub enum TableCommand {
+    /// Fold position deletes back into the data files: rewrite the data files with deleted rows
+    /// (and small files) in one commit, dropping the delete files no data file needs any more.
+    Compact {
+        #[command(flatten)]
+        catalog: CatalogArgs,
+        /// The table, namespace.name.
+        #[arg(long)]
+        table: String,
+        /// Rewrite a data file only when at least this fraction of its rows is deleted (default
+        /// 0: every file with a deleted row, so that every position delete file is dropped).
+        #[arg(long, default_value_t = 0.0)]
+        min_deleted_fraction: f64,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Rewrite absolute paths in a table copy's metadata (metadata.json, manifest lists,
     /// manifests), writing new files beside the old, so that a copy under another bucket or
     /// prefix is readable; prints the copy plan.
@@ -252,6 +272,40 @@ pub enum TableCommand {
 
 pub async fn run_table(cmd: TableCommand) -> anyhow::Result<()> {
     match cmd {
+        TableCommand::Compact {
+            catalog,
+            table,
+            min_deleted_fraction,
+            common,
+        } => {
+            let handle = catalog.open().await?;
+            let t = tidemark_recovery::table::load_table(&handle, &table).await?;
+            let opts = tidemark_recovery::compact::CompactOptions {
+                min_deleted_fraction,
+                ..Default::default()
+            };
+            let (report, _) = tidemark_recovery::compact::compact(&handle, t, &opts, &SystemClock, &RandomIds).await?;
+            if common.json {
+                print_json(&report)?;
+            } else if report.snapshot_id.is_none() {
+                println!(
+                    "{table}: nothing to compact ({} delete files)",
+                    report.delete_files_before
+                );
+            } else {
+                println!(
+                    "{table}: rewrote {} of {} data files ({} rows kept, {} deleted rows dropped, {} bytes written); delete files {} -> {}",
+                    report.data_files_rewritten,
+                    report.data_files_before,
+                    report.rows_read,
+                    report.rows_dropped,
+                    report.writes.data_bytes_written,
+                    report.delete_files_before,
+                    report.delete_files_after
+                );
+            }
+            Ok(())
+        }
         TableCommand::RewritePaths {
             metadata,
             from_prefix,

@@ -95,6 +95,12 @@ fn finish<R: serde::Serialize>(
     Ok(())
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    Region,
+    Failover,
+}
+
 #[derive(Debug, Args)]
 pub struct GamedayArgs {
     /// Scratch folder for catalogs (and everything, without --store); default: a new temp folder.
@@ -111,6 +117,10 @@ pub struct GamedayArgs {
     pub commits: usize,
     #[arg(long, default_value_t = 1_000)]
     pub rows_per_commit: usize,
+    /// `region`: catalog and region loss (rebuild from the replica); `failover`: primary loss
+    /// under a live writer with the warm replica (follow, fail over, recover the gap, resync).
+    #[arg(long, value_enum, default_value = "region")]
+    pub scenario: Scenario,
     /// Write the report as Markdown here (default: gameday-report.md in the work folder).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -131,6 +141,21 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
         rows_per_commit: args.rows_per_commit,
     };
     let mut progress = Progress::new("gameday", args.common.quiet);
+    if args.scenario == Scenario::Failover {
+        let report = tidemark_recovery::gameday_failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+            progress.update(|| format!("{:<56} {:>7} ms  {}", s.step, s.ms, s.detail), true)
+        })
+        .await?;
+        let md_path = args.report.unwrap_or_else(|| work.join("gameday-failover-report.md"));
+        return finish(
+            "failover game day",
+            &report,
+            &report.markdown(),
+            &report.checks,
+            &md_path,
+            args.common.json,
+        );
+    }
     let mut report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })

@@ -6,6 +6,7 @@ mod drill;
 mod generate;
 mod journal;
 mod recover;
+mod replica;
 mod route;
 mod store;
 mod table;
@@ -49,10 +50,11 @@ pub enum Command {
     /// Table history records: record, compare.
     #[command(subcommand)]
     History(dr::HistoryCommand),
-    /// Table operations for DR copies: rewrite-paths.
+    /// Table operations: compact (merge-on-read deletes); rewrite-paths (DR copies).
     #[command(subcommand)]
     Table(dr::TableCommand),
-    /// DR replicas: check by referenced-file existence; copy in a consistent order.
+    /// DR replicas: check by referenced-file existence; copy in a consistent order; the warm
+    /// follower (follow, status, failover).
     #[command(subcommand)]
     Replica(dr::ReplicaCommand),
     /// Rehearse the whole incident on a scratch location, timed (RTO, RPO, checks).

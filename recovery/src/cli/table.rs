@@ -8,6 +8,7 @@ use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
 use tidemark_recovery::apply::{ApplyOptions, Guard, RouteFence, apply};
+use tidemark_recovery::apply_mor::MergeMode;
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, CatalogRef, open_catalog, open_ref, same_catalog};
 use tidemark_recovery::exit::{BAD_INPUT, exit_error};
 use tidemark_recovery::fault;
@@ -91,6 +92,15 @@ pub struct ApplyArgs {
     /// Journal batches merged per table commit.
     #[arg(long, default_value_t = 1)]
     pub batches_per_commit: usize,
+    /// How changes are written: copy-on-write rewrites the data files holding a replaced key;
+    /// merge-on-read adds new files and position deletes (default: the table's
+    /// `write.merge.mode`, else copy-on-write).
+    #[arg(long, value_enum)]
+    pub merge_mode: Option<MergeMode>,
+    /// Merge-on-read: compact once position deletes remove this fraction of the table's rows
+    /// (default: the table's `tidemark.apply.compact-deleted-fraction`, else 0.2; 0: never).
+    #[arg(long)]
+    pub compact_at: Option<f64>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -118,6 +128,8 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         guard,
         until: args.until,
         batches_per_commit: args.batches_per_commit,
+        merge_mode: args.merge_mode,
+        compact_at: args.compact_at,
         // For drills and tests: simulate a crash at a named step (see README, "Failpoints").
         failpoint: std::env::var("TIDEMARK_FAILPOINT").ok().filter(|v| !v.is_empty()),
         ..Default::default()
@@ -163,6 +175,17 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
             report.merge.unchanged,
             report.merge.tombstones_written,
             report.snapshot_id.map_or("-".into(), |s| s.to_string())
+        );
+        println!(
+            "{}: {} data files ({} bytes) and {} delete files ({} bytes, {} position deletes) written, {} data files removed; {} compactions",
+            report.merge_mode.as_str(),
+            report.writes.data_files_written,
+            report.writes.data_bytes_written,
+            report.writes.delete_files_written,
+            report.writes.delete_bytes_written,
+            report.writes.position_deletes_written,
+            report.writes.data_files_removed,
+            report.compactions
         );
     }
     Ok(())

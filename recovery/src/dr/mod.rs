@@ -8,11 +8,18 @@
 
 pub mod backup;
 pub mod copy;
+pub mod failover;
+pub mod follow;
+pub mod follow_state;
+pub mod follow_status;
+pub mod follower;
 pub mod history;
+pub mod lease;
 pub mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
 pub mod replica;
+pub mod resync;
 pub mod rewrite;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -285,6 +285,19 @@ pub async fn rewrite_paths(
     to_prefix: &str,
     file_io_props: &HashMap<String, String>,
 ) -> Result<RewriteReport, RewriteError> {
+    rewrite_paths_as(metadata_location, from_prefix, to_prefix, file_io_props, None).await
+}
+
+/// [`rewrite_paths`], writing the new metadata file under `new_name` (in the same folder) instead
+/// of `<next version>-rewritten.metadata.json`: the warm follower names its rewrites the way
+/// iceberg-rust requires of a table it commits to (`NNNNN-<uuid>.metadata.json`).
+pub async fn rewrite_paths_as(
+    metadata_location: &str,
+    from_prefix: &str,
+    to_prefix: &str,
+    file_io_props: &HashMap<String, String>,
+    new_name: Option<&str>,
+) -> Result<RewriteReport, RewriteError> {
     let io = file_io(file_io_props);
     // A plain path (absolute or relative) is a local file, spelled as the table's own paths are:
     // file:///abs/path. The storage layer takes only URLs.
@@ -399,9 +412,12 @@ pub async fn rewrite_paths(
             path: old_metadata.clone(),
             reason: "the file name does not start with a version number".into(),
         })?;
-    let mut new_metadata = format!("{dir}/{:05}-rewritten.metadata.json", version + 1);
+    let mut new_metadata = match new_name {
+        Some(name) => format!("{dir}/{name}"),
+        None => format!("{dir}/{:05}-rewritten.metadata.json", version + 1),
+    };
     let mut n = 1;
-    while io.exists(&new_metadata).await.map_err(io_err("check", &new_metadata))? {
+    while new_name.is_none() && io.exists(&new_metadata).await.map_err(io_err("check", &new_metadata))? {
         new_metadata = format!("{dir}/{:05}-rewritten-{n}.metadata.json", version + 1);
         n += 1;
     }

@@ -39,6 +39,23 @@ pub async fn table_with(
 
 /// [`append`], returning the commit's error (a lost race, for a stale `table`).
 pub async fn try_append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Result<Table, TableError> {
+    try_append_with(handle, table, ids, n, HashMap::new()).await
+}
+
+/// [`append`] as the applier commits it: the snapshot records journal position `n`
+/// (`tidemark.last-position`).
+pub async fn append_at_position(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Table {
+    let summary = HashMap::from([("tidemark.last-position".to_string(), n.to_string())]);
+    try_append_with(handle, table, ids, n, summary).await.unwrap()
+}
+
+async fn try_append_with(
+    handle: &CatalogHandle,
+    table: &Table,
+    ids: &SeededIds,
+    n: u64,
+    summary: HashMap<String, String>,
+) -> Result<Table, TableError> {
     let keys: Vec<u64> = (n * 100..n * 100 + 10).collect();
     let mut cols = order_columns(&keys, &vec![1; keys.len()], &vec![false; keys.len()]);
     cols.push(Arc::new(Int64Array::from(vec![n as i64; keys.len()])));
@@ -48,7 +65,7 @@ pub async fn try_append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, 
         id: ids.uuid(),
         at: Utc.timestamp_opt(1_800_000_000 + n as i64, 0).unwrap(),
     };
-    commit_overwrite(handle, table, &[], files, HashMap::new(), stamp).await
+    commit_overwrite(handle, table, &[], files, summary, stamp).await
 }
 
 /// Tags the current snapshot `tag` and starts branch `branch` at it.

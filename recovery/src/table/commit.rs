@@ -1,6 +1,8 @@
 //! Copy-on-write commits: write Parquet data files, then publish a snapshot that adds them and
 //! removes the files they replace. iceberg-rust 0.10.1 can only `fast_append`, so the snapshot is
 //! built here from its public building blocks and published with the catalog's pointer swap.
+//! [`commit_row_delta`] adds position delete files as well (merge-on-read, `super::mor`), in a
+//! delete manifest of their own; otherwise it is the same commit.
 //!
 //! Contract of [`commit_overwrite`]:
 //! - The new snapshot is based on exactly the metadata `table` was loaded with. It has one data
@@ -234,7 +236,7 @@ fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -
 }
 
 /// The live files of the current snapshot (none for a table without a snapshot).
-async fn current_files(table: &Table) -> Result<SnapshotFiles, TableError> {
+pub(crate) async fn current_files(table: &Table) -> Result<SnapshotFiles, TableError> {
     let Some(snapshot) = table.metadata().current_snapshot() else {
         return Ok(SnapshotFiles::default());
     };
@@ -268,6 +270,10 @@ struct Counts {
     removed_position_deletes: u64,
     removed_equality_deletes: u64,
     removed_delete_size: u64,
+    /// Position delete files this commit adds (merge-on-read).
+    added_delete_files: u64,
+    added_position_deletes: u64,
+    added_delete_size: u64,
 }
 
 /// Commits a snapshot of `table` that removes the data files `removed` (paths of live files) and
@@ -282,12 +288,37 @@ pub async fn commit_overwrite(
     summary: HashMap<String, String>,
     stamp: CommitStamp,
 ) -> Result<Table, TableError> {
+    commit_row_delta(handle, table, removed, added, Vec::new(), summary, stamp).await
+}
+
+/// [`commit_overwrite`] that also adds position delete files (`added_deletes`, merge-on-read: the
+/// rows they name, in data files live before this commit, are replaced by rows of `added`). They
+/// go into a delete manifest of their own at this commit's sequence number, so they apply to
+/// every data file that was live before it and to none of the files it adds.
+pub async fn commit_row_delta(
+    handle: &CatalogHandle,
+    table: &Table,
+    removed: &[String],
+    added: Vec<DataFile>,
+    added_deletes: Vec<DataFile>,
+    summary: HashMap<String, String>,
+    stamp: CommitStamp,
+) -> Result<Table, TableError> {
     let ident = table.identifier();
     let name = ident.to_string();
     let meta = table.metadata();
     check_supported(&name, meta)?;
-    if removed.is_empty() && added.is_empty() {
+    if removed.is_empty() && added.is_empty() && added_deletes.is_empty() {
         return Err(TableError::EmptyCommit { table: name });
+    }
+    if let Some(f) = added_deletes
+        .iter()
+        .find(|f| f.content_type() != DataContentType::PositionDeletes)
+    {
+        return Err(TableError::Unsupported {
+            table: name,
+            reason: format!("{} is not a position delete file", f.file_path()),
+        });
     }
     let expected = table
         .metadata_location_result()
@@ -448,7 +479,39 @@ pub async fn commit_overwrite(
         *records += f.record_count();
         *size += f.file_size_in_bytes();
     }
-    let mut delete_manifests = Vec::with_capacity(current.delete_manifests.len());
+    let mut delete_manifests = Vec::with_capacity(current.delete_manifests.len() + 1);
+    if !added_deletes.is_empty() {
+        let spec = meta.default_partition_spec();
+        let path = format!("{metadata_dir}/{}-{snapshot_id}-d-added.avro", stamp.id);
+        let output = table
+            .file_io()
+            .new_output(&path)
+            .map_err(io_err("open a delete manifest"))?;
+        let mut writer = ManifestWriterBuilder::new(
+            output,
+            Some(snapshot_id),
+            meta.current_schema().clone(),
+            spec.as_ref().clone(),
+        )
+        .build_v2_deletes();
+        for f in added_deletes {
+            counts.added_delete_files += 1;
+            counts.added_position_deletes += f.record_count();
+            counts.added_delete_size += f.file_size_in_bytes();
+            counts.total_delete_files += 1;
+            counts.total_position_deletes += f.record_count();
+            counts.total_delete_size += f.file_size_in_bytes();
+            writer
+                .add_file(f, sequence_number)
+                .map_err(io_err("add a position delete file"))?;
+        }
+        delete_manifests.push(
+            writer
+                .write_manifest_file()
+                .await
+                .map_err(io_err("write a delete manifest"))?,
+        );
+    }
     for (n, manifest) in current.delete_manifests.iter().enumerate() {
         let entries: Vec<&LiveFile> = current
             .deletes
@@ -513,7 +576,7 @@ pub async fn commit_overwrite(
         .map_err(io_err("list the manifests"))?;
     list.close().await.map_err(io_err("write the manifest list"))?;
 
-    let operation = if removed.is_empty() {
+    let operation = if removed.is_empty() && counts.added_delete_files == 0 {
         Operation::Append
     } else {
         Operation::Overwrite
@@ -797,7 +860,7 @@ fn summary_counts(counts: &Counts) -> HashMap<String, String> {
         ("deleted-data-files", counts.deleted_files),
         ("added-records", counts.added_records),
         ("deleted-records", counts.deleted_records),
-        ("added-files-size", counts.added_size),
+        ("added-files-size", counts.added_size + counts.added_delete_size),
         ("removed-files-size", counts.removed_size + counts.removed_delete_size),
         ("total-data-files", counts.total_files),
         ("total-records", counts.total_records),
@@ -806,6 +869,13 @@ fn summary_counts(counts: &Counts) -> HashMap<String, String> {
         ("total-position-deletes", counts.total_position_deletes),
         ("total-equality-deletes", counts.total_equality_deletes),
     ];
+    if counts.added_delete_files > 0 {
+        out.extend([
+            ("added-delete-files", counts.added_delete_files),
+            ("added-position-delete-files", counts.added_delete_files),
+            ("added-position-deletes", counts.added_position_deletes),
+        ]);
+    }
     if counts.removed_delete_files > 0 {
         out.extend([
             ("removed-delete-files", counts.removed_delete_files),

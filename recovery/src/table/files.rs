@@ -184,6 +184,58 @@ impl Deletes {
         self.0.positions.is_empty() && self.0.equality.is_empty()
     }
 
+    /// The field ids equality deletes compare (a read that applies them must include them).
+    pub fn equality_field_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .0
+            .equality
+            .iter()
+            .flat_map(|e| e.field_ids.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Row positions removed by position deletes, over every data file.
+    pub fn position_count(&self) -> u64 {
+        self.0
+            .positions
+            .values()
+            .flat_map(|lists| lists.iter().map(|(_, p)| p.len() as u64))
+            .sum()
+    }
+
+    /// Whether a position delete removes row `pos` of the data file at `path`.
+    pub fn is_position_deleted(&self, path: &str, pos: u64) -> bool {
+        let Some((sequence, _, _)) = self.0.data_files.get(path) else {
+            return false;
+        };
+        self.0
+            .positions
+            .get(path)
+            .is_some_and(|lists| lists.iter().any(|(s, p)| s >= sequence && p.contains(&pos)))
+    }
+
+    /// Positions of the data file at `path` that position deletes remove.
+    pub fn deleted_positions(&self, path: &str) -> u64 {
+        let Some((sequence, _, _)) = self.0.data_files.get(path) else {
+            return 0;
+        };
+        let mut all: HashSet<u64> = HashSet::new();
+        for (_, p) in self
+            .0
+            .positions
+            .get(path)
+            .into_iter()
+            .flatten()
+            .filter(|(s, _)| s >= sequence)
+        {
+            all.extend(p);
+        }
+        all.len() as u64
+    }
+
     /// Reads every delete file of `files` (`schema` is the table's Arrow schema with field ids,
     /// which gives the types of equality columns; `map` turns a path recorded in a position
     /// delete file into the readable one).

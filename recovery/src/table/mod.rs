@@ -7,7 +7,9 @@
 
 pub mod commit;
 pub mod files;
+pub mod key_index;
 mod like;
+pub mod mor;
 pub mod read;
 pub mod schema;
 
@@ -22,7 +24,8 @@ use tidemark_journal::spec::CompiledSpec;
 use crate::catalog::CatalogHandle;
 
 pub use commit::{
-    CommitStamp, check_supported, commit_overwrite, commit_properties, commit_refs, live_data_files, write_data_file,
+    CommitStamp, check_supported, commit_overwrite, commit_properties, commit_refs, commit_row_delta, live_data_files,
+    write_data_file,
 };
 pub use schema::{check_schema, iceberg_schema};
 

@@ -217,10 +217,10 @@ pub async fn read_paths(
 /// Where each column of the target schema comes from in a file: the file column with the same
 /// field id; for a file written without field ids, the column of the same name (a file
 /// imported without ids); or nothing (a column added after the file was written: null).
-struct Projection(Vec<Option<usize>>);
+pub(super) struct Projection(pub(super) Vec<Option<usize>>);
 
 impl Projection {
-    fn of(file: &SchemaRef, target: &SchemaRef) -> Result<Projection, String> {
+    pub(super) fn of(file: &SchemaRef, target: &SchemaRef) -> Result<Projection, String> {
         let file_ids: Vec<Option<i32>> = file.fields().iter().map(|f| field_id(f)).collect();
         let by_id = file_ids.iter().any(Option::is_some);
         let mut sources = Vec::with_capacity(target.fields().len());
@@ -243,7 +243,7 @@ impl Projection {
         Ok(Projection(sources))
     }
 
-    fn apply(&self, batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
+    pub(super) fn apply(&self, batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
         for (field, source) in target.fields().iter().zip(&self.0) {
             let col = match source {

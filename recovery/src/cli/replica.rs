@@ -1,0 +1,430 @@
+//! `tidemark replica follow | status | failover | resync`: the warm DR replica (issue 13).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use tidemark_journal::clock::{Clock, SystemClock};
+use tidemark_recovery::catalog::{CatalogConfig, open_catalog, s3_props};
+use tidemark_recovery::dr::follow::FollowOptions;
+use tidemark_recovery::dr::follow_state::{FollowMode, FollowerState, StateStore};
+use tidemark_recovery::dr::follow_status::{self, StatusReport};
+use tidemark_recovery::dr::follower::{self, RunLimits};
+use tidemark_recovery::dr::resync::{self, ResyncAction};
+use tidemark_recovery::dr::{failover, lease};
+use tidemark_recovery::exit::exit_error;
+use tidemark_recovery::recover::snapshot::PrefixMap;
+
+use super::{Common, print_json};
+
+/// What the follower follows; shared by `follow` and `failover`.
+#[derive(Debug, Clone, Args)]
+pub struct FollowTarget {
+    /// The replica warehouse: a folder or s3://bucket/prefix, as replication fills it.
+    #[arg(long)]
+    pub warehouse: String,
+    /// The DR catalog the follower keeps in step (SQLite file, postgres://…, or a defined name).
+    #[arg(long)]
+    pub catalog: String,
+    #[arg(long)]
+    pub catalog_name: Option<String>,
+    /// Only the tables directly in this namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// FROM=TO: the replica holds under TO what its metadata names under FROM; what is registered
+    /// is metadata rewritten to TO.
+    #[arg(long)]
+    pub prefix_map: Option<String>,
+    /// Where the lease and state objects live; default <warehouse>/.tidemark-follower.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// This follower's id in the lease; default host and process.
+    #[arg(long)]
+    pub holder: Option<String>,
+}
+
+impl FollowTarget {
+    fn options(&self, mode: FollowMode, interval_ms: Option<u64>) -> anyhow::Result<FollowOptions> {
+        let prefix_map = match &self.prefix_map {
+            Some(m) => {
+                let (from, to) = m
+                    .split_once('=')
+                    .ok_or_else(|| exit_error(tidemark_recovery::exit::BAD_INPUT, "--prefix-map is FROM=TO"))?;
+                Some(PrefixMap {
+                    from: from.into(),
+                    to: to.into(),
+                })
+            }
+            None => None,
+        };
+        Ok(FollowOptions {
+            warehouse: self.warehouse.clone(),
+            namespace: self.namespace.clone(),
+            mode,
+            prefix_map,
+            file_io_props: s3_props(|k| std::env::var(k).ok()),
+            holder: self.holder.clone().unwrap_or_else(super::default_writer_id),
+            interval_ms,
+        })
+    }
+
+    fn state_url(&self) -> String {
+        follower::state_url(self.state.as_deref(), &self.warehouse)
+    }
+
+    /// The DR catalog; its warehouse (where tables it creates go, e.g. `recover --into` after a
+    /// failover) is the replica's unless the catalog's definition names one.
+    async fn open(&self) -> anyhow::Result<tidemark_recovery::catalog::CatalogHandle> {
+        Ok(open_catalog(&CatalogConfig {
+            uri: self.catalog.clone(),
+            warehouse: self.warehouse.clone(),
+            name: self.catalog_name.clone().unwrap_or_default(),
+        })
+        .await?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WarmCommand {
+    /// Keep a DR catalog in step with a replicated warehouse (strict or eventual), under a lease.
+    Follow {
+        #[command(flatten)]
+        target: FollowTarget,
+        #[arg(long, value_enum, default_value = "strict")]
+        mode: FollowMode,
+        /// Time between cycles (30s, 5m, 500ms); without --once the follower runs until stopped.
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        interval: std::time::Duration,
+        /// One cycle, then release the lease and exit (for cron).
+        #[arg(long)]
+        once: bool,
+        /// Stop after this many cycles (drills and tests).
+        #[arg(long, hide = true)]
+        max_cycles: Option<u64>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The follower's state for people and alerts; exit 0 OK, 4 a table not OK, 10 the follower
+    /// is not running, 7 no state.
+    Status {
+        /// The follower's state location (as `follow --state`), or give --warehouse for the default.
+        #[arg(long, required_unless_present = "warehouse")]
+        state: Option<String>,
+        #[arg(long)]
+        warehouse: Option<String>,
+        /// How old the last scan may be before the follower counts as stale (default three
+        /// intervals, or 15m).
+        #[arg(long, value_parser = parse_duration)]
+        max_age: Option<std::time::Duration>,
+        /// Also write the status as a Prometheus textfile (gauges per table).
+        #[arg(long)]
+        prometheus: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Promote the DR catalog: fence the follower, one final strict scan, flip the routes,
+    /// record the promotion and what the DR side lacks.
+    Failover {
+        #[command(flatten)]
+        target: FollowTarget,
+        /// A route to flip to the DR table of the same name (repeat for several).
+        #[arg(long = "route")]
+        routes: Vec<String>,
+        #[arg(long, default_value = "failover to the DR replica")]
+        reason: String,
+        /// The promotion's id (default failover-<UTC time>).
+        #[arg(long)]
+        failover_id: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Failback: walk the demoted old primary back to the newest versions the new primary
+    /// holds, keeping and listing every file walked over; restore what only it deleted.
+    Resync {
+        /// The old primary (SQLite file, postgres://…, or a defined name).
+        #[arg(long)]
+        demote: String,
+        /// The new primary (the promoted DR catalog).
+        #[arg(long)]
+        primary: String,
+        #[arg(long)]
+        namespace: Option<String>,
+        /// The new primary's follower state location: refused while it reports missing files.
+        #[arg(long)]
+        follower_state: Option<String>,
+        /// Show the plan; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also write the report (JSON) here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// `30s`, `5m`, `1h`, `500ms`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 30s, 5m, 500ms"))?;
+    let ms = match unit {
+        "ms" => n,
+        "s" => n * 1000,
+        "m" => n * 60_000,
+        "h" => n * 3_600_000,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+fn print_state(state: &FollowerState) {
+    println!(
+        "cycle {} at {} ({} ms, {:?})",
+        state.cycle, state.last_scan_at, state.scan_ms, state.mode
+    );
+    for t in &state.tables {
+        println!("{:<32} {:<14} {}", t.table, format!("{:?}", t.status), t.reason);
+        for m in &t.missing {
+            println!("{:<32}   missing {} {} since {}", "", m.what, m.path, m.missing_since);
+        }
+    }
+}
+
+pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
+    match cmd {
+        WarmCommand::Follow {
+            target,
+            mode,
+            interval,
+            once,
+            max_cycles,
+            common,
+        } => {
+            let handle = target.open().await?;
+            // Refused before anything is created, the state location included.
+            tidemark_recovery::dr::follow::require_capabilities(&handle)?;
+            let (limits, interval_ms) = if once {
+                (RunLimits::once(), None)
+            } else {
+                (
+                    RunLimits::every(interval, max_cycles),
+                    Some(interval.as_millis() as u64),
+                )
+            };
+            let opts = target.options(mode, interval_ms)?;
+            let store = follower::open_state(&target.state_url()).await?;
+            let json = common.json;
+            follower::run(&opts, &handle, store, limits, &SystemClock, &mut |s| {
+                if json {
+                    if let Err(e) = print_json(s) {
+                        eprintln!("cannot print the state: {e}");
+                    }
+                } else {
+                    print_state(s);
+                }
+            })
+            .await?;
+            Ok(())
+        }
+        WarmCommand::Status {
+            state,
+            warehouse,
+            max_age,
+            prometheus,
+            common,
+        } => {
+            let url = follower::state_url(state.as_deref(), warehouse.as_deref().unwrap_or_default());
+            let store = follower::open_state(&url).await?;
+            let mut states = StateStore::new(store.clone());
+            let current = states.load().await?;
+            let lease = lease::read(store.as_ref()).await?.map(|(l, _)| l);
+            let report = follow_status::status(
+                current.as_ref(),
+                lease.as_ref(),
+                max_age.map(|d| d.as_millis() as i64),
+                SystemClock.now(),
+            );
+            if let Some(path) = &prometheus {
+                write_textfile(path, &follow_status::prometheus(&report))?;
+            }
+            if common.json {
+                print_json(&report)?;
+            } else {
+                print_status(&report);
+            }
+            if report.exit_code != 0 {
+                return Err(exit_error(report.exit_code, status_line(&report)));
+            }
+            Ok(())
+        }
+        WarmCommand::Failover {
+            target,
+            routes,
+            reason,
+            failover_id,
+            common,
+        } => {
+            let handle = target.open().await?;
+            tidemark_recovery::dr::follow::require_capabilities(&handle)?;
+            let opts = target.options(FollowMode::Strict, None)?;
+            let store = follower::open_state(&target.state_url()).await?;
+            let id = failover_id.unwrap_or_else(|| format!("failover-{}", SystemClock.now().format("%Y%m%dT%H%M%SZ")));
+            let p = failover::failover(&opts, &handle, store, &routes, &id, &reason, &SystemClock).await?;
+            if common.json {
+                print_json(&p)?;
+            } else {
+                println!(
+                    "promoted {} ({}); follower {} fenced",
+                    p.catalog,
+                    p.failover_id,
+                    p.fenced_holder.as_deref().unwrap_or("(none)")
+                );
+                for r in &p.routes {
+                    println!(
+                        "route {} {} generation {} -> {} at position {}",
+                        r.route, r.table, r.from_generation, r.to_generation, r.applied_position
+                    );
+                }
+                for t in &p.tables {
+                    println!(
+                        "{:<32} {:?}: DR at position {}, primary last seen at {}: {} commits / {} positions behind; replay with `tidemark recover --source-table {} --to H`",
+                        t.table,
+                        t.status,
+                        t.dr_position.map_or("?".into(), |v| v.to_string()),
+                        t.primary_latest_position.map_or("?".into(), |v| v.to_string()),
+                        t.commits_behind.map_or("?".into(), |v| v.to_string()),
+                        t.positions_behind.map_or("?".into(), |v| v.to_string()),
+                        t.table,
+                    );
+                }
+            }
+            Ok(())
+        }
+        WarmCommand::Resync {
+            demote,
+            primary,
+            namespace,
+            follower_state,
+            dry_run,
+            report,
+            common,
+        } => run_resync(demote, primary, namespace, follower_state, dry_run, report, common).await,
+    }
+}
+
+async fn run_resync(
+    demote: String,
+    primary: String,
+    namespace: Option<String>,
+    follower_state: Option<String>,
+    dry_run: bool,
+    report: Option<PathBuf>,
+    common: Common,
+) -> anyhow::Result<()> {
+    let open = |uri: String| async move {
+        open_catalog(&CatalogConfig {
+            uri,
+            warehouse: String::new(),
+            name: String::new(),
+        })
+        .await
+    };
+    let (demoted, new_primary) = (open(demote).await?, open(primary).await?);
+    let follower = match follower_state {
+        Some(url) => StateStore::new(follower::open_state(&url).await?).load().await?,
+        None => None,
+    };
+    let r = resync::resync(&demoted, &new_primary, namespace.as_deref(), follower.as_ref(), dry_run).await?;
+    if let Some(path) = &report {
+        std::fs::write(path, serde_json::to_string_pretty(&r)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if common.json {
+        print_json(&r)?;
+    } else {
+        for t in &r.tables {
+            println!("{:<32} {:<18} {}", t.table, format!("{:?}", t.action), t.reason);
+            for f in &t.kept_files {
+                println!("{:<32}   kept {} {}", "", f.what, f.path);
+            }
+        }
+        if r.dry_run {
+            println!("dry run: nothing changed");
+        }
+    }
+    let held: Vec<&str> = r
+        .tables
+        .iter()
+        .filter(|t| {
+            matches!(
+                t.action,
+                ResyncAction::NoCommonVersion | ResyncAction::Conflict | ResyncAction::Failed
+            )
+        })
+        .map(|t| t.table.as_str())
+        .collect();
+    if !held.is_empty() {
+        return Err(exit_error(
+            tidemark_recovery::exit::VERIFY_FAILED,
+            format!("not resynced: {}", held.join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+fn status_line(r: &StatusReport) -> String {
+    let bad: Vec<String> = r
+        .tables
+        .iter()
+        .filter(|t| t.summary != "OK")
+        .map(|t| format!("{} {}", t.table, t.summary))
+        .collect();
+    let follower = serde_json::to_value(r.follower)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    if r.last_scan_at.is_none() {
+        "no follower state: the follower never ran".to_string()
+    } else if bad.is_empty() {
+        format!("the follower is {follower}")
+    } else {
+        format!("follower {follower}; {}", bad.join(", "))
+    }
+}
+
+fn print_status(r: &StatusReport) {
+    println!(
+        "follower {:?} (holder {}, last scan {} , {} ms ago)",
+        r.follower,
+        r.holder.as_deref().unwrap_or("-"),
+        r.last_scan_at.as_deref().unwrap_or("never"),
+        r.last_scan_age_ms.map_or("?".into(), |a| a.to_string())
+    );
+    for t in &r.tables {
+        println!(
+            "{:<32} {:<20} RPO {} commits / {} ms / {} positions",
+            t.table,
+            t.summary,
+            t.versions_behind.map_or("?".into(), |v| v.to_string()),
+            t.rpo_ms.map_or("?".into(), |v| v.to_string()),
+            t.positions_behind.map_or("?".into(), |v| v.to_string())
+        );
+        for m in &t.missing {
+            println!("{:<32}   missing {} {} for {} s", "", m.what, m.path, m.age_ms / 1000);
+        }
+    }
+}
+
+/// Written beside and renamed into place, as the textfile collector requires.
+fn write_textfile(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("prom.tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! `tidemark replica failover`: promote the DR catalog.
+//!
+//! In order, each step only after the one before succeeded:
+//! 1. **fence the follower** through its lease ([`lease::fence`]): from then on the follower fails
+//!    its next lease check and writes nothing more, and no follower starts on this catalog again;
+//! 2. **one final strict scan** ([`follow::cycle`] in strict mode, under the failover's own hold
+//!    of the lease), so the DR catalog holds the newest version whose every file is present;
+//! 3. **check every route** given: it reads, and the DR catalog has its table; nothing is flipped
+//!    unless all of them can be;
+//! 4. **flip each route** to the DR table (`If-Match` on the ETag read, generation + 1). A writer
+//!    started under the old generation is fenced by the route fence (`apply --route`);
+//! 5. **record the promotion** (`promotions/<id>.json`, create-only) with what the DR side holds
+//!    versus the newest version the replica saw of the primary: commits and journal positions
+//!    behind, per table. `recover` from the DR table with the journal closes that gap.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Serialize;
+use tidemark_journal::clock::Clock;
+use tidemark_journal::store::{ObjectStore, PutMode, StoreError, put_resolved};
+use tidemark_router::{FlipRequest, RouteError, RouteStore};
+
+use super::follow::{self, FollowError, FollowOptions, position_of};
+use super::follow_state::{FollowMode, FollowerState, StateError, StateStore, TableStatus};
+use super::lease::{self, LeaseError};
+use crate::catalog::CatalogHandle;
+use crate::table::{TableError, parse_ident};
+
+/// Version of the promotion record.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One route flipped to the DR side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct RouteFlip {
+    pub route: String,
+    pub table: String,
+    pub from_generation: u64,
+    pub to_generation: u64,
+    /// What readers read before (the primary's table).
+    pub from_metadata: String,
+    pub to_metadata: String,
+    /// The journal position the DR table holds; the next writer starts after it.
+    pub applied_position: u64,
+}
+
+/// One table: what the DR side holds versus the newest the replica saw of the primary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct PromotedTable {
+    pub table: String,
+    pub status: TableStatus,
+    pub dr_metadata: Option<String>,
+    pub dr_snapshot_id: Option<i64>,
+    pub dr_position: Option<u64>,
+    pub primary_latest_metadata: Option<String>,
+    pub primary_latest_position: Option<u64>,
+    /// Commits on the primary's chain the DR side lacks (RPO in commits).
+    pub commits_behind: Option<usize>,
+    /// Journal positions to replay (`recover` from the DR table with the journal).
+    pub positions_behind: Option<u64>,
+    pub behind_ms: Option<i64>,
+    pub missing_count: usize,
+}
+
+/// The promotion record (`promotions/<id>.json`; printed by `replica failover --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct Promotion {
+    pub format_version: u32,
+    pub failover_id: String,
+    pub at: String,
+    pub catalog: String,
+    pub reason: String,
+    /// The follower the lease was taken from.
+    pub fenced_holder: Option<String>,
+    pub routes: Vec<RouteFlip>,
+    pub tables: Vec<PromotedTable>,
+    pub ms: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FailoverError {
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Follow(#[from] FollowError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("route {route}: {source}")]
+    Route {
+        route: String,
+        #[source]
+        source: RouteError,
+    },
+    #[error("route {route} routes {table}, which the DR catalog does not have; nothing was flipped")]
+    NoDrTable { route: String, table: String },
+    #[error(
+        "route {route}: the DR table {table} records no journal position (tidemark.last-position); nothing was flipped"
+    )]
+    NoPosition { route: String, table: String },
+    #[error("route {route}: {source}")]
+    Table {
+        route: String,
+        #[source]
+        source: TableError,
+    },
+    #[error("a promotion with id {id} is already recorded at {url}; choose another --failover-id")]
+    AlreadyRecorded { id: String, url: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Promotes the DR catalog `handle` (see the module documentation). `opts` is what the follower
+/// followed (its mode is overridden: the final scan is strict); `routes` are route URLs.
+#[allow(clippy::too_many_arguments)]
+pub async fn failover(
+    opts: &FollowOptions,
+    handle: &CatalogHandle,
+    state_store: Arc<dyn ObjectStore>,
+    routes: &[String],
+    failover_id: &str,
+    reason: &str,
+    clock: &dyn Clock,
+) -> Result<Promotion, FailoverError> {
+    let started = std::time::Instant::now();
+    follow::require_capabilities(handle).map_err(FollowError::from)?;
+    let catalog = handle.reference().to_string();
+    let promotion_key = format!("promotions/{failover_id}.json");
+    if state_store.head(&promotion_key, None).await.is_ok() {
+        return Err(FailoverError::AlreadyRecorded {
+            id: failover_id.into(),
+            url: format!("{}/{promotion_key}", state_store.url()),
+        });
+    }
+    // 1. The follower writes nothing more.
+    let (hold, before) = lease::fence(state_store.clone(), failover_id, &catalog, reason, clock).await?;
+    // 2. The final strict scan.
+    let mut states = StateStore::new(state_store.clone());
+    let previous = states.load().await?;
+    let strict = FollowOptions {
+        mode: FollowMode::Strict,
+        holder: failover_id.to_string(),
+        ..opts.clone()
+    };
+    let cycle_no = previous.as_ref().map_or(1, |p| p.cycle + 1);
+    let state = follow::cycle(&strict, handle, &hold, previous.as_ref(), cycle_no, clock).await?;
+    states.save(&state, &hold).await?;
+
+    // 3. Every route must be flippable before any is flipped.
+    let mut plans = Vec::new();
+    for url in routes {
+        let route_err = |source| FailoverError::Route {
+            route: url.clone(),
+            source,
+        };
+        let store = RouteStore::open(url).await.map_err(route_err)?;
+        let Some((current, etag, version_id)) = store.read().await.map_err(route_err)? else {
+            return Err(route_err(RouteError::NotFound { route: store.url() }));
+        };
+        store.check_lineage(&current, &version_id).await.map_err(route_err)?;
+        let ident = parse_ident(&current.table_name).map_err(|source| FailoverError::Table {
+            route: url.clone(),
+            source,
+        })?;
+        let table = match handle.catalog().load_table(&ident).await {
+            Ok(t) => t,
+            Err(_) => {
+                return Err(FailoverError::NoDrTable {
+                    route: url.clone(),
+                    table: current.table_name.clone(),
+                });
+            }
+        };
+        let json = serde_json::to_value(table.metadata()).unwrap_or_default();
+        let Some(position) = position_of(&json) else {
+            return Err(FailoverError::NoPosition {
+                route: url.clone(),
+                table: current.table_name.clone(),
+            });
+        };
+        plans.push((url.clone(), store, current, etag, table, position));
+    }
+    // 4. Flip.
+    let mut flips = Vec::new();
+    for (url, store, current, etag, table, position) in plans {
+        let next = FlipRequest {
+            table_name: current.table_name.clone(),
+            catalog: handle.reference().clone(),
+            metadata_location: table.metadata_location().unwrap_or_default().to_string(),
+            table_uuid: table.metadata().uuid().to_string(),
+            applied_position: position,
+            reason: format!("failover {failover_id}: {reason}"),
+            recovery_id: None,
+        };
+        let (route, _) = store
+            .flip(&etag, current.generation, next, clock)
+            .await
+            .map_err(|source| FailoverError::Route {
+                route: url.clone(),
+                source,
+            })?;
+        flips.push(RouteFlip {
+            route: url,
+            table: route.table_name,
+            from_generation: current.generation,
+            to_generation: route.generation,
+            from_metadata: current.metadata_location,
+            to_metadata: route.metadata_location,
+            applied_position: position,
+        });
+    }
+    // 5. Record.
+    let promotion = Promotion {
+        format_version: FORMAT_VERSION,
+        failover_id: failover_id.to_string(),
+        at: clock.now_rfc3339(),
+        catalog,
+        reason: reason.to_string(),
+        fenced_holder: before.map(|b| b.holder),
+        routes: flips,
+        tables: promoted_tables(&state),
+        ms: started.elapsed().as_millis() as u64,
+    };
+    let body = Bytes::from(serde_json::to_vec_pretty(&promotion).expect("a promotion serializes"));
+    put_resolved(state_store.as_ref(), &promotion_key, body, PutMode::Create).await?;
+    Ok(promotion)
+}
+
+fn promoted_tables(state: &FollowerState) -> Vec<PromotedTable> {
+    state
+        .tables
+        .iter()
+        .map(|t| PromotedTable {
+            table: t.table.clone(),
+            status: t.status,
+            dr_metadata: t.registered_metadata.clone(),
+            dr_snapshot_id: t.verified_snapshot_id,
+            dr_position: t.verified_position,
+            primary_latest_metadata: t.latest_metadata.clone(),
+            primary_latest_position: t.latest_position,
+            commits_behind: t.versions_behind,
+            positions_behind: t
+                .latest_position
+                .zip(t.verified_position)
+                .map(|(l, v)| l.saturating_sub(v)),
+            behind_ms: t.behind_ms,
+            missing_count: t.missing_count,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "failover_tests.rs"]
+mod tests;

@@ -1,0 +1,165 @@
+//! Failover on local folders: the follower and a writer under the old route are fenced, the
+//! route flips to the DR table, and the promotion says what the DR side lacks.
+
+use tidemark_router::{Fence, RouteError};
+
+use super::*;
+use crate::dr::follow::tests::{Site, clock};
+use crate::dr::follow::{FollowError, cycle};
+use crate::dr::follower::{RunLimits, run};
+use crate::dr::lease::Lease;
+use crate::dr::test_support::append_at_position;
+use crate::table::create_or_load_table;
+use chrono::Duration;
+
+#[tokio::test]
+async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
+    let site = Site::new().await;
+    let mut t = create_or_load_table(
+        &site.src,
+        "shop.orders",
+        &tidemark_journal::spec::CompiledSpec::orders(),
+    )
+    .await
+    .unwrap();
+    for n in 1..=2 {
+        t = append_at_position(&site.src, &t, &site.ids, n * 10).await;
+    }
+    site.replicate(true);
+    let c = clock();
+    let (dr, state) = site.dr("dr").await;
+    let opts = site.opts(FollowMode::Strict, "follower-a");
+    run(&opts, &dr, state.clone(), RunLimits::once(), &c, &mut |_| {})
+        .await
+        .unwrap();
+    // The follower keeps running (holds the lease) while the primary commits once more, whose
+    // data never reaches the replica.
+    let follower = Lease::acquire(state.clone(), "follower-a", "dr", Duration::minutes(5), &c)
+        .await
+        .unwrap();
+    t = append_at_position(&site.src, &t, &site.ids, 30).await;
+    site.replicate(false);
+
+    // The route readers and the writer use, on the primary.
+    let route_dir = site.dir.path().join("route");
+    let routes = RouteStore::open_or_create(&route_dir.display().to_string())
+        .await
+        .unwrap();
+    routes
+        .init(
+            FlipRequest {
+                table_name: "shop.orders".into(),
+                catalog: site.src.reference().clone(),
+                metadata_location: t.metadata_location().unwrap().into(),
+                table_uuid: t.metadata().uuid().to_string(),
+                applied_position: 30,
+                reason: "primary".into(),
+                recovery_id: None,
+            },
+            &c,
+        )
+        .await
+        .unwrap();
+    let (writer, _) = Fence::acquire(&routes).await.unwrap();
+
+    let p = failover(
+        &opts,
+        &dr,
+        state.clone(),
+        &[route_dir.display().to_string()],
+        "failover-1",
+        "region loss drill",
+        &c,
+    )
+    .await
+    .unwrap();
+    assert_eq!(p.fenced_holder.as_deref(), Some("follower-a"));
+    assert_eq!(p.routes.len(), 1);
+    let flip = &p.routes[0];
+    assert_eq!(
+        (flip.from_generation, flip.to_generation, flip.applied_position),
+        (1, 2, 20)
+    );
+    let ident = parse_ident("shop.orders").unwrap();
+    let dr_pointer = dr.metadata_pointer(&ident).await.unwrap().unwrap();
+    assert_eq!(flip.to_metadata, dr_pointer);
+    let route = routes.resolve().await.unwrap();
+    assert_eq!(route.catalog, *dr.reference());
+    let table = &p.tables[0];
+    assert_eq!(table.status, TableStatus::MissingFiles);
+    assert_eq!(
+        (
+            table.dr_position,
+            table.primary_latest_position,
+            table.commits_behind,
+            table.positions_behind
+        ),
+        (Some(20), Some(30), Some(1), Some(10))
+    );
+    assert_eq!(table.missing_count, 1);
+
+    // The writer that started under generation 1 is fenced; so is the follower.
+    assert!(matches!(writer.check(&routes).await, Err(RouteError::Fenced { .. })));
+    let err = cycle(&opts, &dr, &follower, None, 9, &c).await;
+    assert!(
+        matches!(err, Err(FollowError::Lease(LeaseError::Fenced { .. }))),
+        "{err:?}"
+    );
+    assert_eq!(
+        dr.metadata_pointer(&ident).await.unwrap().as_deref(),
+        Some(dr_pointer.as_str())
+    );
+    // The promotion is recorded once.
+    let again = failover(&opts, &dr, state.clone(), &[], "failover-1", "again", &c).await;
+    assert!(matches!(again, Err(FailoverError::AlreadyRecorded { .. })), "{again:?}");
+    assert!(state.get("promotions/failover-1.json", None).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_route_to_a_table_the_dr_side_lacks_flips_nothing() {
+    let site = Site::new().await;
+    let mut t = create_or_load_table(
+        &site.src,
+        "shop.orders",
+        &tidemark_journal::spec::CompiledSpec::orders(),
+    )
+    .await
+    .unwrap();
+    t = append_at_position(&site.src, &t, &site.ids, 10).await;
+    site.replicate(true);
+    let c = clock();
+    let (dr, state) = site.dr("dr").await;
+    let make = |name: &str| FlipRequest {
+        table_name: name.into(),
+        catalog: site.src.reference().clone(),
+        metadata_location: t.metadata_location().unwrap().into(),
+        table_uuid: t.metadata().uuid().to_string(),
+        applied_position: 10,
+        reason: "primary".into(),
+        recovery_id: None,
+    };
+    let good = site.dir.path().join("route-good");
+    let bad = site.dir.path().join("route-bad");
+    for (dir, name) in [(&good, "shop.orders"), (&bad, "shop.gone")] {
+        let r = RouteStore::open_or_create(&dir.display().to_string()).await.unwrap();
+        r.init(make(name), &c).await.unwrap();
+    }
+    let opts = site.opts(FollowMode::Strict, "f");
+    let err = failover(
+        &opts,
+        &dr,
+        state,
+        &[good.display().to_string(), bad.display().to_string()],
+        "failover-2",
+        "drill",
+        &c,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, FailoverError::NoDrTable { ref table, .. } if table == "shop.gone"),
+        "{err:?}"
+    );
+    let r = RouteStore::open(&good.display().to_string()).await.unwrap();
+    assert_eq!(r.resolve().await.unwrap().generation, 1);
+}

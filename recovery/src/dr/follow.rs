@@ -1,0 +1,486 @@
+//! The warm follower (`tidemark replica follow`): keeps a DR catalog in step with a replicated
+//! warehouse whose objects arrive by any replication, in any order.
+//!
+//! One cycle ([`cycle`]), per table folder of the replica ([`rebuild::discover`]):
+//! 1. the head is chosen by the metadata-log chain ([`rebuild::choose_head`], hinted by the
+//!    newest file the last cycle saw); strays and forks are reported, an undecidable table is
+//!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates;
+//! 2. the target: `strict`, the newest file on the head's chain whose current snapshot has every
+//!    referenced file (manifest list, manifests, data and delete files); `eventual`, the head,
+//!    with its missing files listed;
+//! 3. never backwards: the search stops at the version the DR catalog already holds, and a head
+//!    whose chain does not pass through it (a fork, a primary rolled back) is held, not followed;
+//! 4. the DR pointer must be what this follower last wrote (or, the first time, absent or one of
+//!    the chain's files): anything else is someone else's change, a conflict, and the table is not
+//!    touched;
+//! 5. with a prefix map the target is rewritten to the replica's paths
+//!    ([`super::rewrite::rewrite_paths`], new files beside the old) and that file is registered,
+//!    so DR readers never read from the primary;
+//! 6. the lease is checked, then the table is registered (first time) or its pointer swapped from
+//!    the pointer read (compare-and-swap: a concurrent change is a conflict, never overwritten).
+//!
+//! Tables are independent: each one is consistent on its own (strict: a version whose files are
+//! all there), but two tables are not promised to be at versions the primary held at the same
+//! moment. The catalog must register and swap pointers (SQL catalogs); others are refused before
+//! anything changes.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use iceberg::ErrorKind;
+use serde_json::Value;
+use tidemark_journal::clock::Clock;
+use tidemark_journal::store::{self, ObjectStore};
+
+use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
+use super::lease::{Lease, LeaseError};
+use super::rebuild::{self, DrError, TableFiles, choose_head, file_name, warehouse_base};
+use super::replica::{self, MAX_MISSING_LISTED};
+use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
+use crate::recover::snapshot::{PrefixMap, file_io};
+use crate::table::{TableError, parse_ident};
+
+/// What to follow, and how.
+#[derive(Debug, Clone)]
+pub struct FollowOptions {
+    /// The replica warehouse (folder or `s3://…`).
+    pub warehouse: String,
+    pub namespace: Option<String>,
+    pub mode: FollowMode,
+    pub prefix_map: Option<PrefixMap>,
+    /// FileIO properties to read the replica's files with.
+    pub file_io_props: HashMap<String, String>,
+    pub holder: String,
+    pub interval_ms: Option<u64>,
+}
+
+/// Why a cycle stopped before it finished.
+#[derive(Debug, thiserror::Error)]
+pub enum FollowError {
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    #[error(transparent)]
+    Dr(#[from] DrError),
+    #[error(transparent)]
+    Catalog(#[from] TableError),
+}
+
+/// Refuses a catalog the follower cannot write, before anything changes.
+pub fn require_capabilities(handle: &CatalogHandle) -> Result<(), TableError> {
+    handle.require(true, true, "follow a replica (replica follow)", INSTEAD_OF_REGISTER)
+}
+
+/// One scan of the replica and the moves it allows. `previous` is the state the last cycle
+/// wrote. Per-table trouble goes into the state; an error means the follower must stop (its
+/// lease is lost, or the warehouse cannot be listed).
+pub async fn cycle(
+    opts: &FollowOptions,
+    handle: &CatalogHandle,
+    lease: &Lease,
+    previous: Option<&FollowerState>,
+    cycle_no: u64,
+    clock: &dyn Clock,
+) -> Result<FollowerState, FollowError> {
+    let started = Instant::now();
+    require_capabilities(handle)?;
+    // A fenced follower stops before it reads anything (and checks again before every write).
+    lease.check().await?;
+    let base = warehouse_base(&opts.warehouse)?;
+    let store = store::open(&opts.warehouse).await.map_err(|source| DrError::Open {
+        warehouse: opts.warehouse.clone(),
+        source,
+    })?;
+    let now = clock.now();
+    let found = rebuild::discover(store.as_ref(), opts.namespace.as_deref()).await?;
+    let ctx = Ctx {
+        opts,
+        handle,
+        lease,
+        base: &base,
+        store: store.as_ref(),
+        now,
+    };
+    let mut tables = Vec::with_capacity(found.len());
+    for files in &found {
+        let prev = previous.and_then(|p| p.table(&files.ident()));
+        match follow_table(&ctx, files, prev).await {
+            Ok(t) => tables.push(t),
+            // A lost lease stops the whole follower: nothing more is written.
+            Err(Step::Lease(e)) => return Err(e.into()),
+            Err(Step::Other(reason)) => tables.push(failed(files.ident(), prev, reason, now)),
+        }
+    }
+    // A table the replica no longer has keeps its last standing, held, so it is not forgotten.
+    if let Some(p) = previous {
+        for t in &p.tables {
+            if !tables.iter().any(|n| n.table == t.table) {
+                let mut kept = t.clone();
+                kept.status = TableStatus::Held;
+                kept.reason = "no metadata file of this table is on the replica any more; nothing moved".into();
+                kept.last_scan_at = stamp(now);
+                tables.push(kept);
+            }
+        }
+    }
+    tables.sort_by(|a, b| a.table.cmp(&b.table));
+    Ok(FollowerState {
+        format_version: super::follow_state::FORMAT_VERSION,
+        catalog: handle.reference().to_string(),
+        warehouse: base,
+        namespace: opts.namespace.clone(),
+        mode: opts.mode,
+        prefix_map: opts.prefix_map.as_ref().map(|m| format!("{}={}", m.from, m.to)),
+        holder: opts.holder.clone(),
+        cycle: cycle_no,
+        interval_ms: opts.interval_ms,
+        last_scan_at: stamp(now),
+        scan_ms: started.elapsed().as_millis() as u64,
+        tables,
+    })
+}
+
+struct Ctx<'a> {
+    opts: &'a FollowOptions,
+    handle: &'a CatalogHandle,
+    lease: &'a Lease,
+    base: &'a str,
+    store: &'a dyn ObjectStore,
+    now: DateTime<Utc>,
+}
+
+enum Step {
+    Lease(LeaseError),
+    Other(String),
+}
+
+impl<T: std::fmt::Display> From<T> for Step {
+    fn from(e: T) -> Self {
+        Step::Other(e.to_string())
+    }
+}
+
+pub(crate) fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// A table whose scan failed keeps what the DR catalog holds.
+fn failed(table: String, prev: Option<&TableState>, reason: String, now: DateTime<Utc>) -> TableState {
+    let mut t = prev.cloned().unwrap_or_else(|| blank(table, now));
+    t.status = TableStatus::Failed;
+    t.reason = reason;
+    t.last_scan_at = stamp(now);
+    t
+}
+
+fn blank(table: String, now: DateTime<Utc>) -> TableState {
+    TableState {
+        table,
+        status: TableStatus::Held,
+        reason: String::new(),
+        verified_metadata: None,
+        verified_snapshot_id: None,
+        verified_ms: None,
+        verified_position: None,
+        registered_metadata: None,
+        latest_metadata: None,
+        latest_ms: None,
+        latest_position: None,
+        versions_behind: None,
+        behind_ms: None,
+        missing: Vec::new(),
+        missing_count: 0,
+        strays: Vec::new(),
+        head_choice: String::new(),
+        last_advanced_at: None,
+        last_scan_at: stamp(now),
+    }
+}
+
+/// The journal position a metadata file's table holds: `tidemark.last-position` of its current
+/// snapshot or the nearest ancestor that records one.
+pub(crate) fn position_of(json: &Value) -> Option<u64> {
+    let snapshots = json.get("snapshots")?.as_array()?;
+    let by_id = |id: i64| {
+        snapshots
+            .iter()
+            .find(|s| s.get("snapshot-id").and_then(Value::as_i64) == Some(id))
+    };
+    let mut next = json.get("current-snapshot-id").and_then(Value::as_i64);
+    while let Some(s) = next.and_then(by_id) {
+        if let Some(p) = s
+            .pointer("/summary/tidemark.last-position")
+            .and_then(Value::as_str)
+            .and_then(|p| p.parse().ok())
+        {
+            return Some(p);
+        }
+        next = s.get("parent-snapshot-id").and_then(Value::as_i64);
+    }
+    None
+}
+
+fn snapshot_id_of(json: &Value) -> Option<i64> {
+    json.get("current-snapshot-id")
+        .and_then(Value::as_i64)
+        .filter(|id| *id >= 0)
+}
+
+fn ms_of(json: &Value) -> Option<i64> {
+    json.get("last-updated-ms").and_then(Value::as_i64)
+}
+
+/// The name the follower gives the rewrite of metadata file `source` (`NNNNN-<uuid>.metadata.json`,
+/// as iceberg-rust requires of a table it commits to): the next version number and a uuid derived
+/// from the source's name (RFC 9562 version 8), so the follower recognises its own rewrites
+/// without any state, and a rewrite interrupted before its registration is found and reused.
+pub(crate) fn rewrite_name(source: &str) -> Option<String> {
+    use sha2::Digest;
+    let name = file_name(source);
+    let version: u64 = name.split_once('-')?.0.parse().ok()?;
+    let digest = sha2::Sha256::digest(format!("tidemark-follower-rewrite:{name}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    bytes[6] = (bytes[6] & 0x0f) | 0x80;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    Some(format!(
+        "{:05}-{}.metadata.json",
+        version + 1,
+        uuid::Uuid::from_bytes(bytes)
+    ))
+}
+
+/// The follower's own rewrites are never heads: a file named as the rewrite of the file its log
+/// ends with.
+fn is_own_rewrite(key: &str, json: &Value) -> bool {
+    let last = json
+        .get("metadata-log")
+        .and_then(Value::as_array)
+        .and_then(|l| l.last())
+        .and_then(|e| e.get("metadata-file"))
+        .and_then(Value::as_str);
+    last.and_then(rewrite_name).is_some_and(|n| n == file_name(key))
+}
+
+async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableState>) -> Result<TableState, Step> {
+    let table = files.ident();
+    let ident = parse_ident(&table)?;
+    let now = ctx.now;
+    let mut out = prev.cloned().unwrap_or_else(|| blank(table.clone(), now));
+    out.last_scan_at = stamp(now);
+    out.missing.clear();
+    out.missing_count = 0;
+
+    let (mut parsed, unparsable) = rebuild::read_metadata(ctx.store, files).await?;
+    parsed.retain(|(k, j)| !is_own_rewrite(k, j));
+    let hint = prev.and_then(|p| p.latest_metadata.clone().or(p.verified_metadata.clone()));
+    let choice = choose_head(&parsed, hint.as_deref());
+    out.strays = choice.strays.clone();
+    out.head_choice = choice.reason.clone();
+    let Some(head_key) = choice.head else {
+        out.status = TableStatus::Held;
+        out.reason = choice.refused.unwrap_or(choice.reason);
+        return Ok(out);
+    };
+    let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (file_name(k), j)).collect();
+    let key_of: HashMap<&str, &str> = parsed.iter().map(|(k, _)| (file_name(k), k.as_str())).collect();
+    let chain = replica::chain(file_name(&head_key), &by_name);
+    let unknown: Vec<&str> = unparsable
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .filter(|k| !chain.contains(&file_name(k)))
+        .collect();
+    if !unknown.is_empty() {
+        out.status = TableStatus::Held;
+        out.reason = format!(
+            "metadata file(s) {} cannot be parsed (a copy still arriving, or torn) and the head {head_key} does \
+             not name them: one may be the newest head; nothing moved",
+            unknown.join(", ")
+        );
+        return Ok(out);
+    }
+    let head_json = by_name[chain[0]];
+    out.latest_metadata = Some(head_key.clone());
+    out.latest_ms = ms_of(head_json);
+    out.latest_position = position_of(head_json);
+    let url = |key: &str| format!("{}/{key}", ctx.base);
+
+    // Who else touched the DR pointer?
+    let pointer = ctx.handle.metadata_pointer(&ident).await?;
+    let mut held_name: Option<&str> = prev.and_then(|p| p.verified_metadata.as_deref()).map(file_name);
+    match (prev.and_then(|p| p.registered_metadata.as_deref()), pointer.as_deref()) {
+        (Some(mine), Some(p)) if mine == p => {}
+        (Some(mine), other) => {
+            out.status = TableStatus::Conflict;
+            out.reason = format!(
+                "the DR catalog points at {} but this follower last registered {mine}: someone else changed it; \
+                 not touched",
+                other.unwrap_or("nothing (the table was dropped)")
+            );
+            return Ok(out);
+        }
+        (None, None) => held_name = None,
+        (None, Some(p)) => match chain.iter().find(|n| url(key_of.get(*n).copied().unwrap_or("")) == p) {
+            // Registered by a rebuild (or by hand) at a file of this chain: adopted.
+            Some(n) => {
+                held_name = Some(n);
+                out.registered_metadata = Some(p.to_string());
+            }
+            None => {
+                out.status = TableStatus::Conflict;
+                out.reason = format!(
+                    "the DR catalog already has this table at {p}, which is no metadata file of the replica's \
+                     chain: registered by someone else; not touched"
+                );
+                return Ok(out);
+            }
+        },
+    }
+    let held_at = match held_name {
+        Some(h) => match chain.iter().position(|n| *n == h) {
+            Some(i) => Some(i),
+            None => {
+                out.status = TableStatus::Held;
+                out.reason = format!(
+                    "the newest chain (head {head_key}) does not pass through {h}, the version the DR catalog \
+                     holds: a fork or a primary rolled back; not moved backwards or sideways"
+                );
+                return Ok(out);
+            }
+        },
+        None => None,
+    };
+
+    // The target: never past (older than) what is held.
+    let io = file_io(&ctx.opts.file_io_props);
+    let map = ctx.opts.prefix_map.as_ref();
+    let mut cache = HashMap::new();
+    let limit = held_at.unwrap_or(chain.len());
+    let mut target: Option<usize> = held_at;
+    let mut head_missing = Vec::new();
+    for (i, name) in chain.iter().enumerate().take(limit) {
+        let Some(json) = by_name.get(name) else { continue };
+        let (missing, _, _) = replica::missing_files(&io, map, name, json, &mut cache).await?;
+        if i == 0 {
+            head_missing = missing.clone();
+        }
+        if missing.is_empty() || ctx.opts.mode == FollowMode::Eventual {
+            target = Some(i);
+            break;
+        }
+    }
+    let since: HashMap<&str, &str> = prev
+        .map(|p| {
+            p.missing
+                .iter()
+                .map(|m| (m.path.as_str(), m.missing_since.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.missing_count = head_missing.len();
+    out.missing = head_missing
+        .iter()
+        .take(MAX_MISSING_LISTED)
+        .map(|m| WaitingFile {
+            path: m.path.clone(),
+            what: m.what.clone(),
+            missing_since: since.get(m.path.as_str()).map_or_else(|| stamp(now), |s| s.to_string()),
+        })
+        .collect();
+
+    let Some(t) = target else {
+        out.status = TableStatus::MissingFiles;
+        out.reason = "no version on the chain has all its files yet; nothing registered".into();
+        out.versions_behind = None;
+        out.behind_ms = None;
+        return Ok(out);
+    };
+    let target_name = chain[t];
+    let target_key = key_of[target_name];
+    let target_json = by_name[target_name];
+    if held_at != Some(t) {
+        // A fenced follower writes nothing, not even rewritten metadata.
+        ctx.lease.check().await.map_err(Step::Lease)?;
+        let location = match map {
+            None => url(target_key),
+            Some(m) => {
+                let source = url(target_key);
+                let name = rewrite_name(target_key).ok_or_else(|| {
+                    Step::Other(format!(
+                        "{target_key}: the file name does not start with a version number"
+                    ))
+                })?;
+                let dir = source.rsplit_once('/').map_or("", |(d, _)| d);
+                let location = format!("{dir}/{name}");
+                if io.exists(&location).await? {
+                    location // written by a cycle that stopped before registering it
+                } else {
+                    super::rewrite::rewrite_paths_as(&source, &m.from, &m.to, &ctx.opts.file_io_props, Some(&name))
+                        .await?
+                        .new_metadata
+                }
+            }
+        };
+        ctx.lease.check().await.map_err(Step::Lease)?;
+        let won = match &pointer {
+            None => {
+                ensure_namespace(ctx.handle, &ident).await?;
+                ctx.handle.register_table(&ident, &location).await?;
+                true
+            }
+            Some(p) => ctx.handle.swap_metadata_pointer(&ident, p, &location).await?,
+        };
+        if !won {
+            out.status = TableStatus::Conflict;
+            out.reason = format!(
+                "the DR pointer moved away from {} while this cycle ran; not touched",
+                pointer.unwrap_or_default()
+            );
+            return Ok(out);
+        }
+        out.registered_metadata = Some(location);
+        out.last_advanced_at = Some(stamp(now));
+    }
+    out.verified_metadata = Some(target_key.to_string());
+    out.verified_snapshot_id = snapshot_id_of(target_json);
+    out.verified_ms = ms_of(target_json);
+    out.verified_position = position_of(target_json);
+    out.versions_behind = Some(t);
+    out.behind_ms = out.latest_ms.zip(out.verified_ms).map(|(l, v)| l - v);
+    (out.status, out.reason) = if !head_missing.is_empty() {
+        let n = head_missing.len();
+        let how = match ctx.opts.mode {
+            FollowMode::Strict => format!("holding {target_name}, {t} versions behind"),
+            FollowMode::Eventual => format!("registered {target_name} all the same (eventual)"),
+        };
+        (
+            TableStatus::MissingFiles,
+            format!("the newest version {} lacks {n} files; {how}", chain[0]),
+        )
+    } else if t > 0 {
+        (TableStatus::Behind, format!("{t} versions behind {}", chain[0]))
+    } else {
+        (
+            TableStatus::Ok,
+            format!("at {target_name}, the newest version, every file present"),
+        )
+    };
+    Ok(out)
+}
+
+async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::TableIdent) -> Result<(), String> {
+    let ns = ident.namespace();
+    let exists = handle.catalog().namespace_exists(ns).await.map_err(|e| e.to_string())?;
+    if !exists {
+        match handle.catalog().create_namespace(ns, HashMap::new()).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+            Err(e) => return Err(format!("cannot create namespace {}: {e}", ns.join("."))),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "follow_tests.rs"]
+pub(crate) mod tests;

@@ -1,0 +1,381 @@
+//! `tidemark replica resync` (failback): make the demoted old primary converge on the new
+//! primary without losing anything silently.
+//!
+//! Per table of either catalog:
+//! - **on both**: the demoted pointer's metadata chain is walked back (through `metadata-log`)
+//!   to the newest version whose current snapshot the new primary also holds (by snapshot id);
+//!   the demoted pointer is swapped to it (compare-and-swap from the pointer read). The versions
+//!   walked over and every file only their snapshots reference (manifest lists, manifests, data
+//!   and delete files) are listed in the report and **never deleted**, so diverged data can be
+//!   inspected and replayed. A table already at a common version is left alone; one whose chain
+//!   shares no version with the new primary is held and named.
+//! - **only on the demoted side**: reported, not deleted.
+//! - **only on the new primary** (deleted, or dropped, only on the demoted side): restored from
+//!   the demoted warehouse's own metadata files (head by the chain, walked back as above) and
+//!   registered; when the demoted warehouse has no file of it, reported as not restorable.
+//!
+//! `dry_run` plans and changes nothing. Refused while the new primary's follower state shows a
+//! table whose registered version lacks files (eventual mode). After a resync, a follower of the new primary into the
+//! demoted catalog (replication reversed) advances every table from a version on its chain.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use iceberg::io::FileIO;
+use iceberg::spec::{DataContentType, Manifest, ManifestList, TableMetadata};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::follow_state::{FollowerState, TableStatus};
+use super::rebuild::{self, choose_head};
+use crate::catalog::CatalogHandle;
+use crate::recover::snapshot::file_io;
+use crate::table::{TableError, parse_ident};
+
+/// Version of the JSON report.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResyncAction {
+    /// The demoted pointer is at a version the new primary holds.
+    InStep,
+    /// Walked back to the newest common version (planned, under `dry_run`).
+    WalkedBack,
+    /// Only the demoted side has it: reported, not deleted.
+    OnlyOnDemoted,
+    /// Deleted only on the demoted side: registered again at a common version.
+    Restored,
+    /// Deleted only on the demoted side, and its warehouse has no metadata file of it.
+    NotRestorable,
+    /// No version of the demoted chain is held by the new primary: nothing moved.
+    NoCommonVersion,
+    /// The demoted pointer moved while the resync ran: nothing moved.
+    Conflict,
+    Failed,
+}
+
+/// A file only the walked-over versions reference: kept, listed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, schemars::JsonSchema)]
+pub struct KeptFile {
+    pub path: String,
+    /// `manifest list`, `manifest`, `data file`, `delete file`.
+    pub what: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ResyncTable {
+    pub table: String,
+    pub action: ResyncAction,
+    pub reason: String,
+    pub demoted_pointer: Option<String>,
+    pub primary_pointer: Option<String>,
+    /// Where the demoted pointer is (or would be) after the resync.
+    pub walked_back_to: Option<String>,
+    /// Metadata files walked over, newest first.
+    pub walked_over: Vec<String>,
+    /// Snapshots only the demoted side has.
+    pub diverged_snapshots: Vec<i64>,
+    /// Every file only the walked-over versions reference: kept, never deleted.
+    pub kept_files: Vec<KeptFile>,
+}
+
+/// The result of [`resync`] (`tidemark replica resync --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ResyncReport {
+    pub format_version: u32,
+    pub demoted: String,
+    pub primary: String,
+    pub dry_run: bool,
+    pub tables: Vec<ResyncTable>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ResyncError {
+    #[error(
+        "the new primary's follower registered versions with missing files for {tables}: resync only once the new primary is complete (tidemark replica status)"
+    )]
+    PrimaryIncomplete { tables: String },
+    #[error(transparent)]
+    Catalog(#[from] TableError),
+}
+
+/// Resyncs `demoted` onto `primary` (see the module documentation). `follower` is the new
+/// primary's follower state, when it had one: a table with missing files there refuses the resync.
+pub async fn resync(
+    demoted: &CatalogHandle,
+    primary: &CatalogHandle,
+    namespace: Option<&str>,
+    follower: Option<&FollowerState>,
+    dry_run: bool,
+) -> Result<ResyncReport, ResyncError> {
+    if let Some(f) = follower {
+        let missing: Vec<&str> = f
+            .tables
+            .iter()
+            // The version the new primary holds lacks files (an eventual follower registered it);
+            // a strict follower's newer versions waiting on files are not the new primary's.
+            .filter(|t| t.status == TableStatus::MissingFiles && t.versions_behind == Some(0))
+            .map(|t| t.table.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ResyncError::PrimaryIncomplete {
+                tables: missing.join(", "),
+            });
+        }
+    }
+    demoted.require(
+        true,
+        true,
+        "resync the demoted catalog",
+        crate::catalog::INSTEAD_OF_REGISTER,
+    )?;
+    let d: BTreeMap<String, Option<String>> = demoted.pointers(namespace).await?.into_iter().collect();
+    let p: BTreeMap<String, Option<String>> = primary.pointers(namespace).await?.into_iter().collect();
+    let names: BTreeSet<&String> = d.keys().chain(p.keys()).collect();
+    let io = file_io(demoted.file_io_props());
+    let mut tables = Vec::new();
+    for name in names {
+        let dp = d.get(name).cloned().flatten();
+        let pp = p.get(name).cloned().flatten();
+        let mut t = ResyncTable {
+            table: name.clone(),
+            action: ResyncAction::InStep,
+            reason: String::new(),
+            demoted_pointer: dp.clone(),
+            primary_pointer: pp.clone(),
+            walked_back_to: None,
+            walked_over: Vec::new(),
+            diverged_snapshots: Vec::new(),
+            kept_files: Vec::new(),
+        };
+        if let Err(e) = resync_table(demoted, primary, &io, &mut t, dry_run).await {
+            t.action = ResyncAction::Failed;
+            t.reason = e;
+        }
+        tables.push(t);
+    }
+    Ok(ResyncReport {
+        format_version: FORMAT_VERSION,
+        demoted: demoted.reference().to_string(),
+        primary: primary.reference().to_string(),
+        dry_run,
+        tables,
+    })
+}
+
+async fn read_json(io: &FileIO, location: &str) -> Result<Option<Value>, String> {
+    let input = io
+        .new_input(location)
+        .map_err(|e| format!("cannot open {location}: {e}"))?;
+    if !input
+        .exists()
+        .await
+        .map_err(|e| format!("cannot check {location}: {e}"))?
+    {
+        return Ok(None);
+    }
+    let bytes = input.read().await.map_err(|e| format!("cannot read {location}: {e}"))?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| format!("metadata file {location} is not valid JSON: {e}"))
+}
+
+async fn resync_table(
+    demoted: &CatalogHandle,
+    primary: &CatalogHandle,
+    io: &FileIO,
+    t: &mut ResyncTable,
+    dry_run: bool,
+) -> Result<(), String> {
+    if t.primary_pointer.is_none() {
+        t.action = ResyncAction::OnlyOnDemoted;
+        t.reason = "the new primary has no such table; reported, not deleted".into();
+        return Ok(());
+    }
+    let ident = parse_ident(&t.table).map_err(|e| e.to_string())?;
+    let primary_table = primary.catalog().load_table(&ident).await.map_err(|e| e.to_string())?;
+    let held: HashSet<i64> = primary_table.metadata().snapshots().map(|s| s.snapshot_id()).collect();
+
+    // The demoted head: its pointer, or (deleted there) the head of its own files.
+    let (start, restoring) = match &t.demoted_pointer {
+        Some(p) => (p.clone(), false),
+        None => match demoted_head(demoted, &t.table).await? {
+            Some(head) => (head, true),
+            None => {
+                t.action = ResyncAction::NotRestorable;
+                t.reason = "deleted on the demoted side and its warehouse holds no metadata file of it; create it \
+                            from the new primary"
+                    .into();
+                return Ok(());
+            }
+        },
+    };
+    // Walk back through metadata-log, newest first, to a version the new primary holds.
+    let mut location = start.clone();
+    let mut walked = Vec::new();
+    let mut newest: Option<Value> = None;
+    let common = loop {
+        let Some(json) = read_json(io, &location).await? else {
+            break None;
+        };
+        let current = json
+            .get("current-snapshot-id")
+            .and_then(Value::as_i64)
+            .filter(|id| *id >= 0);
+        if newest.is_none() {
+            newest = Some(json.clone());
+        }
+        if current.is_none_or(|id| held.contains(&id)) {
+            break Some((location.clone(), json));
+        }
+        walked.push(location.clone());
+        let Some(prev) = json
+            .get("metadata-log")
+            .and_then(Value::as_array)
+            .and_then(|l| l.last())
+            .and_then(|e| e.get("metadata-file"))
+            .and_then(Value::as_str)
+        else {
+            break None;
+        };
+        location = prev.to_string();
+    };
+    let Some((common_loc, common_json)) = common else {
+        t.action = ResyncAction::NoCommonVersion;
+        t.walked_over = walked;
+        t.reason = "no version of the demoted chain has a current snapshot the new primary holds; nothing moved".into();
+        return Ok(());
+    };
+    let newest = newest.expect("read at least one");
+    // Files only the walked-over versions reference.
+    let newest_meta: TableMetadata = serde_json::from_value(newest).map_err(|e| e.to_string())?;
+    let common_meta: TableMetadata = serde_json::from_value(common_json).map_err(|e| e.to_string())?;
+    let common_ids: HashSet<i64> = common_meta.snapshots().map(|s| s.snapshot_id()).collect();
+    let diverged: Vec<i64> = newest_meta
+        .snapshots()
+        .map(|s| s.snapshot_id())
+        .filter(|id| !common_ids.contains(id) && !held.contains(id))
+        .collect();
+    let walked_files = referenced(io, &newest_meta, &diverged).await?;
+    let kept_ids: Vec<i64> = common_ids.iter().copied().collect();
+    let kept_by_common = referenced(io, &common_meta, &kept_ids).await?;
+    let mut kept: Vec<KeptFile> = walked_files.difference(&kept_by_common).cloned().collect();
+    kept.sort();
+    t.diverged_snapshots = diverged;
+    t.kept_files = kept;
+    t.walked_over = walked;
+    t.walked_back_to = Some(common_loc.clone());
+
+    if restoring {
+        t.action = ResyncAction::Restored;
+        t.reason = format!("deleted only on the demoted side; registered again at {common_loc}");
+        if !dry_run {
+            demoted
+                .register_table(&ident, &common_loc)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        return Ok(());
+    }
+    if common_loc == start {
+        t.action = ResyncAction::InStep;
+        t.reason = "at a version the new primary holds".into();
+        return Ok(());
+    }
+    t.action = ResyncAction::WalkedBack;
+    t.reason = format!(
+        "{} versions only the demoted side has, walked back to {common_loc}; {} files kept and listed",
+        t.walked_over.len(),
+        t.kept_files.len()
+    );
+    if !dry_run
+        && !demoted
+            .swap_metadata_pointer(&ident, &start, &common_loc)
+            .await
+            .map_err(|e| e.to_string())?
+    {
+        t.action = ResyncAction::Conflict;
+        t.reason = format!("the demoted pointer moved away from {start} while the resync ran; nothing moved");
+    }
+    Ok(())
+}
+
+/// The head of a table's own metadata files in the demoted catalog's warehouse.
+async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Option<String>, String> {
+    let warehouse = demoted.warehouse();
+    if warehouse.is_empty() {
+        return Ok(None);
+    }
+    let store = tidemark_journal::store::open(warehouse)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ns = table.rsplit_once('.').map(|(ns, _)| ns);
+    let found = rebuild::discover(store.as_ref(), ns).await.map_err(|e| e.to_string())?;
+    let Some(files) = found.iter().find(|f| f.ident() == table) else {
+        return Ok(None);
+    };
+    let (parsed, _) = rebuild::read_metadata(store.as_ref(), files)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(choose_head(&parsed, None)
+        .head
+        .map(|k| format!("{}/{k}", warehouse.trim_end_matches('/'))))
+}
+
+/// Every file the snapshots `ids` of `meta` reference.
+async fn referenced(io: &FileIO, meta: &TableMetadata, ids: &[i64]) -> Result<BTreeSet<KeptFile>, String> {
+    let mut out = BTreeSet::new();
+    let mut seen_manifests: HashMap<String, ()> = HashMap::new();
+    let file = |path: &str, what: &str| KeptFile {
+        path: path.to_string(),
+        what: what.to_string(),
+    };
+    for id in ids {
+        let Some(snapshot) = meta.snapshot_by_id(*id) else {
+            continue;
+        };
+        let list_path = snapshot.manifest_list();
+        out.insert(file(list_path, "manifest list"));
+        let Some(bytes) = read_opt(io, list_path).await? else {
+            continue;
+        };
+        let list = ManifestList::parse_with_version(&bytes, meta.format_version())
+            .map_err(|e| format!("cannot parse manifest list {list_path}: {e}"))?;
+        for m in list.entries() {
+            out.insert(file(&m.manifest_path, "manifest"));
+            if seen_manifests.insert(m.manifest_path.clone(), ()).is_some() {
+                continue;
+            }
+            let Some(bytes) = read_opt(io, &m.manifest_path).await? else {
+                continue;
+            };
+            let manifest =
+                Manifest::parse_avro(&bytes).map_err(|e| format!("cannot parse manifest {}: {e}", m.manifest_path))?;
+            for entry in manifest.entries() {
+                let f = entry.data_file();
+                let what = match f.content_type() {
+                    DataContentType::Data => "data file",
+                    _ => "delete file",
+                };
+                out.insert(file(f.file_path(), what));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn read_opt(io: &FileIO, path: &str) -> Result<Option<bytes::Bytes>, String> {
+    let input = io.new_input(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+    if !input.exists().await.map_err(|e| format!("cannot check {path}: {e}"))? {
+        return Ok(None);
+    }
+    input
+        .read()
+        .await
+        .map(Some)
+        .map_err(|e| format!("cannot read {path}: {e}"))
+}
+
+#[cfg(test)]
+#[path = "resync_tests.rs"]
+mod tests;

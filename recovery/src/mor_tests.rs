@@ -1,0 +1,385 @@
+//! The applier in merge-on-read mode and `compact`: the table equals the reference fold (read by
+//! tidemark and by iceberg-rust's scan, which applies position deletes on its own), no data file
+//! is ever removed by an apply commit, retries and conflicts behave as in copy-on-write, a
+//! compaction drops every spent delete file and changes no row, and a recovery from a
+//! merge-on-read snapshot validates.
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use futures::TryStreamExt;
+use iceberg::table::Table;
+use tidemark_journal::generate;
+
+use crate::apply::{ApplyError, ApplyOptions, apply};
+use crate::apply_mor::MergeMode;
+use crate::apply_tests::{clock, journal_in, reference_of, table_rows};
+use crate::compact::{CompactOptions, compact};
+use crate::ids::SeededIds;
+use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
+use crate::recover::{RecoverOptions, recover};
+use crate::table::commit::current_files;
+use crate::table::mor::PROP_MERGE_MODE;
+use crate::table::read::read_table;
+use crate::table::test_support::catalog_in;
+use crate::table::{self, commit_properties};
+
+const TABLE: &str = "shop.orders";
+
+fn mor() -> ApplyOptions {
+    ApplyOptions {
+        merge_mode: Some(MergeMode::MergeOnRead),
+        compact_at: Some(0.0),
+        ..Default::default()
+    }
+}
+
+/// (version, position) by key, as iceberg-rust's own scan reads the table.
+async fn scan(t: &Table) -> BTreeMap<String, (i64, i64)> {
+    let batches: Vec<RecordBatch> = t
+        .scan()
+        .build()
+        .unwrap()
+        .to_arrow()
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    by_key(&batches)
+}
+
+fn by_key(batches: &[RecordBatch]) -> BTreeMap<String, (i64, i64)> {
+    let mut out = BTreeMap::new();
+    for b in batches {
+        let ids = b.column_by_name("order_id").unwrap();
+        let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
+        let v = b.column_by_name("order_version").unwrap();
+        let v = v.as_any().downcast_ref::<Int64Array>().unwrap();
+        let p = b.column_by_name("journal_position").unwrap();
+        let p = p.as_any().downcast_ref::<Int64Array>().unwrap();
+        for r in 0..b.num_rows() {
+            assert!(
+                out.insert(ids.value(r).to_string(), (v.value(r), p.value(r))).is_none(),
+                "key {} twice",
+                ids.value(r)
+            );
+        }
+    }
+    out
+}
+
+fn summary(t: &Table) -> HashMap<String, String> {
+    t.metadata()
+        .current_snapshot()
+        .unwrap()
+        .summary()
+        .additional_properties
+        .clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_on_read_equals_the_reference_and_removes_no_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(3, 40, 1, 300), 50).await;
+    let handle = catalog_in(dir.path()).await;
+    let ids = SeededIds::new(1);
+    let first = ApplyOptions {
+        until: Some(120),
+        ..mor()
+    };
+    let r = apply(&j, &handle, TABLE, &first, &clock(), &ids, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(r.merge_mode, MergeMode::MergeOnRead);
+    let before = table::load_table(&handle, TABLE).await.unwrap();
+    let rows_before: u64 = summary(&before)["total-records"].parse().unwrap();
+    let r = apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(r.applied_to_position, 300);
+    // Four units, and each file's keys are decoded once at most: the files this run wrote are
+    // in the key index from the start, the others from their first scan.
+    assert!(r.writes.keys_scanned <= rows_before, "{:?} vs {rows_before}", r.writes);
+    assert!(r.writes.position_deletes_written > 0, "{:?}", r.writes);
+    assert_eq!(r.writes.data_files_removed, 0, "{:?}", r.writes);
+    // Most replaced rows are older than every event of their key: known by key and version.
+    assert!(r.writes.rows_known_by_version > 0, "{:?}", r.writes);
+    assert_eq!(r.merge.files_rewritten, 0);
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    // Every apply commit only added files; the last one holds delete files.
+    let meta = t.metadata();
+    for s in meta.snapshots() {
+        let p = &s.summary().additional_properties;
+        assert_eq!(p.get("deleted-data-files").map(String::as_str), Some("0"), "{p:?}");
+    }
+    assert!(!current_files(&t).await.unwrap().deletes.is_empty());
+    assert_eq!(scan(&t).await, by_key(&read_table(&t).await.unwrap()));
+    // Nothing left: an identical second run commits nothing.
+    let again = apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(again.commits, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_property_chooses_merge_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 20, 1, 100), 25).await;
+    let handle = catalog_in(dir.path()).await;
+    let t = table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
+    let props = HashMap::from([(PROP_MERGE_MODE.to_string(), "merge-on-read".to_string())]);
+    commit_properties(&handle, &t, props).await.unwrap();
+    let r = apply(
+        &j,
+        &handle,
+        TABLE,
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(2),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.merge_mode, MergeMode::MergeOnRead);
+    assert!(r.writes.delete_files_written > 0);
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+    // An unknown mode is refused before anything is written.
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    let props = HashMap::from([(PROP_MERGE_MODE.to_string(), "merge-on-write".to_string())]);
+    commit_properties(&handle, &t, props).await.unwrap();
+    let err = apply(
+        &j,
+        &handle,
+        TABLE,
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(3),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("write.merge.mode = \"merge-on-write\""),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_merge_on_read_appliers_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(9, 25, 1, 150), 30).await;
+    let handle = catalog_in(dir.path()).await;
+    table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
+    let (ids_a, ids_b) = (SeededIds::new(10), SeededIds::new(11));
+    let (ca, cb) = (clock(), clock());
+    let opts = mor();
+    let (mut pa, mut pb) = (|_: &_| {}, |_: &_| {});
+    let (a, b) = tokio::join!(
+        apply(&j, &handle, TABLE, &opts, &ca, &ids_a, &mut pa),
+        apply(&j, &handle, TABLE, &opts, &cb, &ids_b, &mut pb)
+    );
+    assert!(a.is_ok() || b.is_ok(), "{a:?} / {b:?}");
+    for r in [&a, &b] {
+        if let Err(e) = r {
+            assert!(
+                matches!(
+                    e,
+                    ApplyError::Journal(tidemark_journal::JournalError::CheckpointConflict { .. })
+                        | ApplyError::Contended { .. }
+                ),
+                "{e}"
+            );
+        }
+    }
+    apply(&j, &handle, TABLE, &opts, &clock(), &SeededIds::new(12), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    assert_eq!(scan(&t).await, by_key(&read_table(&t).await.unwrap()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
+    let e = |p: u64, version: i64, status: &str| {
+        format!(
+            r#"{{"position":{p},"order_id":"o-1","order_version":{version},"customer_id":"c","status":"{status}","amount":"1.00","currency":"EUR","is_deleted":false,"event_time":"2026-11-29T08:00:00Z"}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{}\n{}\n", e(1, 1, "placed"), e(2, 2, "paid"));
+    let j = journal_in(&dir.path().join("journal"), &text, 1).await;
+    let handle = catalog_in(dir.path()).await;
+    let r = apply(&j, &handle, TABLE, &mor(), &clock(), &SeededIds::new(1), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(r.commits, 2);
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    let before = t.metadata().current_snapshot_id();
+    // The same key and version with another payload: a second journal's events merged into
+    // this table (the journal itself refuses such an event, so the table check is reached so).
+    let other = format!("{}\n{}\n", e(1, 1, "placed"), e(2, 2, "cancelled"));
+    let j2 = journal_in(&dir.path().join("journal2"), &other, 2).await;
+    let chain = tidemark_journal::verify::verify(&j2, &Default::default(), &mut |_| {})
+        .await
+        .unwrap();
+    let manifests: Vec<_> = chain.manifests.iter().collect();
+    let bad = crate::apply::read_events(&j2, &manifests, 0, 2).await.unwrap();
+    let spec = &j.spec;
+    let unit = crate::apply::UnitOptions {
+        max_attempts: 1,
+        skip_if_applied: None,
+        guard: None,
+        chunk_rows: crate::apply::MERGE_CHUNK_ROWS,
+        mode: MergeMode::MergeOnRead,
+        key_index: None,
+    };
+    let err = crate::apply::merge_and_commit_unit(
+        &handle,
+        t,
+        spec,
+        bad,
+        HashMap::new(),
+        &clock(),
+        &SeededIds::new(5),
+        &unit,
+    )
+    .await
+    .err()
+    .expect("a conflict");
+    assert!(matches!(&err, ApplyError::Merge(m) if m.is_conflict()), "{err}");
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    assert_eq!(t.metadata().current_snapshot_id(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_drops_every_delete_file_and_changes_no_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(4, 30, 1, 240), 40).await;
+    let handle = catalog_in(dir.path()).await;
+    let ids = SeededIds::new(1);
+    apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
+        .await
+        .unwrap();
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    let rows = scan(&t).await;
+    let deletes = current_files(&t).await.unwrap().deletes.len();
+    assert!(deletes > 0);
+    let (r, t) = compact(&handle, t, &CompactOptions::default(), &clock(), &ids)
+        .await
+        .unwrap();
+    assert_eq!(r.delete_files_before, deletes as u64);
+    assert_eq!(r.delete_files_after, 0, "{r:?}");
+    assert!(r.rows_dropped > 0, "{r:?}");
+    let s = summary(&t);
+    assert_eq!(s.get("total-delete-files").map(String::as_str), Some("0"), "{s:?}");
+    assert_eq!(s.get("removed-delete-files"), Some(&deletes.to_string()), "{s:?}");
+    assert_eq!(scan(&t).await, rows);
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+    // Nothing left to compact: no commit.
+    let (again, t2) = compact(&handle, t.clone(), &CompactOptions::default(), &clock(), &ids)
+        .await
+        .unwrap();
+    assert_eq!(again.snapshot_id, None, "{again:?}");
+    assert_eq!(t2.metadata().current_snapshot_id(), t.metadata().current_snapshot_id());
+    // The applier goes on from the compacted table.
+    let more: String = (1..=20u64)
+        .map(|i| {
+            format!(
+                r#"{{"position":{},"order_id":"o-{:08}","order_version":100,"customer_id":"c","status":"paid","amount":"1.00","currency":"EUR","is_deleted":{},"event_time":"2026-11-29T08:00:00Z"}}"#,
+                240 + i,
+                i,
+                i % 4 == 0
+            ) + "\n"
+        })
+        .collect();
+    let opts = tidemark_journal::writer::AppendOptions {
+        batch_size: 40,
+        writer_id: "w".into(),
+        source_name: "gen".into(),
+    };
+    tidemark_journal::writer::append(&j, more.as_bytes(), &opts, &clock(), &mut |_| {})
+        .await
+        .unwrap();
+    apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_applier_compacts_at_its_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(7, 30, 1, 240), 40).await;
+    let handle = catalog_in(dir.path()).await;
+    let opts = ApplyOptions {
+        compact_at: Some(0.05),
+        ..mor()
+    };
+    let r = apply(&j, &handle, TABLE, &opts, &clock(), &SeededIds::new(1), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(r.compactions > 0, "{r:?}");
+    assert!(r.compaction_writes.data_files_removed > 0, "{r:?}");
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    assert_eq!(scan(&t).await, by_key(&read_table(&t).await.unwrap()));
+    // The applied position survives the compaction commits (they carry none of their own).
+    assert_eq!(crate::apply::applied_state(&t).position, 240);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_from_a_merge_on_read_snapshot_validates() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(8, 30, 1, 200), 40).await;
+    let handle = catalog_in(dir.path()).await;
+    let first = ApplyOptions {
+        until: Some(160),
+        ..mor()
+    };
+    apply(&j, &handle, TABLE, &first, &clock(), &SeededIds::new(1), &mut |_| {})
+        .await
+        .unwrap();
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    assert!(!current_files(&t).await.unwrap().deletes.is_empty());
+    let opts = RecoverOptions {
+        recovery_id: "rec-mor".into(),
+        source: SnapshotSource {
+            metadata_location: t.metadata_location().unwrap().to_string(),
+            file_io_props: HashMap::new(),
+            prefix_map: None,
+        },
+        choice: SnapshotChoice::SnapshotId(t.metadata().current_snapshot_id().unwrap()),
+        to: None,
+        into: "shop.recovered".into(),
+        partition_rows: None,
+    };
+    let (report, _) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(9), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(report.validation.ok, "{:?}", report.validation);
+    assert_eq!(table_rows(&handle, "shop.recovered").await, reference_of(&j).await.rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_between_a_merge_on_read_commit_and_its_checkpoint_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 30, 1, 200), 40).await;
+    let handle = catalog_in(dir.path()).await;
+    let crash = ApplyOptions {
+        failpoint: Some("after-commit:2".into()),
+        ..mor()
+    };
+    let err = apply(&j, &handle, TABLE, &crash, &clock(), &SeededIds::new(2), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApplyError::Failpoint(_)), "{err}");
+    let r = apply(&j, &handle, TABLE, &mor(), &clock(), &SeededIds::new(3), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(r.recovered_checkpoint, "the missing checkpoint is detected and written");
+    assert_eq!(r.started_after_position, 80, "positions 41..=80 are not applied twice");
+    assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
+}

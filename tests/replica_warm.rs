@@ -1,0 +1,524 @@
+//! The warm DR replica end to end (issue 13), on a local folder and on SeaweedFS: a replica
+//! filled object by object in a hostile order (metadata before the data it names, newest first)
+//! while a writer commits; `replica follow` strict and eventual, `status`, two followers,
+//! `failover` with a route, then `resync` of the old primary with a divergent commit.
+
+use std::thread;
+
+use tidemark_journal::store::{self, ObjectStore, PutMode};
+
+use super::support::*;
+use super::{NOT_FOUND, VERIFY_FAILED};
+
+const CONFLICT: i32 = 5;
+const NOT_RUNNING: i32 = 10;
+
+/// A store at `url`; on S3 through `endpoint` (the scratch's server, not the test process's).
+async fn open(url: &str, endpoint: Option<&str>) -> std::sync::Arc<dyn ObjectStore> {
+    match (url.strip_prefix("s3://"), endpoint) {
+        (Some(rest), Some(e)) => {
+            let opts = store::s3::S3Options {
+                endpoint: Some(e.to_string()),
+                ..store::s3::S3Options::from_env()
+            };
+            std::sync::Arc::new(store::s3::S3Store::from_url(rest, opts).await.unwrap())
+        }
+        _ => store::open_or_create(url).await.unwrap(),
+    }
+}
+
+/// The hostile replication: every object of `from` that `to` lacks, metadata JSON first (newest
+/// first), then manifests, then data, one object at a time; with `data`, false, the data files
+/// are left behind (they arrive in a later pass).
+fn replicate(from: &str, to: &str, endpoint: Option<&str>, data: bool) -> usize {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (src, dst) = (open(from, endpoint).await, open(to, endpoint).await);
+        let have: std::collections::HashSet<String> = store::list_all(dst.as_ref(), "")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        let mut todo: Vec<String> = store::list_all(src.as_ref(), "")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .filter(|k| !have.contains(k) && (data || !k.contains("/data/")))
+            .collect();
+        let rank = |k: &str| match () {
+            _ if k.ends_with(".metadata.json") => 0,
+            _ if k.ends_with(".avro") => 1,
+            _ => 2,
+        };
+        todo.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.cmp(a)));
+        for k in &todo {
+            let body = src.get(k, None).await.unwrap().body;
+            dst.put(k, body, PutMode::Overwrite).await.unwrap();
+        }
+        todo.len()
+    })
+}
+
+fn base(url: &str) -> String {
+    if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("file://{url}")
+    }
+}
+
+fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
+    let journal = s.path_str("journal");
+    let (primary_wh, replica) = (format!("{root}/primary"), format!("{root}/replica"));
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&["gen", "events", "--orders", "100", "--events", "600", "--out", &input])
+        .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        &input,
+        "--batch-size",
+        "100",
+    ])
+    .ok();
+    let primary = s.path_str("primary.db");
+    let apply = |until: &str| {
+        s.run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--table",
+            "shop.orders",
+            "--until",
+            until,
+        ])
+    };
+    apply("200").ok();
+    replicate(&primary_wh, &replica, endpoint, true);
+    apply("300").ok();
+    // Metadata arrives before its data.
+    assert!(replicate(&primary_wh, &replica, endpoint, false) > 0);
+
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let follow = |catalog: &str, state: &str, mode: &str, holder: &str| {
+        let (dr, st) = (s.path_str(catalog), s.path_str(state));
+        s.run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--mode",
+            mode,
+            "--state",
+            &st,
+            "--holder",
+            holder,
+            "--once",
+            "--json",
+        ])
+    };
+    let strict = follow("dr.db", "state", "strict", "f-strict").ok().json();
+    let t = &strict["tables"][0];
+    assert_eq!(t["status"], "missing_files", "{strict}");
+    assert_eq!(t["verified_position"], 200, "{t}");
+    assert_eq!(t["latest_position"], 300);
+    assert!(t["missing_count"].as_u64().unwrap() > 0);
+    let eventual = follow("dr-ev.db", "state-ev", "eventual", "f-ev").ok().json();
+    assert_eq!(eventual["tables"][0]["verified_position"], 300, "{eventual}");
+    assert_eq!(eventual["tables"][0]["missing_count"], t["missing_count"]);
+
+    // status: a table with missing files exits 4; the Prometheus file says the same.
+    let prom = s.path_str("replica.prom");
+    let st = s.path_str("state");
+    let status = s
+        .run(&["replica", "status", "--state", &st, "--prometheus", &prom, "--json"])
+        .fails(VERIFY_FAILED, &["missing files"]);
+    let r = status.json();
+    assert_eq!(r["tables"][0]["positions_behind"], 100, "{r}");
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(text.contains("tidemark_replica_table_missing_files{"), "{text}");
+    s.run(&["replica", "status", "--state", &s.path_str("nowhere")])
+        .fails(NOT_FOUND, &[]);
+
+    // The writer goes on while the replication copies in its hostile order; strict never
+    // registers a version with a missing file (history record reads every row) and nothing
+    // moves backwards.
+    let mut last = 200;
+    for until in ["400", "500"] {
+        thread::scope(|scope| {
+            let writer = scope.spawn(|| apply(until).ok());
+            replicate(&primary_wh, &replica, endpoint, true);
+            writer.join().unwrap();
+        });
+        replicate(&primary_wh, &replica, endpoint, false);
+        let r = follow("dr.db", "state", "strict", "f-strict").ok().json();
+        let pos = r["tables"][0]["verified_position"].as_u64().unwrap();
+        assert!(pos >= last, "moved backwards: {pos} < {last}: {r}");
+        last = pos;
+        s.run(&[
+            "history",
+            "record",
+            "--catalog",
+            &s.path_str("dr.db"),
+            "--out",
+            &s.path_str("h.json"),
+        ])
+        .ok();
+    }
+    replicate(&primary_wh, &replica, endpoint, true);
+    let r = follow("dr.db", "state", "strict", "f-strict").ok().json();
+    assert_eq!(r["tables"][0]["status"], "ok", "{r}");
+    assert_eq!(r["tables"][0]["verified_position"], 500);
+    s.run(&["replica", "status", "--state", &st]).ok();
+
+    // Two followers never run at once: the second refuses, naming the first.
+    let dr = s.path_str("dr.db");
+    let mut first = tidemark()
+        .current_dir(s.path(""))
+        .envs(s.env.clone())
+        .args([
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--state",
+            &st,
+            "--holder",
+            "f-long",
+            "--interval",
+            "1s",
+            "--max-cycles",
+            "4",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lease = s.path("state/lease.json");
+    for _ in 0..300 {
+        let text = std::fs::read_to_string(&lease).unwrap_or_default();
+        if text.contains("\"f-long\"") && text.contains("\"held\"") {
+            break;
+        }
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut second = None;
+    for _ in 0..100 {
+        let r = follow("dr.db", "state", "strict", "f-second");
+        if r.code != 0 {
+            second = Some(r);
+            break;
+        }
+    }
+    second
+        .expect("the second follower was refused")
+        .fails(CONFLICT, &["f-long"]);
+    assert!(first.wait().unwrap().success());
+
+    // Failover: the route readers use flips from the primary's table to the DR table.
+    let route = s.path_str("route");
+    s.run(&[
+        "route",
+        "flip",
+        "--route",
+        &route,
+        "--catalog",
+        &primary,
+        "--table",
+        "shop.orders",
+        "--applied-position",
+        "500",
+        "--reason",
+        "primary",
+    ])
+    .ok();
+    let p = s
+        .run(&[
+            "replica",
+            "failover",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--state",
+            &st,
+            "--route",
+            &route,
+            "--failover-id",
+            "fo-1",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
+    assert_eq!(p["tables"][0]["positions_behind"], 0);
+    s.run(&["replica", "status", "--state", &st])
+        .fails(NOT_RUNNING, &["fenced"]);
+    follow("dr.db", "state", "strict", "f-strict").fails(CONFLICT, &["fenced", "fo-1"]);
+
+    // The DR side writes on through the route; the old primary comes back with a commit the DR
+    // side never got (a direct write outside the journal).
+    s.run(&["apply", "--journal", &journal, "--catalog", &dr, "--route", &route])
+        .ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_version % 2 = 0",
+    ])
+    .ok();
+    let plan = s
+        .run(&[
+            "replica",
+            "resync",
+            "--demote",
+            &primary,
+            "--primary",
+            &dr,
+            "--dry-run",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let t = &plan["tables"][0];
+    assert_eq!(t["action"], "walked_back", "{plan}");
+    let kept = t["kept_files"].as_array().unwrap();
+    assert!(kept.iter().any(|f| f["what"] == "manifest list"), "{t}");
+    assert!(
+        kept.iter()
+            .any(|f| f["what"] == "data file" || f["what"] == "delete file"),
+        "{t}"
+    );
+    s.run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
+        .ok();
+    let again = s
+        .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
+        .ok()
+        .json();
+    assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
+    // Replication reversed: the old primary follows the new one from where resync left it.
+    replicate(&replica, &primary_wh, endpoint, true);
+    let back_map = format!("{}={}", base(&replica), base(&primary_wh));
+    let back = s
+        .run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &primary_wh,
+            "--catalog",
+            &primary,
+            "--prefix-map",
+            &back_map,
+            "--state",
+            &s.path_str("state-back"),
+            "--once",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let t = &back["tables"][0];
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &600.into()),
+        "{back}"
+    );
+    // Every file walked over is still there.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let src = open(&primary_wh, endpoint).await;
+        for f in kept {
+            let path = f["path"].as_str().unwrap();
+            let key = path.strip_prefix(&format!("{}/", base(&primary_wh))).unwrap();
+            src.head(key, None)
+                .await
+                .unwrap_or_else(|e| panic!("{path} is gone: {e}"));
+        }
+    });
+}
+
+#[test]
+fn warm_replica_on_a_local_folder() {
+    let s = Scratch::new();
+    warm_replica(&s, &s.path_str("sites"), None);
+}
+
+#[test]
+fn warm_replica_on_seaweedfs() {
+    let Some(s) = Scratch::on_seaweedfs() else { return };
+    let endpoint = seaweedfs_s3_endpoint();
+    warm_replica(
+        &s,
+        &format!("s3://tidemark/warm-{}", std::process::id()),
+        endpoint.as_deref(),
+    );
+}
+
+fn failover_game_day(s: &Scratch, store: Option<&str>) {
+    let work = s.path_str("gd");
+    let mut args = vec!["gameday", "--scenario", "failover", "--work", &work, "--json", "-q"];
+    if let Some(st) = store {
+        args.extend(["--store", st]);
+    }
+    let r = s.run(&args).ok().json();
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["rpo_positions"], 100);
+    assert!(r["rto_ms"].as_u64().is_some());
+    assert_eq!(r["steps"].as_array().unwrap().len(), 8);
+    let md = std::fs::read_to_string(s.path("gd/gameday-failover-report.md")).unwrap();
+    assert!(md.contains("RTO") && md.contains("| 4 fail over"), "{md}");
+}
+
+#[test]
+fn failover_game_day_on_the_embedded_default() {
+    failover_game_day(&Scratch::new(), None);
+}
+
+#[test]
+fn failover_game_day_on_seaweedfs() {
+    let Some(s) = Scratch::on_seaweedfs() else { return };
+    failover_game_day(&s, Some(&format!("s3://tidemark/gameday-fo-{}", std::process::id())));
+}
+
+/// The follower on the other SQL catalog kind: a PostgreSQL DR catalog (sandbox/postgres.sh).
+#[test]
+fn follow_into_a_postgresql_catalog() {
+    let uri = match std::env::var("TIDEMARK_TEST_PG_URI") {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ if std::env::var("TIDEMARK_SKIP_POSTGRES").as_deref() == Ok("1") => return,
+        _ => panic!("TIDEMARK_TEST_PG_URI is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_POSTGRES=1)"),
+    };
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&["gen", "events", "--orders", "50", "--events", "200", "--out", &input])
+        .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        &input,
+        "--batch-size",
+        "100",
+    ])
+    .ok();
+    let (primary_wh, replica) = (s.path_str("primary"), s.path_str("replica"));
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &s.path_str("p.db"),
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    replicate(&primary_wh, &replica, None, true);
+    let name = format!(
+        "tm_warm_{}_{}",
+        std::process::id(),
+        s.dir.path().file_name().unwrap().to_string_lossy()
+    )
+    .to_lowercase()
+    .replace(|c: char| !c.is_ascii_alphanumeric() && c != '_', "");
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let r = s
+        .run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &uri,
+            "--catalog-name",
+            &name,
+            "--prefix-map",
+            &map,
+            "--state",
+            &s.path_str("state"),
+            "--once",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(r["tables"][0]["status"], "ok", "{r}");
+    assert_eq!(r["tables"][0]["verified_position"], 200);
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &uri,
+        "--catalog-name",
+        &name,
+        "--warehouse",
+        &replica,
+        "--out",
+        &s.path_str("h.json"),
+    ])
+    .ok();
+}
+
+/// An S3 Tables DR catalog (moto's, sandbox/s3tables.sh) cannot register: refused before anything
+/// is created.
+#[test]
+fn an_s3tables_dr_catalog_is_refused() {
+    let (Ok(endpoint), Ok(arn)) = (
+        std::env::var("TIDEMARK_S3TABLES_ENDPOINT"),
+        std::env::var("TIDEMARK_S3TABLES_ARN"),
+    ) else {
+        if std::env::var("TIDEMARK_SKIP_S3TABLES").as_deref() == Ok("1") {
+            return;
+        }
+        panic!("TIDEMARK_S3TABLES_ENDPOINT is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_S3TABLES=1)");
+    };
+    let mut s = Scratch::new();
+    s.env = vec![("AWS_ENDPOINT_URL".into(), endpoint)];
+    let warehouse = s.path_str("st-replica");
+    s.run(&[
+        "replica",
+        "follow",
+        "--warehouse",
+        &warehouse,
+        "--catalog",
+        &arn,
+        "--once",
+    ])
+    .fails(6, &["registering an existing metadata file", "Nothing was changed"]);
+    assert!(!s.path("st-replica").exists());
+}
