@@ -4,7 +4,6 @@
 mod catalogs;
 mod catalogs_commands;
 mod catalogs_remote;
-#[path = "e2e_faults.rs"]
 mod faults;
 mod interop;
 mod replica_warm;

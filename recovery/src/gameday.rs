@@ -126,6 +126,9 @@ pub struct GamedayReport {
     pub runs: Vec<GamedayRun>,
     pub checks: Vec<DrillCheck>,
     pub total_ms: u64,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl GamedayReport {
@@ -797,6 +800,7 @@ pub async fn run(
         runs,
         checks,
         total_ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }
 

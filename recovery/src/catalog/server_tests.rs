@@ -83,14 +83,14 @@ fn file_io_props(props: &HashMap<String, String>) -> HashMap<String, String> {
         .collect()
 }
 
-async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
+pub(crate) async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
     CatalogHandle::new(
         rest::open("sw", props, &HashMap::new()).await.unwrap(),
         file_io_props(props),
     )
 }
 
-async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
+pub(crate) async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
     CatalogHandle::new(s3tables::open("st", props).await.unwrap(), file_io_props(props))
 }
 

@@ -53,10 +53,11 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         catalog: args.catalog.clone(),
     };
     let mut progress = Progress::new("drill", args.common.quiet);
-    let report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+    let mut report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<32} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await?;
+    report.s3_requests = super::s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("drill-report.md"));
     finish(
         "drill",
@@ -177,11 +178,11 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
             args.common.json,
         );
     }
-    let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+    let mut report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await;
-    let report = match report {
+    let mut report = match report {
         Ok(r) => r,
         Err(e) if opts.catalog.is_some() || opts.dr_catalog.is_some() => {
             // The scratch namespace the preflight found absent is the game day's own: dropped.
@@ -195,6 +196,7 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
+    report.s3_requests = super::s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
     finish(
         "game day",
