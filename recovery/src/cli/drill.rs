@@ -178,7 +178,7 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
             args.common.json,
         );
     }
-    let mut report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+    let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await;
