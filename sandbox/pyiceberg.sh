@@ -10,21 +10,24 @@
 # goes to stderr.
 set -euo pipefail
 
-PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.12.0'
+PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow,pyiceberg-core]==0.12.0'
+# The pyiceberg-core extra (Rust transforms: bucket, truncate, and the time transforms of
+# partitioned writes); PyIceberg 0.12.0 wants >=0.10.1,<0.11.0.
+CORE_SPEC='pyiceberg-core==0.10.1'
 # PyIceberg 0.12.0 accepts a range of pyarrow versions; pin the one it is tested with here.
 PYARROW_SPEC='pyarrow==20.0.0'
 # boto3 for S3 Tables (pyiceberg_tool.py asks it for a table's metadata location).
 BOTO3_SPEC='boto3==1.44.8'
 VENV="${TIDEMARK_VENV:-$HOME/.cache/tidemark/venv}"
 # What the venv must hold; a marker file records it so a changed pin reinstalls.
-WANT="$PYICEBERG_SPEC $PYARROW_SPEC $BOTO3_SPEC"
+WANT="$PYICEBERG_SPEC $CORE_SPEC $PYARROW_SPEC $BOTO3_SPEC"
 
 say() { echo "pyiceberg.sh: $*" >&2; }
 
 py="$VENV/bin/python"
 marker="$VENV/.tidemark-pyiceberg"
 if [[ -x "$py" && -f "$marker" && "$(cat "$marker")" == "$WANT" ]] \
-    && "$py" -c 'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyarrow, boto3' >/dev/null 2>&1; then
+    && "$py" -c 'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyiceberg_core, pyarrow, boto3' >/dev/null 2>&1; then
     say "reusing $VENV"
 else
     base="${PYTHON:-python3}"
@@ -34,8 +37,8 @@ else
         "$base" -m venv "$VENV"
     fi
     say "installing $WANT"
-    "$py" -m pip install -q --disable-pip-version-check "$PYICEBERG_SPEC" "$PYARROW_SPEC" "$BOTO3_SPEC" >&2
-    "$py" -c 'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyarrow, boto3' >&2
+    "$py" -m pip install -q --disable-pip-version-check "$PYICEBERG_SPEC" "$CORE_SPEC" "$PYARROW_SPEC" "$BOTO3_SPEC" >&2
+    "$py" -c 'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyiceberg_core, pyarrow, boto3' >&2
     echo "$WANT" >"$marker"
     say "installed $("$py" -c 'import pyiceberg; print("pyiceberg", pyiceberg.__version__)')"
 fi

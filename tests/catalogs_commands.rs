@@ -502,3 +502,101 @@ fn query_through_a_route_written_with_an_s3tables_arn() {
         .ok();
     assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
 }
+
+/// The game day's small run (2 tables, 3 commits) with `extra` options; in `s`'s `work` folder.
+fn gameday(s: &Scratch, env: &[(&str, &str)], extra: &[&str]) -> Run {
+    let work = s.path_str("work");
+    let args = [
+        &[
+            "gameday",
+            "--work",
+            work.as_str(),
+            "--tables",
+            "2",
+            "--commits",
+            "3",
+            "--rows-per-commit",
+            "10",
+            "--json",
+        ][..],
+        extra,
+    ]
+    .concat();
+    s.run_with(env, &args)
+}
+
+/// The namespaces of `catalog` (`catalog state --json` over all of them).
+fn has_gameday_namespace(s: &Scratch, catalog: &str) -> bool {
+    let state = s.run(&["catalog", "state", "--catalog", catalog, "--json"]).ok().json();
+    state["tables"].to_string().contains("gameday.")
+}
+
+/// `gameday --catalog FILE`: the source tables in the scratch namespace `gameday` of the user's
+/// SQLite catalog, rebuilt in a scratch one; the user's other tables untouched, the namespace
+/// dropped at the end.
+#[test]
+fn gameday_with_a_sqlite_catalog() {
+    let s = Scratch::new();
+    let local = s.path_str("user.db");
+    apply_and_fault(&s, &local, "shop.orders");
+    let before = pointers(&s, &local, "shop");
+    let report = gameday(&s, &[], &["--catalog", &local]).ok().json();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(
+        report.to_string().contains("is dropped from the user's catalogs"),
+        "{report}"
+    );
+    assert_eq!(pointers(&s, &local, "shop"), before);
+    assert!(!has_gameday_namespace(&s, &local));
+    // A namespace `gameday` that exists may hold someone's tables: refused, untouched.
+    s.run(&[
+        "apply",
+        "--journal",
+        &s.path_str("journal"),
+        "--catalog",
+        &local,
+        "--table",
+        "gameday.theirs",
+    ])
+    .ok();
+    let theirs = pointers(&s, &local, "gameday");
+    // The failover scenario runs on scratch catalogs of its own: the options are refused.
+    gameday(&s, &[], &["--scenario", "failover", "--catalog", &local]).fails(3, &["region scenario"]);
+    gameday(&s, &[], &["--catalog", &local]).fails(3, &["namespace `gameday` exists", "drop it"]);
+    assert_eq!(pointers(&s, &local, "gameday"), theirs);
+}
+
+/// `gameday --catalog sw`: the source tables in SeaweedFS's REST catalog, the DR copy of its
+/// warehouse in a folder, rebuilt in a scratch SQLite catalog; the namespace is dropped after.
+/// `--dr-catalog sw` is refused before anything is made: SeaweedFS cannot register.
+#[test]
+fn gameday_with_a_rest_catalog() {
+    let Some(def) = rest_definition() else { return };
+    let mut s = Scratch::new();
+    s.env = def;
+    let endpoint = std::env::var("TIDEMARK_SEAWEED_S3_ENDPOINT").unwrap();
+    let seaweed = [("AWS_ENDPOINT_URL", endpoint.as_str())];
+    gameday(&s, &seaweed, &["--dr-catalog", "sw"]).fails(6, &["registering an existing metadata file"]);
+    assert!(!s.path("work/catalogs").exists(), "the refused game day made catalogs");
+    // A game day that fails part-way (the warehouse's S3 is not where AWS_ENDPOINT_URL points:
+    // the copy fails after the tables were built) drops its scratch namespace all the same.
+    gameday(&s, &[], &["--catalog", "sw"]).fails(1, &["replicate", "scratch namespace was dropped"]);
+    assert!(!has_gameday_namespace(&s, "sw"));
+    let report = gameday(&s, &seaweed, &["--catalog", "sw"]).ok().json();
+    assert_eq!(report["ok"], true, "{report}");
+    let steps = report["steps"].to_string();
+    assert!(steps.contains("no longer used (a simulated loss)"), "{steps}");
+    assert!(!has_gameday_namespace(&s, "sw"));
+}
+
+/// S3 Tables takes part in no game day: as the source there is no warehouse to copy (a bucket
+/// per table), as the DR catalog it cannot register; both refused before anything is made.
+#[test]
+fn gameday_with_s3tables_is_refused() {
+    let Some(def) = s3tables_definition() else { return };
+    let mut s = Scratch::new();
+    s.env = def;
+    gameday(&s, &[], &["--catalog", "st"]).fails(6, &["a table bucket of its own", "tidemark drill --catalog"]);
+    gameday(&s, &[], &["--dr-catalog", "st"]).fails(6, &["registering an existing metadata file"]);
+    assert!(!s.path("work/catalogs").exists(), "the refused game day made catalogs");
+}

@@ -7,7 +7,6 @@ mod ballista;
 mod catalogs;
 mod catalogs_commands;
 mod catalogs_remote;
-#[path = "e2e_faults.rs"]
 mod faults;
 mod interop;
 mod replica_warm;
@@ -190,14 +189,17 @@ fn store_check_on_s3_and_an_unversioned_bucket() {
         .run(&["store", "check", "s3://tidemark-unversioned/check", "--json"])
         .fails(CAPABILITY, &["versioning"]);
     assert_eq!(run.json()["ok"], false);
-    s.run(&["journal", "init", "--journal", "s3://tidemark-unversioned/j"])
-        .ok();
+    // A key of this run (the scratch folder's random name): the init is create-only, so a fixed
+    // key failed the second run on the same server.
+    let run_id = s.dir.path().file_name().unwrap().to_string_lossy().to_string();
+    let journal = format!("s3://tidemark-unversioned/j-{}-{run_id}", std::process::id());
+    s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 3));
     s.run(&[
         "journal",
         "append",
         "--journal",
-        "s3://tidemark-unversioned/j",
+        &journal,
         "--input",
         input.to_str().unwrap(),
     ])

@@ -32,13 +32,19 @@ impl Rng {
 pub const STATUSES: [&str; 5] = ["placed", "paid", "packed", "shipped", "delivered"];
 pub const CURRENCIES: [&str; 3] = ["EUR", "USD", "GBP"];
 
+/// Seconds between the event times of consecutive positions: 15 minutes, so that a few hundred
+/// events span several days (and day, hour and month transforms of a partitioned table make
+/// several partitions).
+pub const EVENT_STEP_SECONDS: i64 = 900;
+
 /// Generates events for `orders` distinct orders, positions from `first_position`.
 #[derive(Debug, Clone)]
 pub struct OrderGen {
     rng: Rng,
     versions: Vec<i64>,
     next_position: u64,
-    /// Seconds since the epoch of the first event; each event is one second later.
+    /// Seconds since the epoch of the event at position 0; each position is
+    /// [`EVENT_STEP_SECONDS`] later.
     base_time: i64,
     pub delete_percent: u64,
 }
@@ -82,7 +88,9 @@ impl OrderGen {
             amount: crate::codec::format_decimal(cents, 2),
             currency: CURRENCIES[self.rng.below(CURRENCIES.len() as u64) as usize].to_string(),
             is_deleted: deleted,
-            event_time: crate::codec::format_timestamp_micros((self.base_time + position as i64) * 1_000_000),
+            event_time: crate::codec::format_timestamp_micros(
+                (self.base_time + position as i64 * EVENT_STEP_SECONDS) * 1_000_000,
+            ),
         }
     }
 

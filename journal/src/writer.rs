@@ -315,11 +315,15 @@ impl<R: BufRead> BufRead for Tee<R> {
 }
 
 /// The spool file: under `$TIDEMARK_SPILL_DIR` (default the system's temporary folder), removed
-/// when dropped.
+/// when dropped. A process killed with SIGKILL leaves its spool behind; a later process that got
+/// the same pid skips such a name rather than failing.
 struct Spool {
     path: std::path::PathBuf,
     file: Option<std::fs::File>,
 }
+
+/// Spool names tried before giving up (each taken by a file another process left).
+const SPOOL_NAMES_TRIED: u32 = 1000;
 
 impl Spool {
     fn create() -> Result<Spool> {
@@ -327,16 +331,16 @@ impl Spool {
         Spool::create_in(&root)
     }
 
-    /// A spool file of a process killed mid-append stays behind, and pids are reused, so a name
-    /// that exists is stepped over (never opened or removed: it may be another live process's).
     fn create_in(root: &std::path::Path) -> Result<Spool> {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut tried = 0;
         loop {
             let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let path = root.join(format!("tidemark-append-{}-{n}.ndjson", std::process::id()));
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(file) => return Ok(Spool { path, file: Some(file) }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < (1 << 20) => continue,
+                // Not ours: left alone (its process may still run, in another pid namespace).
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tried + 1 < SPOOL_NAMES_TRIED => tried += 1,
                 Err(e) => return Err(spool_error(&path, e)),
             }
         }
@@ -369,24 +373,35 @@ impl Drop for Spool {
 mod spool_tests {
     use super::Spool;
 
-    /// A process killed mid-append leaves its spool file behind, and process ids are reused (a
-    /// container starts its processes from low pids): the next append must not fail on that file,
-    /// and must not touch it.
+    /// A spool name taken by a file a killed process left (same pid, same counter) is skipped.
     #[test]
-    fn a_spool_file_left_by_a_dead_process_with_the_same_pid_is_stepped_over() {
+    fn a_spool_name_left_by_a_killed_process_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let pid = std::process::id();
-        for n in 0..64 {
-            let stale = dir.path().join(format!("tidemark-append-{pid}-{n}.ndjson"));
-            std::fs::write(&stale, b"left by a killed process").unwrap();
+        // The names this process will try next (tests running in parallel may take some).
+        let first = Spool::create_in(dir.path()).unwrap();
+        let n: u64 = first
+            .path
+            .to_str()
+            .unwrap()
+            .rsplit('-')
+            .next()
+            .unwrap()
+            .trim_end_matches(".ndjson")
+            .parse()
+            .unwrap();
+        drop(first);
+        let left: Vec<_> = (n + 1..=n + 5)
+            .map(|k| dir.path().join(format!("tidemark-append-{pid}-{k}.ndjson")))
+            .collect();
+        for p in &left {
+            std::fs::write(p, "left by a killed process").unwrap();
         }
-        let spool = Spool::create_in(dir.path()).expect("a stale spool file must not stop the append");
-        let stale0 = dir.path().join(format!("tidemark-append-{pid}-0.ndjson"));
-        assert_eq!(std::fs::read(&stale0).unwrap(), b"left by a killed process");
-        assert!(spool.path.starts_with(dir.path()));
-        let path = spool.path.clone();
+        let spool = Spool::create_in(dir.path()).unwrap();
+        assert!(!left.contains(&spool.path), "{}", spool.path.display());
         drop(spool);
-        assert!(!path.exists(), "the spool removes its own file");
-        assert!(stale0.exists(), "and only its own");
+        for p in &left {
+            assert_eq!(std::fs::read_to_string(p).unwrap(), "left by a killed process");
+        }
     }
 }

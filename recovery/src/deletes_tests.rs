@@ -41,6 +41,9 @@ use crate::table::read::{read_paths, read_table};
 use crate::table::test_support::catalog_in;
 use crate::table::{self, CommitStamp, arrow_schema, live_data_files};
 
+#[path = "deletes_more_tests.rs"]
+mod more;
+
 const TABLE: &str = "shop.orders";
 
 fn clock() -> StepClock {
@@ -145,6 +148,12 @@ async fn locate(table: &Table, key: &str) -> (String, u64) {
 /// A position delete file (as Java and PyIceberg write them: `file_path`, `pos` with the
 /// reserved field ids, sorted, with the path bounds) removing `rows`.
 async fn position_delete(table: &Table, rows: &[(String, u64)], n: u128) -> DataFile {
+    position_delete_file(table, rows, n, true).await
+}
+
+/// [`position_delete`], with the `file_path` bounds in its metadata or (`bounds` false, as some
+/// writers leave them out) without.
+async fn position_delete_file(table: &Table, rows: &[(String, u64)], n: u128, bounds: bool) -> DataFile {
     let field = |name: &str, t: DataType, id: i32| {
         Field::new(name, t, false)
             .with_metadata(HashMap::from([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())]))
@@ -176,19 +185,20 @@ async fn position_delete(table: &Table, rows: &[(String, u64)], n: u128) -> Data
         .write(bytes.into())
         .await
         .unwrap();
-    DataFileBuilder::default()
-        .content(DataContentType::PositionDeletes)
+    let mut file = DataFileBuilder::default();
+    file.content(DataContentType::PositionDeletes)
         .file_path(path)
         .file_format(DataFileFormat::Parquet)
         .record_count(rows.len() as u64)
-        .file_size_in_bytes(size)
-        .lower_bounds(HashMap::from([(POS_DELETE_PATH_ID, Datum::string(&rows[0].0))]))
-        .upper_bounds(HashMap::from([(
-            POS_DELETE_PATH_ID,
-            Datum::string(&rows.last().unwrap().0),
-        )]))
-        .build()
-        .unwrap()
+        .file_size_in_bytes(size);
+    if bounds {
+        file.lower_bounds(HashMap::from([(POS_DELETE_PATH_ID, Datum::string(&rows[0].0))]))
+            .upper_bounds(HashMap::from([(
+                POS_DELETE_PATH_ID,
+                Datum::string(&rows.last().unwrap().0),
+            )]));
+    }
+    file.build().unwrap()
 }
 
 /// An equality delete file on `order_id` (field id 1) removing `keys`, written by iceberg-rust.

@@ -77,6 +77,9 @@ pub struct DrillReport {
     pub h: u64,
     pub checks: Vec<DrillCheck>,
     pub total_ms: u64,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl DrillReport {
@@ -650,5 +653,6 @@ pub async fn run(
         h: report.h,
         checks,
         total_ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }

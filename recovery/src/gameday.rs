@@ -46,6 +46,26 @@ use crate::table::{
     self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, parse_ident, write_data_file,
 };
 
+mod catalogs;
+
+/// Checks `--catalog` and `--dr-catalog` as [`run`] does first, returning the catalog's own
+/// error (for its exit code): a catalog that cannot take part is refused before anything is made.
+pub async fn check_catalogs(opts: &GamedayOptions) -> Result<(), TableError> {
+    let place = Place::of(opts).map_err(|reason| TableError::InvalidCatalog {
+        uri: opts.work.display().to_string(),
+        reason: format!("the game day's work folder: {reason}"),
+    })?;
+    catalogs::preflight(opts, &place.warehouse("gameday-source"), &place.warehouse("gameday-dr"))
+        .await
+        .map(|_| ())
+}
+
+/// After a game day on the user's catalogs that failed part-way: drops its scratch namespace
+/// there (call only when [`check_catalogs`] passed); what could not be dropped.
+pub async fn drop_scratch(opts: &GamedayOptions) -> Vec<String> {
+    catalogs::drop_scratch(opts).await
+}
+
 /// The scratch namespace.
 pub const NAMESPACE: &str = "gameday";
 
@@ -59,6 +79,11 @@ pub struct GamedayOptions {
     /// Commits per table (at least 3: the tag and the branch sit on the first two).
     pub commits: usize,
     pub rows_per_commit: usize,
+    /// `--catalog`: the catalog of the source tables (what `--catalog` accepts), in its scratch
+    /// namespace `gameday`; default: a scratch SQLite catalog. See [`catalogs`].
+    pub catalog: Option<String>,
+    /// `--dr-catalog`: where the lost catalog is rebuilt; default: a scratch SQLite catalog.
+    pub dr_catalog: Option<String>,
 }
 
 /// One table of a [`GamedayRun`].
@@ -101,6 +126,9 @@ pub struct GamedayReport {
     pub runs: Vec<GamedayRun>,
     pub checks: Vec<DrillCheck>,
     pub total_ms: u64,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl GamedayReport {
@@ -164,6 +192,19 @@ struct Place {
 }
 
 impl Place {
+    /// The work folder (made if new) and the warehouses' base.
+    fn of(opts: &GamedayOptions) -> Result<Place, String> {
+        std::fs::create_dir_all(&opts.work).map_err(|e| e.to_string())?;
+        let work = std::fs::canonicalize(&opts.work).map_err(|e| e.to_string())?;
+        let base = opts
+            .store
+            .clone()
+            .unwrap_or_else(|| work.display().to_string())
+            .trim_end_matches('/')
+            .to_string();
+        Ok(Place { work, base })
+    }
+
     fn url(&self, rel: &str) -> String {
         format!("{}/{rel}", self.base)
     }
@@ -496,6 +537,30 @@ async fn recover_catalog(
     })
 }
 
+/// Drops the game day's scratch namespace from the user's catalogs; a check saying so.
+async fn catalogs_cleanup(
+    opts: &GamedayOptions,
+    source: Option<&CatalogHandle>,
+    dr: Option<&CatalogHandle>,
+) -> Option<DrillCheck> {
+    let names = catalogs::names(opts);
+    let mut left = Vec::new();
+    let mut dropped = Vec::new();
+    for h in [source, dr].into_iter().flatten() {
+        left.extend(catalogs::cleanup(h, &names).await);
+        dropped.push(h.reference().to_string());
+    }
+    (!dropped.is_empty()).then(|| DrillCheck {
+        check: format!("the scratch namespace `{NAMESPACE}` is dropped from the user's catalogs"),
+        ok: left.is_empty(),
+        detail: if left.is_empty() {
+            format!("dropped from {}", dropped.join(", "))
+        } else {
+            format!("left behind: {}", left.join("; "))
+        },
+    })
+}
+
 /// Reads every live data file of the table; the row count.
 async fn scan(handle: &CatalogHandle, name: &str) -> Result<u64, String> {
     let t = table::load_table(handle, name).await.map_err(|e| e.to_string())?;
@@ -515,15 +580,11 @@ pub async fn run(
         steps: Vec::new(),
         progress,
     };
-    std::fs::create_dir_all(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
-    let work = std::fs::canonicalize(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
-    let base = opts
-        .store
-        .clone()
-        .unwrap_or_else(|| work.display().to_string())
-        .trim_end_matches('/')
-        .to_string();
-    let place = Place { work, base };
+    let place = Place::of(opts).map_err(fail("setup"))?;
+    // The user's catalogs are checked before anything is created or cleared.
+    let user = catalogs::preflight(opts, &place.warehouse("gameday-source"), &place.warehouse("gameday-dr"))
+        .await
+        .map_err(|e| fail("setup")(e.to_string()))?;
     // A previous game day in the same place is cleared (only tidemark's own scratch names).
     for rel in ["gameday-source", "gameday-dr", "gameday-source-2", "gameday-dr-2"] {
         place.clear(rel).await.map_err(fail("setup"))?;
@@ -534,8 +595,15 @@ pub async fn run(
     // Setup and 1: the tables, recorded.
     let t = Instant::now();
     let src_wh = place.warehouse("gameday-source");
-    let source = place.catalog("gameday-source", &src_wh).await.map_err(fail("setup"))?;
+    let source = match user.source {
+        Some(h) => h,
+        None => place.catalog("gameday-source", &src_wh).await.map_err(fail("setup"))?,
+    };
     let tables = build_tables(&source, opts, clock, ids).await.map_err(fail("setup"))?;
+    let src_wh = match opts.catalog {
+        Some(_) => catalogs::warehouse_of(&tables).map_err(fail("setup"))?,
+        None => src_wh,
+    };
     let pointers = pointers_of(&tables);
     timer.done(
         "setup",
@@ -562,28 +630,43 @@ pub async fn run(
     // 2: replicate consistently, then lose the region.
     let t = Instant::now();
     let dr_url = place.url("gameday-dr");
-    let copied = copy::copy(&src_wh, &dr_url, &CopyOptions::default(), &mut |_| {})
+    let only_ours = CopyOptions {
+        tables: Some(catalogs::names(opts)),
+        ..CopyOptions::default()
+    };
+    let copied = copy::copy(&src_wh, &dr_url, &only_ours, &mut |_| {})
         .await
         .map_err(|e| fail("replicate")(e.to_string()))?;
     if !copied.is_complete() {
         return Err(fail("replicate")(format!("the copy did not complete: {copied:?}")));
     }
-    let lost = wipe(&src_wh).await.map_err(fail("lose"))?;
-    drop(source);
-    std::fs::remove_dir_all(place.work.join("catalogs/gameday-source")).map_err(|e| fail("lose")(e.to_string()))?;
+    let lost = match opts.catalog {
+        // A user's catalog is never damaged: the game day stops using it (a simulated loss).
+        Some(_) => format!("then {} no longer used (a simulated loss)", source.reference()),
+        None => {
+            let lost = wipe(&src_wh).await.map_err(fail("lose"))?;
+            std::fs::remove_dir_all(place.work.join("catalogs/gameday-source"))
+                .map_err(|e| fail("lose")(e.to_string()))?;
+            format!("then the source catalog and its {lost} objects deleted")
+        }
+    };
+    let user_source = opts.catalog.is_some().then_some(source);
     timer.done(
         "2 lose the region",
         t,
-        format!(
-            "replica made by `replica copy` ({} objects); then the source catalog and its {lost} objects deleted",
-            copied.copied
-        ),
+        format!("replica made by `replica copy` ({} objects); {lost}", copied.copied),
         false,
     );
-    let dr = place
-        .catalog("gameday-dr", &place.warehouse("gameday-dr"))
-        .await
-        .map_err(fail("setup"))?;
+    let (dr, user_dr) = match user.dr {
+        Some(h) => (h.clone(), Some(h)),
+        None => (
+            place
+                .catalog("gameday-dr", &place.warehouse("gameday-dr"))
+                .await
+                .map_err(fail("setup"))?,
+            None,
+        ),
+    };
     let run1 = recover_catalog(&mut timer, "consistent copy", &src_wh, &dr_url, &dr, &record).await?;
     checks.push(DrillCheck {
         check: "every table equals the record after the consistent copy".into(),
@@ -704,6 +787,9 @@ pub async fn run(
             .join(", "),
     });
     runs.push(run2);
+    if let Some(check) = catalogs_cleanup(opts, user_source.as_ref(), user_dr.as_ref()).await {
+        checks.push(check);
+    }
 
     Ok(GamedayReport {
         format_version: FORMAT_VERSION,
@@ -714,6 +800,7 @@ pub async fn run(
         runs,
         checks,
         total_ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }
 
@@ -733,6 +820,8 @@ mod tests {
             tables: 3,
             commits: 3,
             rows_per_commit: 20,
+            catalog: None,
+            dr_catalog: None,
         };
         let mut steps = Vec::new();
         let report = run(&opts, &SystemClock, &SeededIds::new(5), &mut |s| {

@@ -548,6 +548,8 @@ mod tests {
             tables: 1,
             commits: 3,
             rows_per_commit: 10,
+            catalog: None,
+            dr_catalog: None,
         };
         let clock = tidemark_journal::clock::StepClock::new(
             chrono::TimeZone::timestamp_opt(&chrono::Utc, 1_900_000_000, 0).unwrap(),

@@ -725,3 +725,6 @@ async fn a_snapshot_recorded_from_another_journal_is_refused() {
         crate::exit::VERIFY_FAILED
     );
 }
+
+#[path = "recover_faults_tests.rs"]
+mod faults;

@@ -35,11 +35,19 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
       Prints {"delete_file": PATH, "rows": N}.
   pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
   pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
-      Schema changes through PyIceberg's update_schema (an added column is an optional string).
+  pyiceberg_tool.py drop-column CATALOG_DB WAREHOUSE TABLE NAME
+      Schema changes through PyIceberg's update_schema (an added column is an optional string;
+      a dropped column's field id is not reused, which leaves a gap).
+  pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
+      Partition spec evolution through PyIceberg's update_spec (the fields added to the current
+      spec; files written before keep their spec). Prints {"spec_id": N}.
+  pyiceberg_tool.py files CATALOG_DB WAREHOUSE TABLE
+      The current snapshot's data files as a JSON array: path, partition (values), records.
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
   pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE
-      The current schema (fields with id, name, type, required), partition spec, sort order,
-      properties and format version as JSON.
+      The current schema (fields with id, name, type, required) and its schema_id,
+      last_column_id, the partition spec (fields with source_id, field_id), spec_id and
+      last_partition_id, sort order and sort_order_id, properties and format version as JSON.
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -469,6 +477,42 @@ def cmd_add_column(db: str, warehouse: str, ident: str, name: str) -> None:
     print(json.dumps({"added": name}))
 
 
+def cmd_files(db: str, warehouse: str, ident: str) -> None:
+    """The data files of the current snapshot: path, partition (as a list of values), records."""
+    table = load_table(db, warehouse, ident)
+    out = [
+        {
+            "path": task.file.file_path,
+            "partition": [cell(v) for v in task.file.partition],
+            "records": task.file.record_count,
+        }
+        for task in table.scan().plan_files()
+    ]
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def cmd_drop_column(db: str, warehouse: str, ident: str, name: str) -> None:
+    table = catalog(db, warehouse).load_table(ident)
+    with table.update_schema() as update:
+        update.delete_column(name)
+    print(json.dumps({"dropped": name}))
+
+
+def cmd_add_partition(db: str, warehouse: str, ident: str, spec: str) -> None:
+    """Evolves the partition spec: adds the fields of SPEC (`column:transform,...`, as for
+    create-and-write) to the current spec."""
+    from pyiceberg.transforms import parse_transform
+
+    table = catalog(db, warehouse).load_table(ident)
+    with table.update_spec() as update:
+        for part in spec.split(","):
+            column, _, transform = part.partition(":")
+            name = column if transform == "identity" else f"{column}_{transform.split('[')[0]}"
+            update.add_field(column, parse_transform(transform), name)
+    print(json.dumps({"spec_id": catalog(db, warehouse).load_table(ident).spec().spec_id}))
+
+
 def cmd_set_property(db: str, warehouse: str, ident: str, key: str, value: str) -> None:
     table = catalog(db, warehouse).load_table(ident)
     with table.transaction() as tx:
@@ -481,13 +525,19 @@ def cmd_describe(db: str, warehouse: str, ident: str) -> None:
     meta = table.metadata
     out = {
         "format_version": meta.format_version,
+        "schema_id": table.schema().schema_id,
+        "last_column_id": meta.last_column_id,
+        "spec_id": table.spec().spec_id,
+        "last_partition_id": meta.last_partition_id,
+        "sort_order_id": table.sort_order().order_id,
         "fields": [
             {"id": f.field_id, "name": f.name, "type": str(f.field_type), "required": f.required}
             for f in table.schema().fields
         ],
         "identifier_field_ids": sorted(table.schema().identifier_field_ids),
         "partition_spec": [
-            {"source_id": f.source_id, "name": f.name, "transform": str(f.transform)} for f in table.spec().fields
+            {"source_id": f.source_id, "field_id": f.field_id, "name": f.name, "transform": str(f.transform)}
+            for f in table.spec().fields
         ],
         "sort_order": [
             {"source_id": f.source_id, "transform": str(f.transform), "direction": str(f.direction)}
@@ -508,6 +558,9 @@ USAGE = """usage:
   pyiceberg_tool.py position-delete|equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
   pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
   pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
+  pyiceberg_tool.py files CATALOG_DB WAREHOUSE TABLE
+  pyiceberg_tool.py drop-column CATALOG_DB WAREHOUSE TABLE NAME
+  pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
   pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE"""
 
@@ -521,6 +574,9 @@ COMMANDS = {
     "equality-delete": (cmd_equality_delete, None),
     "rename": (cmd_rename, 2),
     "add-column": (cmd_add_column, 1),
+    "files": (cmd_files, 0),
+    "drop-column": (cmd_drop_column, 1),
+    "add-partition": (cmd_add_partition, 1),
     "set-property": (cmd_set_property, 2),
     "describe": (cmd_describe, 0),
 }

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+mod evolution;
+mod transforms;
+
 use super::support::python::PyIceberg;
 use super::support::*;
 use super::{assert_same_rows, merge_events};

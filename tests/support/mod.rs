@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+pub mod faults;
 pub mod python;
 
 pub struct Scratch {

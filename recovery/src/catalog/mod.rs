@@ -14,6 +14,8 @@ pub mod s3tables;
 pub mod sql;
 
 #[cfg(test)]
+mod like_tests;
+#[cfg(test)]
 mod live_tests;
 #[cfg(test)]
 mod server_tests;

@@ -140,6 +140,7 @@ impl RestBackend {
         props: &HashMap<String, String>,
         env: &HashMap<String, String>,
     ) -> Result<RestBackend, TableError> {
+        let props = &without_empty_secrets(props);
         let raw_uri = props.get("uri").map(|u| u.trim().trim_end_matches('/')).unwrap_or("");
         let shown = super::redact(raw_uri);
         let invalid = |reason: String| TableError::InvalidCatalog {
@@ -347,6 +348,15 @@ async fn status_error(reply: reqwest::Response) -> HttpError {
         Err(_) => body.chars().take(300).collect(),
     };
     HttpError::Status(status, message)
+}
+
+/// `props` without an empty `token` or `credential`: an empty value is unset, as in PyIceberg
+/// (whose `if token := …` skips it), so `PYICEBERG_CATALOG__X__TOKEN=` sends no empty `Bearer`
+/// header and does not stand in the way of the credential exchange.
+fn without_empty_secrets(props: &HashMap<String, String>) -> HashMap<String, String> {
+    let mut props = props.clone();
+    props.retain(|k, v| !(matches!(k.as_str(), "token" | "credential") && v.trim().is_empty()));
+    props
 }
 
 impl Auth {

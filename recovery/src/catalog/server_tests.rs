@@ -83,14 +83,14 @@ fn file_io_props(props: &HashMap<String, String>) -> HashMap<String, String> {
         .collect()
 }
 
-async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
+pub(crate) async fn rest_handle(props: &HashMap<String, String>) -> CatalogHandle {
     CatalogHandle::new(
         rest::open("sw", props, &HashMap::new()).await.unwrap(),
         file_io_props(props),
     )
 }
 
-async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
+pub(crate) async fn s3tables_handle(props: &HashMap<String, String>) -> CatalogHandle {
     CatalogHandle::new(s3tables::open("st", props).await.unwrap(), file_io_props(props))
 }
 
@@ -225,6 +225,38 @@ async fn a_rest_token_is_used_as_given() {
     let anonymous = rest_handle(&props).await;
     let err = anonymous.catalog().list_namespaces(None).await.unwrap_err();
     assert!(err.to_string().contains("403"), "{err}");
+}
+
+/// An empty `token` (`PYICEBERG_CATALOG__X__TOKEN=`) is no token, as in PyIceberg: the
+/// credential is exchanged as if it were absent, and no empty `Bearer` header is sent.
+#[tokio::test]
+async fn an_empty_rest_token_is_unset() {
+    let Some(mut props) = rest_props() else { return };
+    props.insert("token".into(), String::new());
+    let handle = rest_handle(&props).await;
+    handle.catalog().list_namespaces(None).await.unwrap();
+    // The same through a definition read from the environment.
+    let vars = [
+        ("PYICEBERG_CATALOG__SW__TYPE", "rest"),
+        ("PYICEBERG_CATALOG__SW__TOKEN", ""),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()));
+    let defs = super::config::Definitions::from_sources(None, vars).unwrap();
+    let mut defined = defs.get("sw").unwrap().clone();
+    defined.extend(
+        props
+            .iter()
+            .filter(|(k, _)| *k != "token")
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    assert_eq!(defined.get("token").map(String::as_str), Some(""));
+    rest_handle(&defined)
+        .await
+        .catalog()
+        .list_namespaces(None)
+        .await
+        .unwrap();
 }
 
 /// SeaweedFS 4.48's register answers 200, then the table loads as something else. The backend

@@ -93,7 +93,8 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             let map = super::parse_hints(hints)?;
             let handle = catalog.open().await?;
             let warehouse = handle.warehouse().to_string();
-            let report = rebuild(&warehouse, &handle, namespace.as_deref(), &map).await?;
+            let mut report = rebuild(&warehouse, &handle, namespace.as_deref(), &map).await?;
+            report.s3_requests = super::s3_requests();
             if common.json {
                 print_json(&report)?;
             } else {
@@ -204,7 +205,8 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             let handle = catalog.open().await?;
             let backups = store::open(&from).await?;
             let b = backup::load(backups.as_ref(), &id).await?;
-            let report = backup::restore(&handle, &b, &expected, allow_replace).await?;
+            let mut report = backup::restore(&handle, &b, &expected, allow_replace).await?;
+            report.s3_requests = super::s3_requests();
             if common.json {
                 print_json(&report)?;
             } else {

@@ -91,7 +91,12 @@ pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
             let rec = history::record_at(&handle, namespace.as_deref(), &SystemClock).await?;
             history::save(&rec, &out)?;
             if common.json {
-                print_json(&rec)?;
+                // The saved record leaves the requests out (it describes the catalog, not the run).
+                let printed = history::HistoryRecord {
+                    s3_requests: super::s3_requests(),
+                    ..rec.clone()
+                };
+                print_json(&printed)?;
             } else {
                 println!("recorded {} tables into {}", rec.tables.len(), out.display());
             }

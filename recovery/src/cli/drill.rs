@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_recovery::drill::{self, DrillCheck, DrillOptions};
-use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
+use tidemark_recovery::exit::{BAD_INPUT, VERIFY_FAILED, exit_error};
 use tidemark_recovery::gameday::{self, GamedayOptions};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
@@ -53,10 +53,11 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         catalog: args.catalog.clone(),
     };
     let mut progress = Progress::new("drill", args.common.quiet);
-    let report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+    let mut report = drill::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<32} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await?;
+    report.s3_requests = super::s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("drill-report.md"));
     finish(
         "drill",
@@ -116,6 +117,14 @@ pub struct GamedayArgs {
     pub commits: usize,
     #[arg(long, default_value_t = 1_000)]
     pub rows_per_commit: usize,
+    /// The catalog of the source tables (any form `--catalog` accepts), in its scratch namespace
+    /// `gameday`, which must not exist; dropped at the end. Default: a scratch SQLite catalog.
+    #[arg(long)]
+    pub catalog: Option<String>,
+    /// Where the lost catalog is rebuilt (it must be able to register a metadata file); default:
+    /// a scratch SQLite catalog.
+    #[arg(long)]
+    pub dr_catalog: Option<String>,
     /// `region`: catalog and region loss (rebuild from the replica); `failover`: primary loss
     /// under a live writer with the warm replica (follow, fail over, recover the gap, resync).
     #[arg(long, value_enum, default_value = "region")]
@@ -138,7 +147,21 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
         tables: args.tables,
         commits: args.commits,
         rows_per_commit: args.rows_per_commit,
+        catalog: args.catalog.clone(),
+        dr_catalog: args.dr_catalog.clone(),
     };
+    // A catalog that cannot take part is refused before anything is made (exit 6 for a missing
+    // capability), with the error's own kind.
+    if opts.catalog.is_some() || opts.dr_catalog.is_some() {
+        if args.scenario == Scenario::Failover {
+            return Err(exit_error(
+                BAD_INPUT,
+                "gameday --scenario failover runs on scratch catalogs of its own: --catalog and --dr-catalog \
+                 are for the region scenario (the default)",
+            ));
+        }
+        gameday::check_catalogs(&opts).await?;
+    }
     let mut progress = Progress::new("gameday", args.common.quiet);
     if args.scenario == Scenario::Failover {
         let report = tidemark_recovery::gameday_failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
@@ -158,7 +181,22 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
     let report = gameday::run(&opts, &SystemClock, &RandomIds, &mut |s| {
         progress.update(|| format!("{:<48} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
-    .await?;
+    .await;
+    let mut report = match report {
+        Ok(r) => r,
+        Err(e) if opts.catalog.is_some() || opts.dr_catalog.is_some() => {
+            // The scratch namespace the preflight found absent is the game day's own: dropped.
+            let left = gameday::drop_scratch(&opts).await;
+            let left = if left.is_empty() {
+                String::new()
+            } else {
+                format!("; left behind in the catalogs: {}", left.join("; "))
+            };
+            return Err(anyhow::Error::new(e).context(format!("the game day's scratch namespace was dropped{left}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    report.s3_requests = super::s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
     finish(
         "game day",

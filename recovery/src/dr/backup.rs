@@ -157,6 +157,9 @@ pub struct RestoreReport {
     pub refused: Option<String>,
     pub refusal: Option<Refusal>,
     pub tables: Vec<RestoreTable>,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// The kind of a refused restore.
@@ -448,6 +451,18 @@ pub async fn restore(
     expect: &Expected,
     allow_replace: bool,
 ) -> Result<RestoreReport, BackupError> {
+    restore_through(handle, backup, expect, allow_replace, None).await
+}
+
+/// [`restore`], reading the warehouse through `warehouse` when given (a test's fault-injecting
+/// store) instead of opening the catalog's warehouse.
+pub async fn restore_through(
+    handle: &CatalogHandle,
+    backup: &CatalogBackup,
+    expect: &Expected,
+    allow_replace: bool,
+    warehouse: Option<std::sync::Arc<dyn ObjectStore>>,
+) -> Result<RestoreReport, BackupError> {
     let location = handle
         .warehouse_location("restore a catalog backup")
         .map_err(table_err("(all tables)"))?;
@@ -463,6 +478,7 @@ pub async fn restore(
         refused: None,
         refusal: None,
         tables: Vec::with_capacity(backup.tables.len()),
+        s3_requests: None,
     };
     let mut moved = 0;
     for t in &backup.tables {
@@ -516,7 +532,10 @@ pub async fn restore(
 
     // Every referenced object, before anything changes.
     let base = warehouse_base(location)?;
-    let warehouse = store::open(&base).await.map_err(open_warehouse_err(handle))?;
+    let warehouse = match warehouse {
+        Some(w) => w,
+        None => store::open(&base).await.map_err(open_warehouse_err(handle))?,
+    };
     let mut problems = 0;
     for (t, out) in backup.tables.iter().zip(report.tables.iter_mut()) {
         if out.action == RestoreAction::Unchanged {
@@ -531,11 +550,9 @@ pub async fn restore(
                     out.missing = missing.into_iter().take(20).collect();
                 }
             }
-            Err(e) => {
-                problems += 1;
-                out.action = RestoreAction::Conflict;
-                out.problem = Some(e.to_string());
-            }
+            // The warehouse could not be read (an error, not a finding about the backup):
+            // nothing has changed yet, so the restore stops and a re-run checks again.
+            Err(e) => return Err(e),
         }
     }
     if problems > 0 {

@@ -234,3 +234,6 @@ async fn backup_with_a_lost_reply_is_its_own() {
         assert_eq!(load(&store, &out.id).await.unwrap().tables.len(), 1);
     }
 }
+
+#[path = "restore_faults_tests.rs"]
+mod faults;

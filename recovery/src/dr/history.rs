@@ -2,8 +2,9 @@
 //! moment, written down so that a later moment (after a failover, a rebuild, a restore) can be
 //! checked against it.
 //!
-//! A record holds, per table: the row count of the current snapshot (the sum of its live data
-//! files' record counts; delete files are not subtracted), the snapshot count, every branch and
+//! A record holds, per table: the row count of the current snapshot (the rows a reader sees: the
+//! sum of its live data files' record counts, or, when other writers' position or equality delete
+//! files apply, the rows left after them, counted by reading the files), the snapshot count, every branch and
 //! tag with its snapshot id, the current schema's top-level fields, the format version, the
 //! default partition spec and sort order, the table properties, the current snapshot id, the
 //! metadata location and the table uuid. Tables are sorted by name and refs and fields by
@@ -24,7 +25,8 @@ use tidemark_journal::clock::Clock;
 
 use super::rebuild::DrError;
 use crate::catalog::CatalogHandle;
-use crate::table::{live_data_files, load_table};
+use crate::table::load_table;
+use crate::table::read::{count_live_rows, live_files};
 
 /// Version of the history record JSON.
 pub const FORMAT_VERSION: u32 = 1;
@@ -42,6 +44,9 @@ pub struct HistoryRecord {
     pub namespace: Option<String>,
     /// Sorted by `table`.
     pub tables: Vec<TableHistory>,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// One table of a [`HistoryRecord`].
@@ -170,6 +175,7 @@ pub async fn record(handle: &CatalogHandle, namespace: Option<&str>) -> Result<H
         catalog: handle.name().to_string(),
         namespace: namespace.map(str::to_string),
         tables,
+        s3_requests: None,
     })
 }
 
@@ -199,7 +205,12 @@ async fn table_history(handle: &CatalogHandle, name: &str) -> Result<TableHistor
         source: Box::new(source),
     };
     let table = load_table(handle, name).await.map_err(pointer_err)?;
-    let files = live_data_files(&table).await.map_err(pointer_err)?;
+    let (files, deletes) = live_files(&table).await.map_err(pointer_err)?;
+    let row_count = if deletes.is_empty() {
+        files.iter().map(|f| f.record_count()).sum()
+    } else {
+        count_live_rows(&table, &files, &deletes).await.map_err(pointer_err)?
+    };
     let meta = table.metadata();
     // The refs map has no accessor in iceberg-rust 0.10.1; it is read from the serialized form.
     let json = serde_json::to_value(meta).unwrap_or(Value::Null);
@@ -247,7 +258,7 @@ async fn table_history(handle: &CatalogHandle, name: &str) -> Result<TableHistor
         table_uuid: meta.uuid().to_string(),
         metadata_location: table.metadata_location().map(str::to_string),
         current_snapshot_id: meta.current_snapshot_id(),
-        row_count: files.iter().map(|f| f.record_count()).sum(),
+        row_count,
         snapshot_count: meta.snapshots().len(),
         refs,
         schema_fields,

@@ -147,6 +147,7 @@ fn rec(tables: Vec<TableHistory>) -> HistoryRecord {
         catalog: "c".into(),
         namespace: None,
         tables,
+        s3_requests: None,
     }
 }
 

@@ -427,6 +427,9 @@ pub struct RebuildReport {
     pub tables: Vec<TableOutcome>,
     pub totals: RebuildTotals,
     pub ms: u64,
+    /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl RebuildReport {
@@ -507,6 +510,7 @@ pub async fn rebuild(
         tables,
         totals,
         ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }
 

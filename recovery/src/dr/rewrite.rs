@@ -403,10 +403,13 @@ pub async fn rewrite_paths_as(
         _ => meta["metadata-log"] = Value::Array(vec![entry]),
     }
 
+    // `00006-<uuid>.metadata.json` (SQL catalogs, iceberg-rust) or `v6.metadata.json` (the
+    // Hadoop layout, SeaweedFS's REST catalog).
     let name = file_name(&old_metadata);
     let version: u64 = name
         .split(['-', '.'])
         .next()
+        .map(|v| v.strip_prefix('v').unwrap_or(v))
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| RewriteError::Invalid {
             path: old_metadata.clone(),

@@ -136,8 +136,7 @@ pub async fn seed(
     // A drop-in replacement: the snapshot's schema (columns other writers added included), the
     // source's partition spec, sort order and properties.
     let t = table::create_table_like(handle, into, &snap.metadata, &snap.schema, props).await?;
-    // The snapshot's rows are read by the snapshot's field ids; the new table has the same
-    // columns in the same order (its ids numbered afresh), so the batches fit it by name.
+    // The snapshot's rows are read by the snapshot's field ids, which the new table keeps.
     let schema = snapshot_arrow_schema(snap)?;
     // One source file at a time (two in flight), so memory follows the file size, not the
     // table's; each is rewritten as files of at most ROWS_PER_FILE rows. The reads and writes

@@ -41,7 +41,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
-use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies};
+use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies, unbounded_position_paths};
 use super::{TableError, arrow_schema, iceberg_err};
 use crate::catalog::{CatalogHandle, CommitRequest};
 
@@ -525,10 +525,11 @@ pub async fn commit_row_delta(
     // stay; the others (their rows were carried into new files, or their files are gone) are
     // dropped. A delete manifest without a dropped file is carried as it is; one with a dropped
     // file is written again, the dropped files marked DELETED.
+    let unbounded = unbounded_position_paths(table.file_io(), &name, &current.deletes).await?;
     let dropped: HashSet<&str> = current
         .deletes
         .iter()
-        .filter(|d| !still_applies(d, &remaining))
+        .filter(|d| !still_applies(d, &remaining, unbounded.get(d.file.file_path())))
         .map(|d| d.file.file_path())
         .collect();
     for del in &current.deletes {

@@ -401,9 +401,10 @@ fn with_id(field: Field, id: i32) -> Field {
 /// Whether the delete file `del` may still remove a row of one of `data` (the data files live
 /// after a commit, with their data sequence numbers). Conservative: `true` unless it provably
 /// cannot (an equality delete older than or as old as every data file; a position delete whose
-/// referenced paths — from `referenced_data_file` or its `file_path` bounds — name no data file
-/// at or below its sequence number).
-pub fn still_applies(del: &LiveFile, data: &[(&str, i64)]) -> bool {
+/// referenced paths — from `referenced_data_file`, its `file_path` bounds, or else `read` (the
+/// paths its `file_path` column holds, [`unbounded_position_paths`]) — name no data file at or
+/// below its sequence number).
+pub fn still_applies(del: &LiveFile, data: &[(&str, i64)], read: Option<&HashSet<String>>) -> bool {
     match del.file.content_type() {
         DataContentType::EqualityDeletes => data.iter().any(|(_, seq)| *seq < del.sequence),
         DataContentType::PositionDeletes => {
@@ -411,17 +412,53 @@ pub fn still_applies(del: &LiveFile, data: &[(&str, i64)]) -> bool {
             if let Some(referenced) = del.file.referenced_data_file() {
                 return older.into_iter().any(|(p, _)| *p == referenced);
             }
-            let bound = |m: &HashMap<i32, iceberg::spec::Datum>| match m.get(&POS_DELETE_PATH_ID).map(|d| d.literal()) {
-                Some(PrimitiveLiteral::String(s)) => Some(s.clone()),
-                _ => None,
-            };
-            match (bound(del.file.lower_bounds()), bound(del.file.upper_bounds())) {
+            match path_bounds(del) {
                 // Bounds of strings may be truncated prefixes: a lower bound <= every path in
                 // the file; an upper bound is rounded up. Paths in [lo, hi] may be referenced.
-                (Some(lo), Some(hi)) => older.into_iter().any(|(p, _)| *p >= lo.as_str() && *p <= hi.as_str()),
-                _ => true,
+                Some((lo, hi)) => older.into_iter().any(|(p, _)| *p >= lo.as_str() && *p <= hi.as_str()),
+                None => match read {
+                    Some(paths) => older.into_iter().any(|(p, _)| paths.contains(*p)),
+                    None => true,
+                },
             }
         }
         DataContentType::Data => false,
     }
+}
+
+/// The `file_path` bounds of a position delete file, when its metadata has both.
+fn path_bounds(del: &LiveFile) -> Option<(String, String)> {
+    let bound = |m: &HashMap<i32, iceberg::spec::Datum>| match m.get(&POS_DELETE_PATH_ID).map(|d| d.literal()) {
+        Some(PrimitiveLiteral::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    Some((bound(del.file.lower_bounds())?, bound(del.file.upper_bounds())?))
+}
+
+/// For each position delete file of `deletes` whose metadata names neither its data file nor
+/// `file_path` bounds, the data file paths its `file_path` column holds (the file is read), so
+/// that [`still_applies`] can tell a spent one.
+pub async fn unbounded_position_paths(
+    io: &FileIO,
+    name: &str,
+    deletes: &[LiveFile],
+) -> Result<HashMap<String, HashSet<String>>, TableError> {
+    let target = Arc::new(ArrowSchema::new(vec![with_id(
+        Field::new("file_path", arrow_schema::DataType::Utf8, false),
+        POS_DELETE_PATH_ID,
+    )]));
+    let mut out = HashMap::new();
+    for del in deletes.iter().filter(|d| {
+        d.file.content_type() == DataContentType::PositionDeletes
+            && d.file.referenced_data_file().is_none()
+            && path_bounds(d).is_none()
+    }) {
+        let mut paths = HashSet::new();
+        for b in super::read::read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none()).await? {
+            let column = b.column(0).as_string::<i32>();
+            paths.extend(column.iter().flatten().map(str::to_string));
+        }
+        out.insert(del.file.file_path().to_string(), paths);
+    }
+    Ok(out)
 }

@@ -8,6 +8,7 @@
 pub mod commit;
 pub mod files;
 pub mod key_index;
+mod like;
 pub mod mor;
 pub mod read;
 pub mod schema;
@@ -277,8 +278,9 @@ async fn create_table(
 /// Creates a new table like the one whose metadata is `like`: its current schema (`schema`,
 /// e.g. a snapshot's), default partition spec, default sort order and properties, with
 /// `properties` added over them (refused if the table exists; `tidemark.*` keys of `like` are
-/// not copied). The catalog numbers the field ids
-/// afresh in schema order, so the columns keep their order, names, types and nullability.
+/// not copied). The field ids, schema id, `last-column-id`, partition spec (its id and field ids)
+/// and sort order (its id and source ids) are `like`'s exactly ([`like`]): a drop-in replacement,
+/// even where another writer's dropped column left a gap in the ids.
 pub async fn create_table_like(
     handle: &CatalogHandle,
     ident: &str,
@@ -295,7 +297,8 @@ pub async fn create_table_like(
     props.extend(properties);
     let spec = like.default_partition_spec().as_ref().clone().into_unbound();
     let order = like.default_sort_order().as_ref().clone();
-    create_with(handle, &parse_ident(ident)?, schema.clone(), Some(spec), order, props).await
+    let created = create_with(handle, &parse_ident(ident)?, schema.clone(), Some(spec), order, props).await?;
+    like::keep_ids(handle, created, like, schema).await
 }
 
 async fn create_with(

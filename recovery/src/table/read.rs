@@ -84,6 +84,17 @@ pub async fn live_files(table: &Table) -> Result<(Vec<DataFile>, Deletes), Table
     Ok((files.data.into_iter().map(|f| f.file).collect(), deletes))
 }
 
+/// The live rows of `files` (`deletes` applied), read one file at a time.
+pub async fn count_live_rows(table: &Table, files: &[DataFile], deletes: &Deletes) -> Result<u64, TableError> {
+    let schema = super::arrow_schema(table)?;
+    let mut rows = 0;
+    for f in files {
+        let batches = read_files(table, &[f], &schema, None, deletes).await?;
+        rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+    }
+    Ok(rows)
+}
+
 /// Every live row of the table's current snapshot, in the table's Arrow schema.
 pub async fn read_table(table: &Table) -> Result<Vec<RecordBatch>, TableError> {
     let (files, deletes) = live_files(table).await?;

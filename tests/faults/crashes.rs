@@ -1,0 +1,385 @@
+//! Crashes: kill -9 at seeded random moments and failpoints at every step boundary, each
+//! followed by plain re-runs until the command completes, then the journal, table and route
+//! checked against an independent fold.
+
+use super::super::support::faults::*;
+use super::super::support::*;
+
+/// Crash anywhere: `journal append`, `apply` and `recover --route` killed at random moments
+/// (fixed seed, bounded runs) and re-run until they complete; then the journal verifies, the
+/// recovered table equals the independent fold, and the route's generation is 1: nothing lost,
+/// doubled or invented.
+#[test]
+fn killed_at_random_moments_then_rerun() {
+    let kills: u32 = [20261201u64, 7, 99]
+        .into_iter()
+        .map(|seed| killed_then_rerun(seed, false))
+        .sum();
+    assert!(kills >= 3, "the seeds must crash some runs: {kills}");
+}
+
+/// [`killed_at_random_moments_then_rerun`] with the journal and the warehouse on S3 (the moto
+/// server of sandbox/test.sh): a kill can land between any two S3 requests.
+#[test]
+fn killed_at_random_moments_on_s3_then_rerun() {
+    if !s3_available() {
+        return;
+    }
+    let kills: u32 = [20261202u64, 31]
+        .into_iter()
+        .map(|seed| killed_then_rerun(seed, true))
+        .sum();
+    assert!(kills >= 2, "the seeds must crash some runs: {kills}");
+}
+
+/// One scenario of [`killed_at_random_moments_then_rerun`], on a local folder or (`s3`) on S3;
+/// returns how many runs were killed.
+fn killed_then_rerun(seed: u64, s3: bool) -> u32 {
+    let s = Scratch::new();
+    let mut rng = seed;
+    let (journal, warehouse) = if s3 {
+        (unique("kill-journal"), unique("kill-wh"))
+    } else {
+        (s.path_str("journal"), String::new())
+    };
+    // `--warehouse` on S3; the catalog's default warehouse beside it on a local folder.
+    let wh: Vec<&str> = if s3 { vec!["--warehouse", &warehouse] } else { vec![] };
+    // S3 requests take longer than local file writes: the kill windows scale with them.
+    let slow = if s3 { 4 } else { 1 };
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let all = events(1, 600);
+    let input = s.write("in.ndjson", &all);
+    let input = input.to_str().unwrap();
+    let catalog = s.path_str("catalog.db");
+    let mut kills = 0;
+    kills += until_complete(
+        &s,
+        &mut rng,
+        350 * slow,
+        &[
+            "journal",
+            "append",
+            "--journal",
+            &journal,
+            "--input",
+            input,
+            "--batch-size",
+            "50",
+        ],
+    );
+    kills += until_complete(
+        &s,
+        &mut rng,
+        900 * slow,
+        &[
+            &[
+                "apply",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--table",
+                "shop.orders",
+                "--batches-per-commit",
+                "2",
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    );
+    s.run(
+        &[
+            &[
+                "fault",
+                "delete",
+                "--catalog",
+                &catalog,
+                "--table",
+                "shop.orders",
+                "--where",
+                "order_id = 'o-3'",
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    )
+    .ok();
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    kills += until_complete(
+        &s,
+        &mut rng,
+        400 * slow,
+        &[
+            &[
+                "recover",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--into",
+                "shop.fixed",
+                "--source-table",
+                "shop.orders",
+                "--at-or-before",
+                "600",
+                "--recovery-id",
+                "rec-crash",
+                "--route",
+                &route,
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    );
+    eprintln!("seed {seed} (s3: {s3}): {kills} runs killed before completion");
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
+        (Some(true), Some(600)),
+        "{v}"
+    );
+    assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
+    let rows = s
+        .run(&[
+            "query", "--route", &route, "--format", "json",
+            "SELECT order_id, order_version, is_deleted, journal_position FROM orders_with_tombstones ORDER BY order_id",
+        ])
+        .ok();
+    let found: Vec<serde_json::Value> = serde_json::from_str(&rows.stdout).unwrap();
+    let mut state = std::collections::BTreeMap::new();
+    super::super::merge_events(&mut state, &all);
+    let expected: Vec<serde_json::Value> = state
+        .values()
+        .map(|r| {
+            serde_json::json!({
+                "order_id": r["order_id"], "order_version": r["order_version"],
+                "is_deleted": r["is_deleted"], "journal_position": r["journal_position"],
+            })
+        })
+        .collect();
+    assert_eq!(found, expected, "seed {seed}");
+    kills
+}
+
+/// The failpoints at each step boundary stop the process as a crash would (exit 86); a plain
+/// re-run completes with the same result as an uninterrupted run.
+#[test]
+fn failpoints_at_every_step_then_rerun() {
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.write("in.ndjson", &events(1, 40));
+    let input = input.to_str().unwrap();
+    let append = [
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        input,
+        "--batch-size",
+        "10",
+    ];
+    for fp in ["append:after-event-object:2", "append:after-manifest:3"] {
+        let run = run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &append);
+        assert_eq!(run.code, 86, "{fp}: {}", run.stderr);
+    }
+    s.run(&append).ok();
+    let catalog = s.path_str("catalog.db");
+    let apply = [
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+    ];
+    for fp in ["apply:after-commit:1", "apply:after-checkpoint:2"] {
+        assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &apply).code, 86, "{fp}");
+    }
+    s.run(&apply).ok();
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    let recover = [
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        "40",
+        "--recovery-id",
+        "rec-fp",
+        "--route",
+        &route,
+        "--json",
+    ];
+    for fp in [
+        "recover:after-seed",
+        "recover:after-replay",
+        "recover:after-validate",
+        "recover:after-flip",
+    ] {
+        assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &recover).code, 86, "{fp}");
+    }
+    let done = s.run(&recover).ok().json();
+    assert_eq!(done["route"]["generation"], 1, "{done}");
+    assert_eq!(
+        done["route_already_flipped"], true,
+        "the flip before the crash is found"
+    );
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(v["verified_last_position"], 40);
+    let replica = s.path_str("replica");
+    let copy = [
+        "replica",
+        "copy",
+        "--from",
+        &s.path_str("warehouse"),
+        "--to",
+        &replica,
+        "--json",
+    ];
+    assert_eq!(
+        run_env(&s, &[("TIDEMARK_FAILPOINT", "copy:after-object:3")], &copy).code,
+        86
+    );
+    let r = s.run(&copy).ok().json();
+    assert!(r["skipped"].as_u64().unwrap() >= 3, "{r}");
+}
+
+/// `catalog restore` stopped after its first table (failpoint `restore:after-table:1`) leaves
+/// that table registered at the backup's pointer and the other one absent; a plain re-run with
+/// the same `--expect` leaves the first alone, registers the second, and the restored catalog
+/// records the same history as the one backed up.
+#[test]
+fn a_restore_stopped_after_a_table_is_resumed_by_a_rerun() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 30, 10);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = s.path_str("warehouse");
+    for table in ["shop.orders", "shop.orders_copy"] {
+        s.run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            table,
+        ])
+        .ok();
+    }
+    let backups = s.path_str("backups");
+    let b = s
+        .run(&[
+            "catalog",
+            "backup",
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--to",
+            &backups,
+            "--json",
+        ])
+        .ok()
+        .json();
+    let id = b["id"].as_str().unwrap().to_string();
+    let before = s.path_str("before.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--out",
+        &before,
+    ])
+    .ok();
+
+    std::fs::create_dir_all(s.path("new")).unwrap();
+    let new = s.path_str("new/catalog.db");
+    let restore = [
+        "catalog",
+        "restore",
+        "--catalog",
+        &new,
+        "--warehouse",
+        &warehouse,
+        "--from",
+        &backups,
+        "--id",
+        &id,
+        "--expect",
+        "empty",
+        "--json",
+    ];
+    let crashed = run_env(&s, &[("TIDEMARK_FAILPOINT", "restore:after-table:1")], &restore);
+    assert_eq!(crashed.code, 86, "{}", crashed.stderr);
+    let state = s
+        .run(&[
+            "catalog",
+            "state",
+            "--catalog",
+            &new,
+            "--warehouse",
+            &warehouse,
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(
+        state["tables"].as_object().map(|m| m.len()),
+        Some(1),
+        "one table restored: {state}"
+    );
+
+    let done = s.run(&restore).ok().json();
+    assert_eq!(done["applied"], true, "{done}");
+    let actions: Vec<&str> = done["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["unchanged", "register"], "{done}");
+    let after = s.path_str("after.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &new,
+        "--warehouse",
+        &warehouse,
+        "--out",
+        &after,
+    ])
+    .ok();
+    s.run(&["history", "compare", &before, &after]).ok();
+    // Once more: nothing to do.
+    let again = s.run(&restore).ok().json();
+    assert!(
+        again["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["action"] == "unchanged"),
+        "{again}"
+    );
+}

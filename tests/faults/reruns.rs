@@ -1,0 +1,99 @@
+//! A completed recovery re-run: it finds its own flip and never flips again.
+
+use super::super::support::faults::*;
+use super::super::support::*;
+
+/// A journal of 50 events applied up to 40 into `shop.orders`, with a bad delete after it.
+fn damaged(s: &Scratch) -> (String, String) {
+    let journal = journal_with(s, "journal", 40, 10);
+    let catalog = s.path_str("catalog.db");
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_id = 'o-3'",
+    ])
+    .ok();
+    let more = s.write("more.ndjson", &events(41, 50));
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        more.to_str().unwrap(),
+    ])
+    .ok();
+    (journal, catalog)
+}
+
+/// The finding: re-running a completed `recover --recovery-id X --route R` flipped the route
+/// again each time (generation 1 → 4 over three re-runs), and after another controller's flip it
+/// took the readers back.
+#[test]
+fn a_completed_recovery_does_not_flip_again() {
+    let s = Scratch::new();
+    let (journal, catalog) = damaged(&s);
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    let recover = [
+        "recover",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        "40",
+        "--recovery-id",
+        "rec-twice",
+        "--route",
+        &route,
+        "--json",
+    ];
+    let first = s.run(&recover).ok().json();
+    assert_eq!(first["route"]["generation"], 1, "{first}");
+    assert_eq!(first["route_already_flipped"], false);
+    for _ in 0..2 {
+        let again = s.run(&recover).ok().json();
+        assert_eq!(again["route"]["generation"], 1, "{again}");
+        assert_eq!(again["route_already_flipped"], true);
+    }
+    assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
+    // Another controller decides after the recovery; a re-run must not take readers back.
+    s.run(&[
+        "route",
+        "flip",
+        "--route",
+        &route,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--applied-position",
+        "50",
+        "--reason",
+        "operator's decision",
+    ])
+    .ok();
+    let again = s.run(&recover).ok().json();
+    assert_eq!(again["route_already_flipped"], true, "{again}");
+    assert_eq!(generation(&s, &route), (2, "shop.orders".into()));
+}

@@ -1,0 +1,142 @@
+//! Helpers of the fault scenarios (tests/faults/): the fault-injecting S3 proxy, unique S3
+//! prefixes, and running a command until it completes while killing it at seeded random moments.
+
+use super::{Run, Scratch, tidemark};
+
+/// `tidemark` in `s` with extra environment variables.
+pub fn run_env(s: &Scratch, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let out = tidemark()
+        .current_dir(s.dir.path())
+        .envs(env.iter().copied())
+        .args(args)
+        .output()
+        .expect("run tidemark");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `sandbox/fault_proxy.py` in front of the S3 server of `sandbox/test.sh`, stopped on drop.
+pub struct Proxy {
+    child: std::process::Child,
+    pub endpoint: String,
+    stats: std::path::PathBuf,
+}
+
+impl Proxy {
+    /// Starts the proxy with these arguments (`--seed`, `--rate`, `--faults`, …).
+    pub fn start(s: &Scratch, args: &[&str]) -> Proxy {
+        let upstream = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../sandbox/fault_proxy.py");
+        let port_file = s.path(&format!("proxy-{}.port", std::process::id()));
+        let stats = s.path(&format!("proxy-{}.stats", std::process::id()));
+        let _ = std::fs::remove_file(&port_file);
+        let mut child = std::process::Command::new("python3")
+            .arg(script)
+            .args(["--port", "0", "--upstream", &upstream])
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--stats")
+            .arg(&stats)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the fault proxy");
+        for _ in 0..100 {
+            if let Ok(port) = std::fs::read_to_string(&port_file)
+                && !port.is_empty()
+            {
+                return Proxy {
+                    child,
+                    endpoint: format!("http://127.0.0.1:{}", port.trim()),
+                    stats,
+                };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the fault proxy did not start");
+    }
+
+    pub fn faults(&self) -> u64 {
+        std::fs::read_to_string(&self.stats)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["faults"].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An S3 prefix of its own for `name` in this test process.
+pub fn unique(name: &str) -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("s3://tidemark/faults-{name}-{}-{n}", std::process::id())
+}
+
+/// Runs `args` until it completes, killing it (SIGKILL) after a seeded random time on each try but
+/// the last; returns how many runs were killed before one completed.
+pub fn until_complete(s: &Scratch, rng: &mut u64, max_wait_ms: u64, args: &[&str]) -> u32 {
+    const TRIES: u32 = 12;
+    for attempt in 0..TRIES {
+        let mut child = tidemark()
+            .current_dir(s.dir.path())
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run tidemark");
+        if attempt + 1 < TRIES {
+            let wait = std::time::Duration::from_millis(next(rng) % max_wait_ms);
+            let started = std::time::Instant::now();
+            while started.elapsed() < wait {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap(); // SIGKILL: no cleanup, as a crash
+                child.wait().unwrap();
+                continue;
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?} failed after {attempt} kills: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return attempt;
+    }
+    unreachable!()
+}
+
+/// SplitMix64: the seeded random sequence of the crash tests.
+pub fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The generation and table of the current route at `route`.
+pub fn generation(s: &Scratch, route: &str) -> (u64, String) {
+    let shown = s.run(&["route", "show", "--route", route, "--json"]).ok().json();
+    let current = &shown[0]["route"];
+    (
+        current["generation"].as_u64().unwrap(),
+        current["table_name"].as_str().unwrap().to_string(),
+    )
+}
