@@ -12,7 +12,7 @@ use std::sync::Arc;
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, PrimitiveType, Schema, Type};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::statistics::Statistics;
 
 use super::engine::EngineError;
@@ -35,8 +35,7 @@ pub async fn read_footer(store: &dyn ObjectStore, path: &Path, size: u64) -> Res
         return Err(bad(format!("{size} bytes")));
     }
     let tail = store.get_range(path, size - 8..size).await.map_err(store_err(&name))?;
-    let tail: [u8; 8] = tail.as_ref().try_into().map_err(|_| bad("short footer".into()))?;
-    let len = ParquetMetaDataReader::decode_footer_tail(&tail)
+    let len = FooterTail::try_from(tail.as_ref())
         .map_err(|e| bad(e.to_string()))?
         .metadata_length() as u64;
     if len + 8 > size {
@@ -205,7 +204,7 @@ mod tests {
     fn parquet(batches: &[RecordBatch]) -> Vec<u8> {
         let mut buf = Vec::new();
         let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_size(2)
+            .set_max_row_group_row_count(Some(2))
             .build();
         let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batches[0].schema(), Some(props)).unwrap();
         for b in batches {
