@@ -39,6 +39,8 @@ features=()
 if [[ "${TIDEMARK_BALLISTA:-}" == 1 ]]; then
     features=(--features tidemark-recovery/ballista-engine)
     cargo build --workspace "${features[@]}" --bins
+    # The cluster's scheduler and executors get an S3 store for the test bucket (moto, above).
+    export TIDEMARK_BALLISTA_S3_BUCKETS="${TIDEMARK_BALLISTA_S3_BUCKETS:-s3://tidemark}"
     eval "$(bash sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-50050}")"
 fi
 cargo test --workspace "${features[@]}" "$@"

@@ -155,6 +155,24 @@ fn recover_on_the_sandbox_ballista_cluster_matches_local() {
     same_as_local(&url, None);
 }
 
+/// The cluster's scheduler and executors reach the bucket through their own S3 stores
+/// (`--s3-bucket s3://tidemark`, what `sandbox/test.sh` passes through
+/// TIDEMARK_BALLISTA_S3_BUCKETS), built from the standard AWS environment.
+#[test]
+fn recover_on_the_sandbox_ballista_cluster_on_s3_matches_local() {
+    let Ok(url) = std::env::var("TIDEMARK_BALLISTA_URL") else {
+        eprintln!("cluster scenario skipped: start one with `eval \"$(bash sandbox/ballista.sh start)\"`");
+        return;
+    };
+    if !s3_available() {
+        return;
+    }
+    same_as_local(
+        &url,
+        Some(&format!("s3://tidemark/ballista-cluster-{}", std::process::id())),
+    );
+}
+
 #[test]
 fn an_unreachable_cluster_is_exit_11_and_creates_nothing() {
     let s = Scratch::new();
