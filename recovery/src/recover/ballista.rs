@@ -62,7 +62,10 @@ use crate::table::{self, CommitStamp, commit_overwrite, parse_ident};
 /// The summary key naming the engine that produced a recovery's commit.
 pub const PROP_ENGINE: &str = "tidemark.recovery-engine";
 
-fn job<'a>(engine: &'a Engine, stage: &'static str) -> impl Fn(datafusion::error::DataFusionError) -> RecoverError + 'a {
+fn job<'a>(
+    engine: &'a Engine,
+    stage: &'static str,
+) -> impl Fn(datafusion::error::DataFusionError) -> RecoverError + 'a {
     move |e| {
         RecoverError::Engine(EngineError::JobFailed {
             engine: engine.to_string(),

@@ -11,13 +11,13 @@
 
 #[cfg(feature = "ballista-engine")]
 pub mod ballista;
+pub mod columnar;
+#[cfg(test)]
+mod columnar_tests;
 #[cfg(feature = "ballista-engine")]
 pub mod engine;
 #[cfg(feature = "ballista-engine")]
 mod footer;
-pub mod columnar;
-#[cfg(test)]
-mod columnar_tests;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
