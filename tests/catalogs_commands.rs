@@ -59,17 +59,7 @@ fn commands_on(definition: Vec<(String, String)>, catalog: &str, purpose: &str) 
     };
     record(&h1);
     s.run(&["history", "compare", &h1, &h1]).ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        catalog,
-        "--table",
-        &table,
-        "--where",
-        "order_version = 3",
-    ])
-    .ok();
+    s.fault_delete(catalog, &table, "order_version = 3");
     record(&h2);
     let diff = s
         .run(&["history", "compare", &h1, &h2])
@@ -109,16 +99,7 @@ fn commands_on(definition: Vec<(String, String)>, catalog: &str, purpose: &str) 
     // recover: the trusted snapshot in a SQLite catalog, the recovered table here, and back.
     let local = s.path_str("local/catalog.db");
     std::fs::create_dir_all(s.path("local")).unwrap();
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &local,
-        "--table",
-        "l.orders",
-    ])
-    .ok();
+    s.apply(&journal, &local, "l.orders");
     let route = s.path_str("route");
     let into = format!("{namespace}.fixed");
     s.run(&[
@@ -273,17 +254,7 @@ fn backup_and_restore_on_a_rest_catalog() {
     ])
     .ok();
 
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        "sw",
-        "--table",
-        &table,
-        "--where",
-        "order_version = 2",
-    ])
-    .ok();
+    s.fault_delete("sw", &table, "order_version = 2");
     let state = s.path_str("state.json");
     s.run(
         &[
@@ -336,16 +307,7 @@ fn backup_and_restore_on_s3tables_are_refused() {
     assert!(!s.path("bk").exists(), "the refused backup wrote something");
     // A backup of a SQL catalog cannot be restored into S3 Tables either.
     let local = s.path_str("local.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &s.path_str("journal"),
-        "--catalog",
-        &local,
-        "--table",
-        "l.orders",
-    ])
-    .ok();
+    s.apply(&s.path_str("journal"), &local, "l.orders");
     let id = s
         .run(&[
             "catalog",
@@ -549,21 +511,39 @@ fn gameday_with_a_sqlite_catalog() {
     assert_eq!(pointers(&s, &local, "shop"), before);
     assert!(!has_gameday_namespace(&s, &local));
     // A namespace `gameday` that exists may hold someone's tables: refused, untouched.
-    s.run(&[
-        "apply",
-        "--journal",
-        &s.path_str("journal"),
-        "--catalog",
-        &local,
-        "--table",
-        "gameday.theirs",
-    ])
-    .ok();
+    s.apply(&s.path_str("journal"), &local, "gameday.theirs");
     let theirs = pointers(&s, &local, "gameday");
     // The failover scenario runs on scratch catalogs of its own: the options are refused.
     gameday(&s, &[], &["--scenario", "failover", "--catalog", &local]).fails(3, &["region scenario"]);
     gameday(&s, &[], &["--catalog", &local]).fails(3, &["namespace `gameday` exists", "drop it"]);
     assert_eq!(pointers(&s, &local, "gameday"), theirs);
+}
+
+/// `gameday --catalog postgres://…`: the SQL path on a server (sandbox/postgres.sh), the files
+/// in the game day's scratch warehouse, rebuilt in a scratch SQLite catalog; the scratch
+/// namespace is dropped at the end. (Other tests share the database, so only the namespace is
+/// checked, not the whole catalog.)
+#[test]
+fn gameday_with_a_postgres_catalog() {
+    let uri = match std::env::var("TIDEMARK_TEST_PG_URI") {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ if std::env::var("TIDEMARK_SKIP_POSTGRES").as_deref() == Ok("1") => return,
+        _ => panic!("TIDEMARK_TEST_PG_URI is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_POSTGRES=1)"),
+    };
+    let s = Scratch::new();
+    let report = gameday(&s, &[], &["--catalog", &uri]).ok().json();
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(
+        report.to_string().contains("is dropped from the user's catalogs"),
+        "{report}"
+    );
+    // `catalog state` on PostgreSQL needs a warehouse (it lists, it does not write there).
+    let wh = s.path_str("wh");
+    let state = s
+        .run(&["catalog", "state", "--catalog", &uri, "--warehouse", &wh, "--json"])
+        .ok()
+        .json();
+    assert!(!state["tables"].to_string().contains("gameday."), "{state}");
 }
 
 /// `gameday --catalog sw`: the source tables in SeaweedFS's REST catalog, the DR copy of its

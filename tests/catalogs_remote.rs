@@ -117,17 +117,7 @@ pub fn apply_and_fault(s: &Scratch, catalog: &str, table: &str) -> Vec<serde_jso
         .ok()
         .json();
     assert_eq!(applied["applied_to_position"], 600, "{applied}");
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        catalog,
-        "--table",
-        table,
-        "--where",
-        "order_version > 3",
-    ])
-    .ok();
+    s.fault_delete(catalog, table, "order_version > 3");
     let mut state = BTreeMap::new();
     merge_events(&mut state, &std::fs::read_to_string(&input).unwrap());
     state.retain(|_, row| row["order_version"].as_i64().unwrap() <= 3);

@@ -507,17 +507,7 @@ fn pyiceberg_reads_what_tidemark_wrote() {
         .json();
     assert_eq!(applied["applied_to_position"], 2000, "{applied}");
     // A copy-on-write overwrite made by tidemark's own commit code, outside the journal.
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "order_version > 3",
-    ])
-    .ok();
+    s.fault_delete(&catalog, "shop.orders", "order_version > 3");
 
     let mut state = std::collections::BTreeMap::new();
     merge_events(&mut state, &std::fs::read_to_string(&input).unwrap());
@@ -822,17 +812,7 @@ fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
     let (a, b) = (s.path_str("a.json"), s.path_str("b.json"));
     s.run(&["history", "record", "--catalog", &catalog, "--out", &a]).ok();
     s.run(&["history", "compare", &a, &a]).ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "order_version = 1",
-    ])
-    .ok();
+    s.fault_delete(&catalog, "shop.orders", "order_version = 1");
     s.run(&["history", "record", "--catalog", &catalog, "--out", &b]).ok();
     let diff = s
         .run(&["history", "compare", &a, &b, "--json"])
@@ -864,37 +844,10 @@ fn recover_from_the_cli_dry_run_then_flip() {
     let s = Scratch::new();
     let journal = journal_with(&s, "journal", 40, 10);
     let catalog = s.path_str("catalog.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "order_id = 'o-3'",
-    ])
-    .ok();
+    s.apply(&journal, &catalog, "shop.orders");
+    s.fault_delete(&catalog, "shop.orders", "order_id = 'o-3'");
     let more = s.write("more.ndjson", &events(41, 50));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        more.to_str().unwrap(),
-    ])
-    .ok();
+    s.append(&journal, more.to_str().unwrap());
     let common = [
         "recover",
         "--journal",

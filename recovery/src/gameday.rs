@@ -63,7 +63,12 @@ pub async fn check_catalogs(opts: &GamedayOptions) -> Result<(), TableError> {
 /// After a game day on the user's catalogs that failed part-way: drops its scratch namespace
 /// there (call only when [`check_catalogs`] passed); what could not be dropped.
 pub async fn drop_scratch(opts: &GamedayOptions) -> Vec<String> {
-    catalogs::drop_scratch(opts).await
+    match Place::of(opts) {
+        Ok(place) => {
+            catalogs::drop_scratch(opts, &place.warehouse("gameday-source"), &place.warehouse("gameday-dr")).await
+        }
+        Err(reason) => vec![format!("the game day's work folder: {reason}")],
+    }
 }
 
 /// The scratch namespace.

@@ -7,37 +7,10 @@ use super::super::support::*;
 fn damaged(s: &Scratch) -> (String, String) {
     let journal = journal_with(s, "journal", 40, 10);
     let catalog = s.path_str("catalog.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "order_id = 'o-3'",
-    ])
-    .ok();
+    s.apply(&journal, &catalog, "shop.orders");
+    s.fault_delete(&catalog, "shop.orders", "order_id = 'o-3'");
     let more = s.write("more.ndjson", &events(41, 50));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        more.to_str().unwrap(),
-    ])
-    .ok();
+    s.append(&journal, more.to_str().unwrap());
     (journal, catalog)
 }
 

@@ -157,17 +157,7 @@ fn rows_another_engine_deleted_by_merge_on_read_stay_deleted() {
     // fault delete of o-5, whose neighbour o-6 another engine has just deleted by position.
     t.py("position-delete", &["o-6"]);
     let with_deletes = t.current_snapshot();
-    t.s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &t.catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "order_id = 'o-5'",
-    ])
-    .ok();
+    t.s.fault_delete(&t.catalog, "shop.orders", "order_id = 'o-5'");
     assert_same_rows(&t.py.read("shop.orders"), &t.expected(&["o-2", "o-3", "o-5", "o-6"]));
 
     // An equality delete of o-7 (PyIceberg cannot read those), then an update that rewrites the

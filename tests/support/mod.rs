@@ -104,6 +104,32 @@ impl Scratch {
         }
         output(cmd)
     }
+
+    /// The steps most scenarios share, each required to succeed: `journal append`, `apply`,
+    /// `fault delete` (the bad write).
+    pub fn append(&self, journal: &str, input: &str) -> Run {
+        self.run(&["journal", "append", "--journal", journal, "--input", input])
+            .ok()
+    }
+
+    pub fn apply(&self, journal: &str, catalog: &str, table: &str) -> Run {
+        self.run(&["apply", "--journal", journal, "--catalog", catalog, "--table", table])
+            .ok()
+    }
+
+    pub fn fault_delete(&self, catalog: &str, table: &str, predicate: &str) -> Run {
+        self.run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            catalog,
+            "--table",
+            table,
+            "--where",
+            predicate,
+        ])
+        .ok()
+    }
 }
 
 pub fn tidemark() -> Command {

@@ -34,7 +34,9 @@ pub struct UserCatalogs {
 /// Opens `value` (what `--catalog` accepts); a SQL catalog keeps the game day's tables in the
 /// scratch warehouse `warehouse`, the others where they put their tables.
 async fn open(value: &str, warehouse: &str) -> Result<CatalogHandle, TableError> {
-    let kind = config::resolve(value, None, None, &Definitions::load()?)
+    // With the scratch warehouse given: a PostgreSQL URI resolves only with one.
+    let given = Some(warehouse).filter(|w| !w.is_empty());
+    let kind = config::resolve(value, None, given, &Definitions::load()?)
         .map(|r| r.kind)
         .ok();
     let sql = matches!(kind, Some(CatalogKind::Sqlite | CatalogKind::Postgres));
@@ -154,10 +156,11 @@ pub fn names(opts: &GamedayOptions) -> Vec<String> {
 
 /// After a game day that failed part-way, drops its scratch namespace from the user's catalogs
 /// (the preflight found it absent, so all in it is the game day's); what could not be dropped.
-pub async fn drop_scratch(opts: &GamedayOptions) -> Vec<String> {
+pub async fn drop_scratch(opts: &GamedayOptions, source_wh: &str, dr_wh: &str) -> Vec<String> {
     let mut left = Vec::new();
-    for c in [&opts.catalog, &opts.dr_catalog].into_iter().flatten() {
-        match open(c, "").await {
+    let places = [(&opts.catalog, source_wh), (&opts.dr_catalog, dr_wh)];
+    for (c, wh) in places.into_iter().filter_map(|(c, wh)| c.as_ref().map(|c| (c, wh))) {
+        match open(c, wh).await {
             Ok(h) => left.extend(cleanup(&h, &names(opts)).await),
             Err(e) => left.push(format!("{}: {e}", crate::catalog::redact(c))),
         }
