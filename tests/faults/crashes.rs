@@ -11,9 +11,10 @@ use super::super::support::*;
 /// doubled or invented.
 #[test]
 fn killed_at_random_moments_then_rerun() {
+    let windows = step_durations(false);
     let kills: u32 = [20261201u64, 7, 99]
         .into_iter()
-        .map(|seed| killed_then_rerun(seed, false))
+        .map(|seed| killed_then_rerun(seed, false, &windows))
         .sum();
     assert!(kills >= 3, "the seeds must crash some runs: {kills}");
 }
@@ -25,18 +26,47 @@ fn killed_at_random_moments_on_s3_then_rerun() {
     if !s3_available() {
         return;
     }
+    let windows = step_durations(true);
     let kills: u32 = [20261202u64, 31]
         .into_iter()
-        .map(|seed| killed_then_rerun(seed, true))
+        .map(|seed| killed_then_rerun(seed, true, &windows))
         .sum();
     assert!(kills >= 2, "the seeds must crash some runs: {kills}");
 }
 
-/// One scenario of [`killed_at_random_moments_then_rerun`], on a local folder or (`s3`) on S3;
-/// returns how many runs were killed.
-fn killed_then_rerun(seed: u64, s3: bool) -> u32 {
-    let s = Scratch::new();
+/// How long each killable step of the scenario takes uninterrupted on this machine, in ms: the
+/// scenario run once without kills (its checks included). The kill moments are drawn within
+/// these durations, so they land inside the work on a fast machine as on a slow one (fixed
+/// windows let every run finish before its kill on a fast CI machine).
+fn step_durations(s3: bool) -> Vec<u64> {
+    let mut took = Vec::new();
+    scenario(0, s3, &mut |s, args| {
+        let started = std::time::Instant::now();
+        s.run(args).ok();
+        took.push(started.elapsed().as_millis() as u64);
+        0
+    });
+    took
+}
+
+/// One scenario of [`killed_at_random_moments_then_rerun`] with kill moments drawn from `seed`
+/// within `windows` (the steps' uninterrupted durations); returns how many runs were killed.
+fn killed_then_rerun(seed: u64, s3: bool, windows: &[u64]) -> u32 {
     let mut rng = seed;
+    let mut step = 0;
+    scenario(seed, s3, &mut |s, args| {
+        // At least 20 ms: a process must start before a kill means anything.
+        let window = windows[step].max(20);
+        step += 1;
+        until_complete(s, &mut rng, window, args)
+    })
+}
+
+/// The crash scenario on a local folder or (`s3`) on S3: `journal append`, `apply` and
+/// `recover --route`, each run by `step` (which returns how many runs it killed), then the
+/// journal, the route and the recovered table checked; returns the sum of `step`'s counts.
+fn scenario(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u32) -> u32 {
+    let s = Scratch::new();
     let (journal, warehouse) = if s3 {
         (unique("kill-journal"), unique("kill-wh"))
     } else {
@@ -44,18 +74,14 @@ fn killed_then_rerun(seed: u64, s3: bool) -> u32 {
     };
     // `--warehouse` on S3; the catalog's default warehouse beside it on a local folder.
     let wh: Vec<&str> = if s3 { vec!["--warehouse", &warehouse] } else { vec![] };
-    // S3 requests take longer than local file writes: the kill windows scale with them.
-    let slow = if s3 { 4 } else { 1 };
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let all = events(1, 600);
     let input = s.write("in.ndjson", &all);
     let input = input.to_str().unwrap();
     let catalog = s.path_str("catalog.db");
     let mut kills = 0;
-    kills += until_complete(
+    kills += step(
         &s,
-        &mut rng,
-        350 * slow,
         &[
             "journal",
             "append",
@@ -67,10 +93,8 @@ fn killed_then_rerun(seed: u64, s3: bool) -> u32 {
             "50",
         ],
     );
-    kills += until_complete(
+    kills += step(
         &s,
-        &mut rng,
-        900 * slow,
         &[
             &[
                 "apply",
@@ -106,10 +130,8 @@ fn killed_then_rerun(seed: u64, s3: bool) -> u32 {
     .ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    kills += until_complete(
+    kills += step(
         &s,
-        &mut rng,
-        400 * slow,
         &[
             &[
                 "recover",
