@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use tidemark_journal::clock::{Clock, SystemClock};
-use tidemark_recovery::catalog::{CatalogConfig, open_catalog, s3_props};
+use tidemark_recovery::catalog::config::resolve;
+use tidemark_recovery::catalog::{CatalogConfig, CatalogKind, Definitions, open_catalog, s3_props};
 use tidemark_recovery::dr::follow::FollowOptions;
 use tidemark_recovery::dr::follow_state::{FollowMode, FollowerState, StateStore};
 use tidemark_recovery::dr::follow_status::{self, StatusReport};
@@ -73,11 +74,17 @@ impl FollowTarget {
     }
 
     /// The DR catalog; its warehouse (where tables it creates go, e.g. `recover --into` after a
-    /// failover) is the replica's unless the catalog's definition names one.
+    /// failover) is the replica's unless the catalog's definition names one. A REST catalog's
+    /// warehouse selects the server's catalog (SeaweedFS: its table bucket), so a defined one is
+    /// never replaced by the replica's location.
     async fn open(&self) -> anyhow::Result<tidemark_recovery::catalog::CatalogHandle> {
+        let name = self.catalog_name.as_deref().filter(|n| !n.trim().is_empty());
+        let defs = Definitions::load()?;
+        let own = resolve(&self.catalog, name, None, &defs)
+            .is_ok_and(|r| r.kind == CatalogKind::Rest && r.props.get("warehouse").is_some_and(|w| !w.trim().is_empty()));
         Ok(open_catalog(&CatalogConfig {
             uri: self.catalog.clone(),
-            warehouse: self.warehouse.clone(),
+            warehouse: if own { String::new() } else { self.warehouse.clone() },
             name: self.catalog_name.clone().unwrap_or_default(),
         })
         .await?)
