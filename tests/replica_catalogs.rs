@@ -120,7 +120,11 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     replicate(&primary_wh, &replica, endpoint, true);
     let r = follow().ok().json();
     let t = table(&r, &orders);
-    assert_eq!((&t["status"], &t["verified_position"]), (&"ok".into(), &300.into()), "{r}");
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &300.into()),
+        "{r}"
+    );
     let first_registered = t["registered_metadata"].as_str().unwrap().to_string();
     // What the DR catalog points at is its own file, never the replica's or the primary's.
     assert!(first_registered.contains(home), "{first_registered}");
@@ -133,7 +137,11 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     replicate(&primary_wh, &replica, endpoint, true);
     let r = follow().ok().json();
     let t = table(&r, &orders);
-    assert_eq!((&t["status"], &t["verified_position"]), (&"ok".into(), &400.into()), "{r}");
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &400.into()),
+        "{r}"
+    );
     assert_ne!(t["registered_metadata"], first_registered.as_str());
     let o = table(&r, &other);
     assert_eq!(o["status"], "conflict", "{r}");
@@ -262,5 +270,12 @@ fn warm_replica_into_a_rest_catalog() {
     let endpoint = seaweedfs_s3_endpoint();
     let root = format!("s3://tidemark/warm-rest-{}", std::process::id());
     // The REST server writes the metadata files, in its own warehouse.
-    follow_into(&s, "sw", &root, endpoint.as_deref(), &ns("warm_rest"), "s3://warehouse/");
+    follow_into(
+        &s,
+        "sw",
+        &root,
+        endpoint.as_deref(),
+        &ns("warm_rest"),
+        "s3://warehouse/",
+    );
 }

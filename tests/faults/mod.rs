@@ -4,5 +4,6 @@
 //! by a plain re-run. Shared helpers are in tests/support/faults.rs.
 
 mod crashes;
+mod follow;
 mod reruns;
 mod s3;

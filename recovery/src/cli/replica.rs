@@ -80,8 +80,9 @@ impl FollowTarget {
     async fn open(&self) -> anyhow::Result<tidemark_recovery::catalog::CatalogHandle> {
         let name = self.catalog_name.as_deref().filter(|n| !n.trim().is_empty());
         let defs = Definitions::load()?;
-        let own = resolve(&self.catalog, name, None, &defs)
-            .is_ok_and(|r| r.kind == CatalogKind::Rest && r.props.get("warehouse").is_some_and(|w| !w.trim().is_empty()));
+        let own = resolve(&self.catalog, name, None, &defs).is_ok_and(|r| {
+            r.kind == CatalogKind::Rest && r.props.get("warehouse").is_some_and(|w| !w.trim().is_empty())
+        });
         Ok(open_catalog(&CatalogConfig {
             uri: self.catalog.clone(),
             warehouse: if own { String::new() } else { self.warehouse.clone() },

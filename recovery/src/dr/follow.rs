@@ -488,3 +488,7 @@ pub(super) async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::Ta
 #[cfg(test)]
 #[path = "follow_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "follow_resume_tests.rs"]
+mod resume_tests;

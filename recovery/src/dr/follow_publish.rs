@@ -33,9 +33,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use iceberg::spec::{
-    Snapshot, SnapshotReference, SnapshotRetention, TableMetadata, TableProperties,
-};
+use iceberg::spec::{Snapshot, SnapshotReference, SnapshotRetention, TableMetadata, TableProperties};
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use serde_json::Value;
@@ -209,11 +207,19 @@ fn moved_away(pointer: Option<&str>) -> String {
 async fn replica_rewrite(ctx: &Ctx<'_>, target_key: &str) -> Result<String, Step> {
     let map = ctx.opts.prefix_map.as_ref().expect("called with a prefix map");
     let source = format!("{}/{target_key}", ctx.base);
-    let name = rewrite_name(target_key)
-        .ok_or_else(|| Step::Other(format!("{target_key}: the file name does not start with a version number")))?;
+    let name = rewrite_name(target_key).ok_or_else(|| {
+        Step::Other(format!(
+            "{target_key}: the file name does not start with a version number"
+        ))
+    })?;
     let location = format!("{}/{name}", dir_of(&source));
-    if file_io(&ctx.opts.file_io_props).exists(&location).await? {
-        return Ok(location);
+    let io = file_io(&ctx.opts.file_io_props);
+    match intact(&io, &location).await? {
+        Some(true) => return Ok(location),
+        // Torn by a process killed while writing it (a local file written in place): the name is
+        // this follower's own, so it is written again.
+        Some(false) => io.delete(&location).await?,
+        None => {}
     }
     Ok(
         super::rewrite::rewrite_paths_as(&source, &map.from, &map.to, &ctx.opts.file_io_props, Some(&name))
@@ -246,6 +252,16 @@ async fn published_json(ctx: &Ctx<'_>, target_key: &str) -> Result<Value, Step> 
     Ok(json)
 }
 
+/// Whether the metadata file the follower writes at `location` is there (`None`: it is not) and
+/// whole (valid JSON).
+async fn intact(io: &iceberg::io::FileIO, location: &str) -> Result<Option<bool>, Step> {
+    if !io.exists(location).await? {
+        return Ok(None);
+    }
+    let bytes = io.new_input(location)?.read().await?;
+    Ok(Some(serde_json::from_slice::<Value>(&bytes).is_ok()))
+}
+
 fn metadata_of(json: &Value, what: &str) -> Result<TableMetadata, Step> {
     serde_json::from_value(json.clone()).map_err(|e| Step::Other(format!("{what} is not valid table metadata: {e}")))
 }
@@ -275,13 +291,17 @@ async fn publish_s3tables(
         None => dr.metadata_location().unwrap_or_default().to_string(),
     };
     let home = dr.metadata().location().trim_end_matches('/').to_string();
-    let name = rewrite_name(target_key)
-        .ok_or_else(|| Step::Other(format!("{target_key}: the file name does not start with a version number")))?;
+    let name = rewrite_name(target_key).ok_or_else(|| {
+        Step::Other(format!(
+            "{target_key}: the file name does not start with a version number"
+        ))
+    })?;
     let location = format!("{home}/metadata/{name}");
     json["location"] = Value::String(home);
     let io = dr.file_io();
-    // Written by a cycle that stopped before moving the pointer: the same bytes.
-    if !io.exists(&location).await? {
+    // Written by a cycle that stopped before moving the pointer: the same bytes (a torn one,
+    // written again).
+    if intact(io, &location).await? != Some(true) {
         let body = serde_json::to_vec_pretty(&json).map_err(|e| Step::Other(e.to_string()))?;
         ctx.lease.check().await.map_err(Step::Lease)?;
         io.new_output(&location)?.write(Bytes::from(body)).await?;
@@ -483,7 +503,11 @@ async fn publish_commit(
     };
     let mut updates: Vec<TableUpdate> = Vec::new();
     if let (Some(last), false) = (want.current_snapshot_id(), snapshots.is_empty()) {
-        updates.extend(snapshots.into_iter().map(|snapshot| TableUpdate::AddSnapshot { snapshot }));
+        updates.extend(
+            snapshots
+                .into_iter()
+                .map(|snapshot| TableUpdate::AddSnapshot { snapshot }),
+        );
         updates.push(TableUpdate::SetSnapshotRef {
             ref_name: "main".into(),
             reference: main_branch(last),

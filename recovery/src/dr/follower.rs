@@ -97,6 +97,7 @@ pub async fn run(
         n += 1;
         let state = follow::cycle(opts, handle, &lease, previous.as_ref(), n, clock).await?;
         states.save(&state, &lease).await?;
+        tidemark_journal::failpoint::hit("follow:after-state");
         on_cycle(&state);
         previous = Some(state);
         if limits.max_cycles.is_some_and(|m| n >= m) {
