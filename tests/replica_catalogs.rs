@@ -279,3 +279,83 @@ fn warm_replica_into_a_rest_catalog() {
         "s3://warehouse/",
     );
 }
+
+/// The follower's lease and state live outside the replica warehouse: by default beside a SQLite
+/// DR catalog (`<file>.follower`, where `replica status --catalog FILE` finds them); a `--state`
+/// inside the replica or the `--prefix-map` target is refused (exit 2) unless
+/// `--state-in-replica`; a catalog with no place beside it needs `--state`.
+#[test]
+fn the_follower_state_lives_outside_the_replica_warehouse() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 20, 10);
+    let (primary_wh, replica) = (s.path_str("primary"), s.path_str("replica"));
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &s.path_str("p.db"),
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    replicate(&primary_wh, &replica, None, true);
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let dr = s.path_str("dr.db");
+    let follow = |extra: &[&str]| {
+        let mut args = vec![
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--once",
+        ];
+        args.extend(extra);
+        s.run(&args)
+    };
+    let inside = s.path_str("replica/.state");
+    follow(&["--state", &inside]).fails(2, &["inside", "--state-in-replica"]);
+    assert!(!s.path("replica/.state").exists() && !s.path("dr.db").exists());
+    follow(&["--state", &inside, "--state-in-replica"]).ok();
+    assert!(s.path("replica/.state/state.json").exists());
+
+    // The default: beside the SQLite file.
+    let dr2 = s.path_str("dr2.db");
+    s.run(&[
+        "replica",
+        "follow",
+        "--warehouse",
+        &replica,
+        "--catalog",
+        &dr2,
+        "--prefix-map",
+        &map,
+        "--once",
+    ])
+    .ok();
+    assert!(s.path("dr2.db.follower/state.json").exists());
+    let st = s.run(&["replica", "status", "--catalog", &dr2, "--json"]).ok().json();
+    assert_eq!(st["tables"][0]["status"], "ok", "{st}");
+
+    // A REST or S3 Tables DR catalog has no place beside it.
+    if let Some(def) = s3tables_definition() {
+        let mut s3 = Scratch::new();
+        s3.env = def;
+        s3.run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            "st",
+            "--once",
+        ])
+        .fails(2, &["give --state"]);
+    }
+}

@@ -269,7 +269,8 @@ pub async fn run(
         holder: "gameday-follower".into(),
         interval_ms: None,
     };
-    let state_url = follower::state_url(None, &url("replica"));
+    // Outside the replica warehouse (see `replica follow --state`).
+    let state_url = url("follower-state");
     let state_store = follower::open_state(&state_url)
         .await
         .map_err(|e| step(e.to_string()))?;
