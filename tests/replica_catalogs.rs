@@ -1,9 +1,10 @@
 //! The warm follower into the catalogs that cannot register a metadata file (issue 13, "every
 //! catalog kind"): moto's AWS S3 Tables (create, then UpdateTableMetadataLocation to copies in the
 //! table's warehouse) and SeaweedFS's Iceberg REST catalog (create, then snapshot commits). Per
-//! kind: strict follow with files missing, advance, someone else's commit as a conflict (the
-//! other table still advances), failover with a route, the fenced follower, a write on the DR
-//! side, and resync of the diverged old primary onto it.
+//! kind: strict follow with files missing, advance (by a follower stopped at its failpoint, then
+//! resumed), someone else's commit as a conflict (the other table still advances), failover with
+//! a route, the fenced follower, a write on the DR side, and resync of the diverged old primary
+//! onto it. And where the follower's state may live.
 
 use super::catalogs_remote::{ns, rest_definition, s3tables_definition};
 use super::replica_warm::{base, replicate};
@@ -116,8 +117,13 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     assert_eq!(table(&r, &other)["status"], "ok", "{r}");
     record("h1.json");
 
-    // Advance once the files are there.
+    // Advance once the files are there, by a follower that stops dead after moving the table and
+    // before writing its state: the next run finds its own write and adopts it.
     replicate(&primary_wh, &replica, endpoint, true);
+    let args = follow_args("f1");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    s.run_with(&[("TIDEMARK_FAILPOINT", "follow:after-table")], &args)
+        .fails(86, &["failpoint"]);
     let r = follow().ok().json();
     let t = table(&r, &orders);
     assert_eq!(
@@ -125,6 +131,7 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
         (&"ok".into(), &300.into()),
         "{r}"
     );
+    assert!(t["head_choice"].as_str().unwrap().contains("adopted"), "{t}");
     let first_registered = t["registered_metadata"].as_str().unwrap().to_string();
     // What the DR catalog points at is its own file, never the replica's or the primary's.
     assert!(first_registered.contains(home), "{first_registered}");
@@ -149,15 +156,32 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     assert_eq!(o["verified_position"], 200, "{o}");
     // The other table is as the other writer left it.
     let h_after = record("h3.json");
-    let snap = |h: &serde_json::Value| {
+    let snap = |h: &serde_json::Value, name: &str| {
         h["tables"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|x| x["table"] == other.as_str())
+            .find(|x| x["table"] == name)
             .map(|x| x["current_snapshot_id"].clone())
     };
-    assert_eq!(snap(&h_theirs), snap(&h_after), "{h_after}");
+    assert_eq!(snap(&h_theirs, &other), snap(&h_after, &other), "{h_after}");
+    // The DR table's snapshot is the primary's own (same id), on every kind.
+    let hp = s.path_str("hp.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--namespace",
+        namespace,
+        "--out",
+        &hp,
+    ])
+    .ok();
+    let hp: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp).unwrap()).unwrap();
+    assert_eq!(snap(&hp, &orders), snap(&h_after, &orders), "{h_after}");
 
     // Failover: the route readers use flips to the DR table; the follower is fenced.
     let route = s.path_str("route");

@@ -126,10 +126,24 @@ pub(super) async fn recognise<'c>(
         }
         Way::Commit => {
             let dr = load_table(ctx.handle, table).await?;
+            // This follower's commit leaves the DR table at a chain version's snapshot with that
+            // version's properties; someone else's commit changes the one or the other.
+            let have = dr.metadata().properties();
+            let same_properties = |j: &Value| {
+                j.get("properties").and_then(Value::as_object).is_none_or(|o| {
+                    o.iter()
+                        .filter(|(k, _)| ours(k))
+                        .all(|(k, v)| v.as_str().is_some_and(|v| have.get(k).is_some_and(|h| h == v)))
+                })
+            };
             match dr.metadata().current_snapshot_id() {
                 Some(id) => Ok(chain
                     .iter()
-                    .find(|n| by_name.get(*n).and_then(|j| snapshot_id_of(j)) == Some(id))
+                    .find(|n| {
+                        by_name
+                            .get(*n)
+                            .is_some_and(|j| snapshot_id_of(j) == Some(id) && same_properties(j))
+                    })
                     .map_or(Holds::Foreign, |n| Holds::At(n))),
                 None => Ok(created_or_foreign(dr.metadata(), head)),
             }
@@ -396,9 +410,14 @@ fn schema_and_spec_updates(dr: &TableMetadata, want: &TableMetadata) -> Result<V
     Ok(updates)
 }
 
+/// The properties the follower carries over to a REST DR table (not the reserved ones, nor its
+/// own marker).
+fn ours(k: &str) -> bool {
+    !TableProperties::RESERVED_PROPERTIES.contains(&k) && k != SOURCE_UUID_PROP
+}
+
 /// The property updates from what the DR table has (and the version it held had) to `want`'s.
 fn property_updates(dr: &TableMetadata, want: &TableMetadata, held: Option<&Value>) -> Vec<TableUpdate> {
-    let ours = |k: &str| !TableProperties::RESERVED_PROPERTIES.contains(&k) && k != SOURCE_UUID_PROP;
     let have = dr.properties();
     let set: HashMap<String, String> = want
         .properties()
