@@ -396,6 +396,22 @@ fn failover_game_day(s: &Scratch, store: Option<&str>) {
     assert_eq!(r["rpo_positions"], 100);
     assert!(r["rto_ms"].as_u64().is_some());
     assert_eq!(r["steps"].as_array().unwrap().len(), 8);
+    // Two tables: the second (no route) is promoted at its own version, whole.
+    assert!(
+        r["steps"][3]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("shop.payments 100 positions behind"),
+        "{r}"
+    );
+    assert!(
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"].as_str().unwrap().starts_with("the second table") && c["ok"] == true),
+        "{r}"
+    );
     let md = std::fs::read_to_string(s.path("gd/gameday-failover-report.md")).unwrap();
     assert!(md.contains("RTO") && md.contains("| 4 fail over"), "{md}");
 }

@@ -456,9 +456,17 @@ fn new_snapshots(dr: &TableMetadata, want: &TableMetadata) -> Result<Vec<Snapsho
         if Some(id) == stop {
             break;
         }
-        let s = want
-            .snapshot_by_id(id)
-            .ok_or_else(|| format!("snapshot {id} of main's ancestry is not in the replica's metadata"))?;
+        let Some(s) = want.snapshot_by_id(id) else {
+            // Expired on the primary: the first follow starts from the oldest snapshot kept.
+            if let Some(stop) = stop {
+                return Err(format!(
+                    "the replica's main ancestry reaches snapshot {id}, expired from its metadata, before the DR \
+                     table's current snapshot {stop}: the DR table fell behind past the primary's snapshot expiry; \
+                     not followed"
+                ));
+            }
+            break;
+        };
         let schema_id = s
             .schema_id()
             .and_then(|sid| want.schema_by_id(sid))
@@ -541,3 +549,7 @@ async fn publish_commit(
         Err(why) => Moved::Conflict(why),
     })
 }
+
+#[cfg(test)]
+#[path = "follow_publish_tests.rs"]
+mod tests;
