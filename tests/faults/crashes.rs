@@ -293,47 +293,12 @@ fn a_restore_stopped_after_a_table_is_resumed_by_a_rerun() {
     let catalog = s.path_str("catalog.db");
     let warehouse = s.path_str("warehouse");
     for table in ["shop.orders", "shop.orders_copy"] {
-        s.run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            table,
-        ])
-        .ok();
+        apply_in(&s, &journal, &catalog, &warehouse, table);
     }
     let backups = s.path_str("backups");
-    let b = s
-        .run(&[
-            "catalog",
-            "backup",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--to",
-            &backups,
-            "--json",
-        ])
-        .ok()
-        .json();
-    let id = b["id"].as_str().unwrap().to_string();
+    let id = backup(&s, &catalog, &warehouse, &backups);
     let before = s.path_str("before.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--out",
-        &before,
-    ])
-    .ok();
+    record(&s, &[], &catalog, &warehouse, &before);
 
     std::fs::create_dir_all(s.path("new")).unwrap();
     let new = s.path_str("new/catalog.db");
@@ -382,17 +347,7 @@ fn a_restore_stopped_after_a_table_is_resumed_by_a_rerun() {
         .collect();
     assert_eq!(actions, ["unchanged", "register"], "{done}");
     let after = s.path_str("after.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
-        &new,
-        "--warehouse",
-        &warehouse,
-        "--out",
-        &after,
-    ])
-    .ok();
+    record(&s, &[], &new, &warehouse, &after);
     s.run(&["history", "compare", &before, &after]).ok();
     // Once more: nothing to do.
     let again = s.run(&restore).ok().json();

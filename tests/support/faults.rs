@@ -1,5 +1,6 @@
 //! Helpers of the fault scenarios (tests/faults/): the fault-injecting S3 proxy, unique S3
-//! prefixes, and running a command until it completes while killing it at seeded random moments.
+//! prefixes, the set-up steps the scenarios share (apply into a given warehouse, a catalog
+//! backup), and running a command until it completes while killing it at seeded random moments.
 
 use super::{Run, Scratch, tidemark};
 
@@ -59,6 +60,30 @@ impl Proxy {
         let _ = child.kill();
         let _ = child.wait();
         panic!("the fault proxy did not start");
+    }
+
+    /// The fault mix: `rate` of every request (default 10%) a 503, a 500, a reset or a
+    /// lost reply, seeded by `seed`, at most `max_faults` in all.
+    pub fn mixed(s: &Scratch, seed: u64, max_faults: u32) -> Proxy {
+        Proxy::start(
+            s,
+            &[
+                "--seed",
+                &seed.to_string(),
+                "--rate",
+                "0.1",
+                "--faults",
+                "503,500,reset,lost",
+                "--max-faults",
+                &max_faults.to_string(),
+            ],
+        )
+    }
+
+    /// The environment that sends a command's S3 requests (tidemark's client and the table
+    /// files' FileIO alike) through the proxy.
+    pub fn env(&self) -> [(&str, &str); 1] {
+        [("AWS_ENDPOINT_URL", self.endpoint.as_str())]
     }
 
     pub fn faults(&self) -> u64 {
@@ -139,4 +164,86 @@ pub fn generation(s: &Scratch, route: &str) -> (u64, String) {
         current["generation"].as_u64().unwrap(),
         current["table_name"].as_str().unwrap().to_string(),
     )
+}
+
+/// `apply` of `journal` into `table` of `catalog`, the table files in `warehouse`; must succeed.
+pub fn apply_in(s: &Scratch, journal: &str, catalog: &str, warehouse: &str, table: &str) -> Run {
+    s.run(&[
+        "apply",
+        "--journal",
+        journal,
+        "--catalog",
+        catalog,
+        "--warehouse",
+        warehouse,
+        "--table",
+        table,
+    ])
+    .ok()
+}
+
+/// `catalog backup` of `catalog` (tables in `warehouse`) to `to`; returns the backup's id.
+pub fn backup(s: &Scratch, catalog: &str, warehouse: &str, to: &str) -> String {
+    let b = s
+        .run(&[
+            "catalog",
+            "backup",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            warehouse,
+            "--to",
+            to,
+            "--json",
+        ])
+        .ok()
+        .json();
+    b["id"].as_str().unwrap().to_string()
+}
+
+/// What a `history record` says of each table's contents, without what differs between two
+/// equal runs (table uuids, metadata locations, snapshot ids, the time): table, rows, snapshots,
+/// refs by name and kind, schema.
+pub fn contents(record: &serde_json::Value) -> Vec<serde_json::Value> {
+    record["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let refs: Vec<_> = t["refs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r["name"].clone(), r["kind"].clone()))
+                .collect();
+            serde_json::json!([
+                t["table"],
+                t["row_count"],
+                t["snapshot_count"],
+                refs,
+                t["schema_fields"]
+            ])
+        })
+        .collect()
+}
+
+/// `history record --json` of `catalog` (tables in `warehouse`) into the file `out`, run with
+/// `env`; must succeed. Returns the printed record (with the run's `s3_requests`).
+pub fn record(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str, out: &str) -> serde_json::Value {
+    s.run_with(
+        env,
+        &[
+            "history",
+            "record",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            warehouse,
+            "--out",
+            out,
+            "--json",
+        ],
+    )
+    .ok()
+    .json()
 }
