@@ -11,7 +11,8 @@
 //! * `recover:after-seed`, `recover:after-replay`, `recover:after-validate`,
 //!   `recover:after-flip`;
 //! * `copy:after-object` — per object `replica copy` wrote;
-//! * `restore:after-table` — per table `catalog restore` registered or swapped.
+//! * `restore:after-table` — per table `catalog restore` registered or swapped;
+//! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

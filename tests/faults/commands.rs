@@ -44,19 +44,7 @@ fn apply_through_10_percent_faults_reports_its_retries() {
     }
     let s = Scratch::new();
     let journal = unique("apply-journal");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write("in.ndjson", &events(1, 80));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        "10",
-    ])
-    .ok();
+    journal_at(&s, &journal, "in", 80, 10);
     let proxy = Proxy::mixed(&s, 61, 40);
     let apply = |env: &[(&str, &str)], name: &str| {
         let (catalog, warehouse) = (s.path_str(&format!("{name}.db")), unique(name));
@@ -201,29 +189,38 @@ fn replica_follow_and_failover_through_10_percent_faults() {
     let replica = unique("follow-replica");
     s.run(&["replica", "copy", "--from", &warehouse, "--to", &replica]).ok();
     let map = format!("{warehouse}={replica}");
+    // What `follow` and `failover` share: the replica, the DR catalog, the map, the state.
+    let target = |catalog: &str, state: &str| -> Vec<String> {
+        let (dr, st) = (s.path_str(catalog), state.to_string());
+        [
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--state",
+            &st,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
     let follow = |env: &[(&str, &str)], catalog: &str, state: &str| {
-        let (dr, st) = (s.path_str(catalog), unique(state));
-        let r = s.run_with(
-            env,
-            &[
-                "replica",
-                "follow",
-                "--warehouse",
-                &replica,
-                "--catalog",
-                &dr,
-                "--prefix-map",
-                &map,
-                "--state",
-                &st,
-                "--holder",
-                "f-1",
-                "--once",
-                "--json",
-            ],
-        );
-        let t = r.ok().json()["tables"][0].clone();
-        (dr, st, (t["status"].clone(), t["verified_position"].clone()))
+        let st = unique(state);
+        let target = target(catalog, &st);
+        let target: Vec<&str> = target.iter().map(String::as_str).collect();
+        let args = [
+            &["replica", "follow"][..],
+            &target,
+            &["--holder", "f-1", "--once", "--json"],
+        ]
+        .concat();
+        let t = s.run_with(env, &args).ok().json()["tables"][0].clone();
+        (
+            catalog.to_string(),
+            st,
+            (t["status"].clone(), t["verified_position"].clone()),
+        )
     };
     let (_, _, plain) = follow(&[], "plain.db", "state-plain");
     let proxy = Proxy::mixed(&s, 47, 60);
@@ -232,40 +229,15 @@ fn replica_follow_and_failover_through_10_percent_faults() {
     assert_eq!(faulty, plain, "with and without faults");
 
     let route = unique("follow-route");
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        &primary,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-        "--applied-position",
-        "60",
-        "--reason",
-        "primary",
-    ])
-    .ok();
+    flip(&s, &route, &primary, "shop.orders", 60, &["--warehouse", &warehouse]);
+    let target = target(&dr, &state);
+    let target: Vec<&str> = target.iter().map(String::as_str).collect();
     let failover = [
-        "replica",
-        "failover",
-        "--warehouse",
-        &replica,
-        "--catalog",
-        &dr,
-        "--prefix-map",
-        &map,
-        "--state",
-        &state,
-        "--route",
-        &route,
-        "--failover-id",
-        "fo-faults",
-        "--json",
-    ];
+        &["replica", "failover"][..],
+        &target,
+        &["--route", &route, "--failover-id", "fo-faults", "--json"],
+    ]
+    .concat();
     let p = s.run_with(&proxy.env(), &failover).ok().json();
     assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
     assert_eq!(p["tables"][0]["positions_behind"], 0, "{p}");

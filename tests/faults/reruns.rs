@@ -51,21 +51,7 @@ fn a_completed_recovery_does_not_flip_again() {
     }
     assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
     // Another controller decides after the recovery; a re-run must not take readers back.
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--applied-position",
-        "50",
-        "--reason",
-        "operator's decision",
-    ])
-    .ok();
+    flip(&s, &route, &catalog, "shop.orders", 50, &[]);
     let again = s.run(&recover).ok().json();
     assert_eq!(again["route_already_flipped"], true, "{again}");
     assert_eq!(generation(&s, &route), (2, "shop.orders".into()));
@@ -98,21 +84,7 @@ fn a_failover_stopped_after_its_flip_does_not_flip_again() {
     s.run(&[&["replica", "follow", "--once"][..], &target].concat()).ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        &primary,
-        "--table",
-        "shop.orders",
-        "--applied-position",
-        "30",
-        "--reason",
-        "primary",
-    ])
-    .ok();
+    flip(&s, &route, &primary, "shop.orders", 30, &[]);
     let failover = [
         &["replica", "failover"][..],
         &target,

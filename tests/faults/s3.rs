@@ -78,19 +78,7 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
     }
     let s = Scratch::new();
     let journal = unique("errors");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write("in.ndjson", &events(1, 30));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        "10",
-    ])
-    .ok();
+    journal_at(&s, &journal, "in", 30, 10);
     {
         let proxy = Proxy::start(
             &s,

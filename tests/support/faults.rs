@@ -247,3 +247,24 @@ pub fn record(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str,
     .ok()
     .json()
 }
+
+/// `route flip` of `route` to `table` of `catalog` (with `extra` options, e.g. `--warehouse`)
+/// at `position`; must succeed.
+pub fn flip(s: &Scratch, route: &str, catalog: &str, table: &str, position: u64, extra: &[&str]) -> Run {
+    let position = position.to_string();
+    let args = [
+        "route",
+        "flip",
+        "--route",
+        route,
+        "--catalog",
+        catalog,
+        "--table",
+        table,
+        "--applied-position",
+        &position,
+        "--reason",
+        "test",
+    ];
+    s.run(&[&args[..], extra].concat()).ok()
+}
