@@ -88,25 +88,16 @@ fn fault_delete_and_history_through_10_percent_faults() {
     for (name, env) in [("plain", &[][..]), ("faulty", &proxy.env()[..])] {
         let catalog = s.path_str(&format!("{name}.db"));
         let (_, warehouse) = applied_on_s3(&s, env, &format!("fd-{name}"), &catalog);
-        let deleted = s
-            .run_with(
-                env,
-                &[
-                    "fault",
-                    "delete",
-                    "--catalog",
-                    &catalog,
-                    "--warehouse",
-                    &warehouse,
-                    "--table",
-                    "shop.orders",
-                    "--where",
-                    "order_id IN ('o-1', 'o-4')",
-                    "--json",
-                ],
-            )
-            .ok()
-            .json();
+        let deleted = fault_delete_in(
+            &s,
+            env,
+            &catalog,
+            &warehouse,
+            "shop.orders",
+            "order_id IN ('o-1', 'o-4')",
+        )
+        .ok()
+        .json();
         let through = s.path_str(&format!("{name}-through.json"));
         let recorded = record(&s, env, &catalog, &warehouse, &through);
         let direct = s.path_str(&format!("{name}-direct.json"));

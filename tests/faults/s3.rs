@@ -211,23 +211,8 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
     let warehouse = unique("creds");
     apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
     let env = [("AWS_ENDPOINT_URL", auth.as_str())];
-    run_env(
-        &s,
-        &env,
-        &[
-            "fault",
-            "delete",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--where",
-            "order_id = 'o-1'",
-        ],
-    )
-    .fails(8, &["access to the warehouse refused", "check the credentials"]);
+    fault_delete_in(&s, &env, &catalog, &warehouse, "shop.orders", "order_id = 'o-1'")
+        .fails(8, &["access to the warehouse refused", "check the credentials"]);
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     run_env(

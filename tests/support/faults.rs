@@ -268,3 +268,31 @@ pub fn flip(s: &Scratch, route: &str, catalog: &str, table: &str, position: u64,
     ];
     s.run(&[&args[..], extra].concat()).ok()
 }
+
+/// `fault delete --json` of the rows of `table` matching `predicate`, the table files in
+/// `warehouse`, run with `env` (the caller checks the outcome).
+pub fn fault_delete_in(
+    s: &Scratch,
+    env: &[(&str, &str)],
+    catalog: &str,
+    warehouse: &str,
+    table: &str,
+    predicate: &str,
+) -> Run {
+    s.run_with(
+        env,
+        &[
+            "fault",
+            "delete",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            warehouse,
+            "--table",
+            table,
+            "--where",
+            predicate,
+            "--json",
+        ],
+    )
+}
