@@ -1,8 +1,10 @@
 //! 10% of every S3 request failing (503, 500, resets, lost replies; seeded, bounded) through
-//! sandbox/fault_proxy.py, for the commands tests/faults/s3.rs does not cover: `fault delete`,
-//! `history record` and `compare`, `catalog rebuild`, `replica follow` and `failover`, and
-//! `gameday`. Each completes with the result it has without faults, reports its retries where
-//! tidemark's own S3 client made requests, and takes no lost reply for a conflict.
+//! sandbox/fault_proxy.py: the crash tests' journey (`journal append`, `apply`, `recover
+//! --route`, all on S3) and the commands tests/faults/s3.rs does not cover (`apply --json`,
+//! `fault delete`, `history record` and `compare`, `catalog rebuild`, `replica follow` and
+//! `failover`, both game days), and every route write's reply lost. Each completes with the
+//! result it has without faults, reports its retries where tidemark's own S3 client made
+//! requests, and takes no lost reply for a conflict.
 
 use super::super::support::faults::*;
 use super::super::support::*;
@@ -31,6 +33,105 @@ fn applied_on_s3(s: &Scratch, env: &[(&str, &str)], name: &str, catalog: &str) -
 /// The retries a report counts in `s3_requests` (0 when it has none).
 fn retried(report: &serde_json::Value) -> u64 {
     report["s3_requests"]["retried"].as_u64().unwrap_or(0)
+}
+
+/// The crash tests' journey on S3 with every request of every step through the faults: the
+/// journal verifies to 600, the route was flipped once, and the recovered table equals the
+/// independent fold.
+#[test]
+fn the_journey_through_10_percent_faults() {
+    if !s3_available() {
+        return;
+    }
+    let here = Scratch::new();
+    let proxy = Proxy::mixed(&here, 67, 60);
+    journey(67, true, &mut |s, args| {
+        s.run_with(&proxy.env(), args).ok();
+        0
+    });
+    assert!(proxy.faults() > 0, "no fault was injected");
+}
+
+/// Every route write's reply lost (the route object written, the reply replaced by a 500) until
+/// the client gives up: the first route write, a flip, and the flip at the end of `recover`
+/// are each read back and found to be their own (they exited 5, "another controller flipped
+/// first", before); the route's generations are 1, 2, 3 — no flip doubled.
+#[test]
+fn lost_replies_on_every_route_write_on_s3() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 30, 10);
+    let catalog = s.path_str("catalog.db");
+    s.apply(&journal, &catalog, "shop.orders");
+    let proxy = Proxy::start(
+        &s,
+        &[
+            "--rate",
+            "1",
+            "--faults",
+            "lost",
+            "--methods",
+            "PUT",
+            "--path-regex",
+            "route.json",
+            "--max-faults",
+            "40",
+        ],
+    );
+    let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "2")];
+    let route = unique("lost-route");
+    let flip_args = |position: &str| {
+        [
+            "route",
+            "flip",
+            "--route",
+            &route,
+            "--catalog",
+            &catalog,
+            "--table",
+            "shop.orders",
+            "--applied-position",
+            position,
+            "--reason",
+            "test",
+        ]
+        .map(String::from)
+    };
+    for (position, generation_after) in [("30", 1), ("30", 2)] {
+        let args = flip_args(position);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        s.run_with(&env, &args).ok();
+        assert_eq!(generation(&s, &route).0, generation_after);
+    }
+    let recovered = s
+        .run_with(
+            &env,
+            &[
+                "recover",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--into",
+                "shop.fixed",
+                "--source-table",
+                "shop.orders",
+                "--at-or-before",
+                "30",
+                "--recovery-id",
+                "rec-lost",
+                "--route",
+                &route,
+                "--json",
+            ],
+        )
+        .ok()
+        .json();
+    assert_eq!(recovered["route"]["generation"], 3, "{recovered}");
+    assert!(proxy.faults() >= 6, "faults injected: {}", proxy.faults());
+    assert_eq!(generation(&s, &route), (3, "shop.fixed".into()));
 }
 
 /// `apply --json` with the journal on S3 through the faults applies what an apply without them

@@ -2,7 +2,7 @@
 //! prefixes, the set-up steps the scenarios share (apply into a given warehouse, a catalog
 //! backup), and running a command until it completes while killing it at seeded random moments.
 
-use super::{Run, Scratch, tidemark};
+use super::{Run, Scratch, events, tidemark};
 
 /// `tidemark` in `s` with extra environment variables.
 pub fn run_env(s: &Scratch, env: &[(&str, &str)], args: &[&str]) -> Run {
@@ -295,4 +295,133 @@ pub fn fault_delete_in(
             "--json",
         ],
     )
+}
+
+/// The scenario of the crash and fault tests, on a local folder or (`s3`) on S3 (journal,
+/// warehouse and route): `journal append`, `apply` and `recover --route`, each run by `step`
+/// (which returns how many runs it killed, or 0), then the journal verified, the route's
+/// generation (1: flipped once) and the recovered table checked against an independent fold of
+/// the events; returns the sum of `step`'s counts.
+pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u32) -> u32 {
+    let s = Scratch::new();
+    let (journal, warehouse) = if s3 {
+        (unique("kill-journal"), unique("kill-wh"))
+    } else {
+        (s.path_str("journal"), String::new())
+    };
+    // `--warehouse` on S3; the catalog's default warehouse beside it on a local folder.
+    let wh: Vec<&str> = if s3 { vec!["--warehouse", &warehouse] } else { vec![] };
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let all = events(1, 600);
+    let input = s.write("in.ndjson", &all);
+    let input = input.to_str().unwrap();
+    let catalog = s.path_str("catalog.db");
+    let mut kills = 0;
+    kills += step(
+        &s,
+        &[
+            "journal",
+            "append",
+            "--journal",
+            &journal,
+            "--input",
+            input,
+            "--batch-size",
+            "50",
+        ],
+    );
+    kills += step(
+        &s,
+        &[
+            &[
+                "apply",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--table",
+                "shop.orders",
+                "--batches-per-commit",
+                "2",
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    );
+    s.run(
+        &[
+            &[
+                "fault",
+                "delete",
+                "--catalog",
+                &catalog,
+                "--table",
+                "shop.orders",
+                "--where",
+                "order_id = 'o-3'",
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    )
+    .ok();
+    let route = if s3 { unique("kill-route") } else { s.path_str("route") };
+    if !s3 {
+        std::fs::create_dir_all(&route).unwrap();
+    }
+    kills += step(
+        &s,
+        &[
+            &[
+                "recover",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--into",
+                "shop.fixed",
+                "--source-table",
+                "shop.orders",
+                "--at-or-before",
+                "600",
+                "--recovery-id",
+                "rec-crash",
+                "--route",
+                &route,
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    );
+    eprintln!("seed {seed} (s3: {s3}): {kills} runs killed before completion");
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
+        (Some(true), Some(600)),
+        "{v}"
+    );
+    assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
+    let rows = s
+        .run(&[
+            "query", "--route", &route, "--format", "json",
+            "SELECT order_id, order_version, is_deleted, journal_position FROM orders_with_tombstones ORDER BY order_id",
+        ])
+        .ok();
+    let found: Vec<serde_json::Value> = serde_json::from_str(&rows.stdout).unwrap();
+    let mut state = std::collections::BTreeMap::new();
+    crate::merge_events(&mut state, &all);
+    let expected: Vec<serde_json::Value> = state
+        .values()
+        .map(|r| {
+            serde_json::json!({
+                "order_id": r["order_id"], "order_version": r["order_version"],
+                "is_deleted": r["is_deleted"], "journal_position": r["journal_position"],
+            })
+        })
+        .collect();
+    assert_eq!(found, expected, "seed {seed}");
+    kills
 }
