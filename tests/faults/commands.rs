@@ -381,13 +381,13 @@ fn gameday_through_10_percent_faults() {
     let plain = region(&[], "gd-plain");
     // A fault costs the table files' client (iceberg-rust's FileIO) a second or more of backoff:
     // the bounds keep the run short.
-    let proxy = Proxy::mixed(&s, 53, 20);
+    let proxy = Proxy::mixed(&s, 53, 12);
     let faulty = region(&proxy.env(), "gd-faulty");
     assert_eq!(faulty["ok"], true, "{faulty}");
     assert_eq!(failed(&faulty), failed(&plain), "{faulty}\n{plain}");
     assert!(proxy.faults() > 0 && retried(&faulty) > 0, "{faulty}");
 
-    let proxy = Proxy::mixed(&s, 59, 20);
+    let proxy = Proxy::mixed(&s, 59, 12);
     let (work, store) = (s.path_str("gd-failover"), unique("gd-failover"));
     let fo = s
         .run_with(

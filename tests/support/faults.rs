@@ -29,11 +29,13 @@ pub struct Proxy {
 impl Proxy {
     /// Starts the proxy with these arguments (`--seed`, `--rate`, `--faults`, …).
     pub fn start(s: &Scratch, args: &[&str]) -> Proxy {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let upstream = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../sandbox/fault_proxy.py");
-        let port_file = s.path(&format!("proxy-{}.port", std::process::id()));
-        let stats = s.path(&format!("proxy-{}.stats", std::process::id()));
-        let _ = std::fs::remove_file(&port_file);
+        // Files of their own for each proxy (a test may run two).
+        let name = |ext: &str| s.path(&format!("proxy-{}-{n}.{ext}", std::process::id()));
+        let (port_file, stats, log) = (name("port"), name("stats"), name("log"));
         let mut child = std::process::Command::new("python3")
             .arg(script)
             .args(["--port", "0", "--upstream", &upstream])
@@ -42,12 +44,14 @@ impl Proxy {
             .arg("--stats")
             .arg(&stats)
             .args(args)
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("the proxy's log"))
             .spawn()
             .expect("start the fault proxy");
-        for _ in 0..100 {
+        // Generous: on a loaded machine the interpreter alone can take seconds to start.
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60) {
             if let Ok(port) = std::fs::read_to_string(&port_file)
-                && !port.is_empty()
+                && !port.trim().is_empty()
             {
                 return Proxy {
                     child,
@@ -55,11 +59,17 @@ impl Proxy {
                     stats,
                 };
             }
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("the fault proxy did not start");
+        panic!(
+            "the fault proxy did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     }
 
     /// The fault mix: `rate` of every request (default 10%) a 503, a 500, a reset or a
