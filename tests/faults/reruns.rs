@@ -59,7 +59,8 @@ fn a_completed_recovery_does_not_flip_again() {
 
 /// A failover stopped after its flip and before its promotion was recorded (a crash, or a lost
 /// reply after the last attempt) flipped the route again when re-run (generation 1 → 2 → 3): a
-/// re-run finds its own flip in the route's history and completes without flipping.
+/// re-run finds its own flip in the route's history and completes without flipping (and names
+/// the follower the first run fenced, not itself).
 #[test]
 fn a_failover_stopped_after_its_flip_does_not_flip_again() {
     let s = Scratch::new();
@@ -81,7 +82,8 @@ fn a_failover_stopped_after_its_flip_does_not_flip_again() {
         "--state",
         &state,
     ];
-    s.run(&[&["replica", "follow", "--once"][..], &target].concat()).ok();
+    s.run(&[&["replica", "follow", "--once", "--holder", "f-crash"][..], &target].concat())
+        .ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     flip(&s, &route, &primary, "shop.orders", 30, &[]);
@@ -98,6 +100,8 @@ fn a_failover_stopped_after_its_flip_does_not_flip_again() {
     assert_eq!(done["routes"][0]["from_generation"], 1, "{done}");
     assert_eq!(done["routes"][0]["to_generation"], 2, "{done}");
     assert_eq!(generation(&s, &route).0, 2, "flipped again");
+    // The follower fenced is the one the first run fenced, not the failover itself.
+    assert_eq!(done["fenced_holder"], "f-crash", "{done}");
     // Recorded now: the same failover again is refused, naming its promotion.
     s.run(&failover).fails(5, &["fo-crash is already recorded"]);
 }

@@ -232,7 +232,8 @@ pub async fn failover(
         at: clock.now_rfc3339(),
         catalog,
         reason: reason.to_string(),
-        fenced_holder: before.map(|b| b.holder),
+        // On a re-run the lease is already this failover's: the follower is the one it fenced.
+        fenced_holder: before.and_then(|b| b.taken_by(failover_id)),
         routes: flips,
         tables: promoted_tables(&state),
         ms: started.elapsed().as_millis() as u64,
