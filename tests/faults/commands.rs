@@ -105,30 +105,8 @@ fn lost_replies_on_every_route_write_on_s3() {
         s.run_with(&env, &args).ok();
         assert_eq!(generation(&s, &route).0, generation_after);
     }
-    let recovered = s
-        .run_with(
-            &env,
-            &[
-                "recover",
-                "--journal",
-                &journal,
-                "--catalog",
-                &catalog,
-                "--into",
-                "shop.fixed",
-                "--source-table",
-                "shop.orders",
-                "--at-or-before",
-                "30",
-                "--recovery-id",
-                "rec-lost",
-                "--route",
-                &route,
-                "--json",
-            ],
-        )
-        .ok()
-        .json();
+    let recover = recover_args(&journal, &catalog, "30", "rec-lost", &route);
+    let recovered = s.run_with(&env, &recover).ok().json();
     assert_eq!(recovered["route"]["generation"], 3, "{recovered}");
     assert!(proxy.faults() >= 6, "faults injected: {}", proxy.faults());
     assert_eq!(generation(&s, &route), (3, "shop.fixed".into()));

@@ -102,24 +102,7 @@ fn failpoints_at_every_step_then_rerun() {
     s.run(&apply).ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    let recover = [
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--into",
-        "shop.fixed",
-        "--source-table",
-        "shop.orders",
-        "--at-or-before",
-        "40",
-        "--recovery-id",
-        "rec-fp",
-        "--route",
-        &route,
-        "--json",
-    ];
+    let recover = recover_args(&journal, &catalog, "40", "rec-fp", &route);
     for fp in [
         "recover:after-seed",
         "recover:after-replay",

@@ -23,24 +23,7 @@ fn a_completed_recovery_does_not_flip_again() {
     let (journal, catalog) = damaged(&s);
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    let recover = [
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--into",
-        "shop.fixed",
-        "--source-table",
-        "shop.orders",
-        "--at-or-before",
-        "40",
-        "--recovery-id",
-        "rec-twice",
-        "--route",
-        &route,
-        "--json",
-    ];
+    let recover = recover_args(&journal, &catalog, "40", "rec-twice", &route);
     let first = s.run(&recover).ok().json();
     assert_eq!(first["route"]["generation"], 1, "{first}");
     assert_eq!(first["route_already_flipped"], false);

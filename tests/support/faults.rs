@@ -382,23 +382,7 @@ pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u
     kills += step(
         &s,
         &[
-            &[
-                "recover",
-                "--journal",
-                &journal,
-                "--catalog",
-                &catalog,
-                "--into",
-                "shop.fixed",
-                "--source-table",
-                "shop.orders",
-                "--at-or-before",
-                "600",
-                "--recovery-id",
-                "rec-crash",
-                "--route",
-                &route,
-            ],
+            &recover_args(&journal, &catalog, "600", "rec-crash", &route)[..],
             &wh[..],
         ]
         .concat(),
@@ -434,4 +418,33 @@ pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u
         .collect();
     assert_eq!(found, expected, "seed {seed}");
     kills
+}
+
+/// The arguments of `recover --json` of `shop.orders` of `catalog` into `shop.fixed` at or
+/// before `position`, as recovery `id`, flipping `route`.
+pub fn recover_args<'a>(
+    journal: &'a str,
+    catalog: &'a str,
+    position: &'a str,
+    id: &'a str,
+    route: &'a str,
+) -> [&'a str; 16] {
+    [
+        "recover",
+        "--journal",
+        journal,
+        "--catalog",
+        catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        position,
+        "--recovery-id",
+        id,
+        "--route",
+        route,
+        "--json",
+    ]
 }
