@@ -15,6 +15,7 @@
 //! * `follow:after-table` — per table `replica follow` (or `failover`'s final scan) moved, before
 //!   the cycle's state is written; `follow:after-state` — per cycle, after its state is written
 //!   (before the lease is renewed or released).
+//! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

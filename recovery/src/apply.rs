@@ -185,6 +185,10 @@ pub struct ApplyReport {
     pub compaction_writes: WriteStats,
     pub compaction_ms: u64,
     pub elapsed_ms: u64,
+    /// S3 requests the command made through tidemark's S3 client (the journal and checkpoints),
+    /// retried and failed; absent when it made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// Progress after each unit.

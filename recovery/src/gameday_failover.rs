@@ -65,6 +65,10 @@ pub struct FailoverGamedayReport {
     pub kept_files: usize,
     pub checks: Vec<DrillCheck>,
     pub ms: u64,
+    /// S3 requests the game day made through tidemark's S3 client (journal, route, follower
+    /// state, replica copy), retried and failed; absent when it made none (a local location).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl FailoverGamedayReport {
@@ -527,6 +531,7 @@ pub async fn run(
         kept_files: kept,
         checks,
         ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }
 

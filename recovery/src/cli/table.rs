@@ -135,7 +135,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let mut progress = Progress::new("apply", args.common.quiet);
-    let report = apply(
+    let mut report = apply(
         &journal,
         &handle,
         &table_name,
@@ -155,6 +155,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
+    report.s3_requests = super::s3_requests();
     if args.common.json {
         print_json(&report)?;
     } else {
