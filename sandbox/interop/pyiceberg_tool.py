@@ -56,7 +56,7 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
       0.12 cannot read a table with equality deletes): an independent reader for those tables.
   pyiceberg_tool.py live-files CATALOG_DB WAREHOUSE TABLE
       Every live file of the current snapshot (data and delete files) as a JSON array: content,
-      path, size, records, sequence_number, spec_id.
+      path, size, records, sequence_number, spec_id, codec (of the first column chunk).
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -660,10 +660,19 @@ def cmd_read_raw(db: str, warehouse: str, ident: str) -> None:
         sys.stdout.write("\n")
 
 
+def codec(table, data_file) -> str | None:
+    """The compression codec of a Parquet file's first column chunk (ZSTD, SNAPPY, ...)."""
+    import pyarrow.parquet as pq
+
+    with table.io.new_input(data_file.file_path).open() as f:
+        meta = pq.ParquetFile(pa.BufferReader(f.read())).metadata
+    return meta.row_group(0).column(0).compression if meta.num_row_groups else None
+
+
 def cmd_live_files(db: str, warehouse: str, ident: str) -> None:
     """Every live file of the current snapshot, data and delete files, from its manifests:
     content (data, position-deletes, equality-deletes), path, size, records, sequence_number,
-    spec_id."""
+    spec_id, codec (of the first column chunk)."""
     table = load_table(db, warehouse, ident)
     names = {
         DataFileContent.DATA: "data",
@@ -678,6 +687,7 @@ def cmd_live_files(db: str, warehouse: str, ident: str) -> None:
             "records": e.data_file.record_count,
             "sequence_number": e.sequence_number,
             "spec_id": e.data_file.spec_id,
+            "codec": codec(table, e.data_file),
         }
         for e in live_entries(table)
     ]

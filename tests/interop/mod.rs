@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+mod defects;
 mod equality;
 mod evolution;
 mod fault_delete;
