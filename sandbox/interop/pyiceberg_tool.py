@@ -26,6 +26,9 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
   pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
       Appends rows to an existing table by its current schema (JSON keys are the current column
       names; decimals as strings, timestamps RFC 3339; a column left out is null).
+  pyiceberg_tool.py overwrite CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+      Replaces the rows with the keys of ROWS_JSONL by those rows (PyIceberg's copy-on-write
+      overwrite filtered on the key column, one commit).
   pyiceberg_tool.py position-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
   pyiceberg_tool.py equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
       Deletes rows by merge-on-read, as Spark or Flink do: a position delete file (file_path,
@@ -307,17 +310,34 @@ def value_of(field_type, text):
     return text
 
 
-def cmd_append(db: str, warehouse: str, ident: str, rows_path: str) -> None:
-    table = load_table(db, warehouse, ident)
-    schema = table.schema()
+def rows_of(schema, rows_path: str) -> pa.Table:
+    """The rows of a JSON-lines file by the table's current schema (see `append`)."""
     rows = []
     with open(rows_path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
                 rows.append({fld.name: value_of(fld.field_type, r.get(fld.name)) for fld in schema.fields})
-    data = pa.Table.from_pylist(rows, schema=schema.as_arrow())
+    return pa.Table.from_pylist(rows, schema=schema.as_arrow())
+
+
+def cmd_append(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+    table = load_table(db, warehouse, ident)
+    data = rows_of(table.schema(), rows_path)
     table.append(data)
+    json.dump({"table": ident, "rows": data.num_rows}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def cmd_overwrite(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+    """Replaces the rows with the keys of ROWS_JSONL by those rows (PyIceberg's copy-on-write
+    overwrite with a filter on the key, one commit)."""
+    from pyiceberg.expressions import In
+
+    table = load_table(db, warehouse, ident)
+    data = rows_of(table.schema(), rows_path)
+    key = table.schema().find_field(1).name
+    table.overwrite(data, overwrite_filter=In(key, data.column(key).to_pylist()))
     json.dump({"table": ident, "rows": data.num_rows}, sys.stdout)
     sys.stdout.write("\n")
 
@@ -699,7 +719,7 @@ USAGE = """usage:
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
   pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
   pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
-  pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+  pyiceberg_tool.py append|overwrite CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
   pyiceberg_tool.py position-delete|equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
   pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
   pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
@@ -716,6 +736,7 @@ COMMANDS = {
     "create-and-write": (cmd_create_and_write, None),
     "snapshots": (cmd_snapshots, 0),
     "append": (cmd_append, 1),
+    "overwrite": (cmd_overwrite, 1),
     "position-delete": (cmd_position_delete, None),
     "equality-delete": (cmd_equality_delete, None),
     "rename": (cmd_rename, 2),

@@ -1,6 +1,7 @@
-//! Issue 11's defects 4, 7, 8, 9 and 10 end to end on tables PyIceberg creates and writes (the
-//! library tests cover them on tidemark's own tables): a snapshot of another writer traced to
-//! the journal that recorded its position, a refused recovery leaving nothing behind,
+//! Issue 11's defects 3, 4, 7, 8, 9 and 10 end to end on tables PyIceberg creates and writes (the
+//! library tests cover them on tidemark's own tables): validation of a column another writer
+//! added, a snapshot of another writer traced to the journal that recorded its position, a
+//! refused recovery leaving nothing behind,
 //! `table rewrite-paths` given a plain path, `history compare` naming a spec and a property
 //! another writer changed, and the Parquet codec property other writers set.
 
@@ -195,4 +196,53 @@ fn tidemark_writes_the_codec_a_pyiceberg_table_asks_for() {
     let mut want = prior;
     merge_reshaped(&mut want, &t.events, &[], &[]);
     assert_same_rows(&t.py.read("shop.orders"), &values(&want));
+}
+
+/// Defect 3: validation covers a column outside the journal's spec. A recovered table whose
+/// `note` another writer changes afterwards fails the validation of the same recovery, naming
+/// the key and the column.
+#[test]
+fn validation_covers_a_column_another_writer_added() {
+    let Some(mut t) = Shared::new() else { return };
+    let first: String = (1..=3).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
+    t.apply(&first);
+    t.py("add-column", &["note"]);
+    let row = json!({
+        "order_id": "o-5", "order_version": 1, "customer_id": "c-o-5", "status": "placed", "amount": "5.00",
+        "currency": "EUR", "is_deleted": false, "event_time": "2026-11-01T10:00:00Z", "journal_position": 0,
+        "note": "gift wrap",
+    });
+    let rows = t.s.write("o5.jsonl", &format!("{row}\n"));
+    t.py("append", &[rows.to_str().unwrap()]);
+    t.apply(&ev(4, "o-5", 2, "paid", "EUR"));
+    let recover = || {
+        t.s.run(&[
+            "recover",
+            "--journal",
+            &t.journal,
+            "--catalog",
+            &t.catalog,
+            "--source-table",
+            "shop.orders",
+            "--into",
+            "shop.recovered",
+            "--recovery-id",
+            "rec-note",
+            "--json",
+        ])
+    };
+    let r = recover().ok().json();
+    assert_eq!(r["validation"]["ok"], true, "{r}");
+    // Another writer rewrites o-5 in the recovered table with another note, every other column
+    // as it was.
+    let mut o5 =
+        t.py.read("shop.recovered")
+            .into_iter()
+            .find(|r| r["order_id"] == "o-5")
+            .unwrap();
+    assert_eq!(o5["note"], "gift wrap", "{o5}");
+    o5["note"] = json!("tampered");
+    let rows = t.s.write("o5-changed.jsonl", &format!("{o5}\n"));
+    t.py.run("overwrite", "shop.recovered", &[rows.to_str().unwrap()]).ok();
+    recover().fails(4, &["validation failed", "o-5 value (note)"]);
 }

@@ -115,7 +115,7 @@ fn fault_delete_across_a_schema_change_by_another_writer() {
 #[test]
 fn fault_delete_across_a_partition_spec_change_by_another_writer() {
     let Some(mut t) = Shared::new() else { return };
-    let currency = |i: u64| if i % 2 == 0 { "USD" } else { "EUR" };
+    let currency = |i: u64| if i.is_multiple_of(2) { "USD" } else { "EUR" };
     let first: String = (1..=6)
         .map(|i| ev(i, &format!("o-{i}"), 1, "placed", currency(i)))
         .collect();
