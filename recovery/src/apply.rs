@@ -30,6 +30,7 @@ use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
 
 use crate::apply_mor::{MergeMode, WriteStats, merge_on_read};
+use crate::apply_spill::{SpilledEvents, copy_on_write_spilled};
 use crate::catalog::CatalogHandle;
 use crate::compact::{CompactOptions, compact, deleted_fraction};
 use crate::ids::Ids;
@@ -92,6 +93,8 @@ pub enum ApplyError {
     Failpoint(String),
     #[error("commit refused: {0}")]
     Fenced(String),
+    #[error("merge spill {path}: {message}")]
+    Spill { path: String, message: String },
 }
 
 /// Checked right before every table commit: a fenced writer (the route moved past the
@@ -296,14 +299,30 @@ pub async fn read_manifest_events(
     Ok(out)
 }
 
+/// The events of one unit: in memory, or spilled to disk (a recovery's replay range, see
+/// [`crate::apply_spill`]).
+#[derive(Debug)]
+pub enum UnitEvents {
+    Batches(Vec<RecordBatch>),
+    Spilled(SpilledEvents),
+}
+
+impl From<Vec<RecordBatch>> for UnitEvents {
+    fn from(b: Vec<RecordBatch>) -> Self {
+        UnitEvents::Batches(b)
+    }
+}
+
 /// Merges `events` into the table copy-on-write and commits, retrying on a concurrent commit.
-/// Returns the table after the commit (or unchanged when the events changed nothing).
+/// Spilled events are merged in key ranges of about `range_events` events (see
+/// [`crate::apply_spill`]). Returns the table after the commit (or unchanged when the events
+/// changed nothing).
 #[allow(clippy::too_many_arguments)]
 pub async fn merge_and_commit(
     handle: &CatalogHandle,
     table: Table,
     spec: &tidemark_journal::spec::CompiledSpec,
-    events: Vec<RecordBatch>,
+    events: UnitEvents,
     summary: HashMap<String, String>,
     clock: &dyn Clock,
     ids: &dyn Ids,
@@ -311,12 +330,14 @@ pub async fn merge_and_commit(
     skip_if_applied: Option<u64>,
     guard: Option<&dyn CommitGuard>,
     chunk_rows: u64,
+    range_events: u64,
 ) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
     let unit = UnitOptions {
         max_attempts,
         skip_if_applied,
         guard,
         chunk_rows,
+        range_events,
         mode: MergeMode::CopyOnWrite,
         key_index: None,
     };
@@ -331,6 +352,8 @@ pub struct UnitOptions<'a> {
     pub skip_if_applied: Option<u64>,
     pub guard: Option<&'a dyn CommitGuard>,
     pub chunk_rows: u64,
+    /// Events one key range of a spilled unit holds (about; see [`crate::apply_spill`]).
+    pub range_events: u64,
     pub mode: MergeMode,
     /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
     pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
@@ -346,21 +369,22 @@ pub struct Committed {
 }
 
 /// A unit's changes, written but not committed.
-struct UnitFiles {
-    removed: Vec<String>,
-    added: Vec<DataFile>,
-    deletes: Vec<DataFile>,
-    stats: MergeStats,
-    writes: WriteStats,
+pub(crate) struct UnitFiles {
+    pub(crate) removed: Vec<String>,
+    pub(crate) added: Vec<DataFile>,
+    pub(crate) deletes: Vec<DataFile>,
+    pub(crate) stats: MergeStats,
+    pub(crate) writes: WriteStats,
 }
 
 /// Merges `events` into the table in `unit.mode` and commits, retrying on a concurrent commit.
+/// Spilled events are merged copy-on-write only.
 #[allow(clippy::too_many_arguments)]
 pub async fn merge_and_commit_unit(
     handle: &CatalogHandle,
     mut table: Table,
     spec: &tidemark_journal::spec::CompiledSpec,
-    events: Vec<RecordBatch>,
+    events: UnitEvents,
     summary: HashMap<String, String>,
     clock: &dyn Clock,
     ids: &dyn Ids,
@@ -370,11 +394,14 @@ pub async fn merge_and_commit_unit(
     let schema = arrow_schema(&table)?;
     let cur_schema = merge::current_schema(&schema);
     let key_t = spec.types[spec.key_index];
+    // The keys of in-memory events, for pruning; spilled events are pruned range by range.
     let mut keys = BTreeSet::new();
-    for b in &events {
-        let col = b.column(spec.event_column(spec.key_index));
-        for r in 0..b.num_rows() {
-            keys.insert(cell(col.as_ref(), key_t, r));
+    if let UnitEvents::Batches(events) = &events {
+        for b in events {
+            let col = b.column(spec.event_column(spec.key_index));
+            for r in 0..b.num_rows() {
+                keys.insert(cell(col.as_ref(), key_t, r));
+            }
         }
     }
     let key_field_id = table
@@ -392,12 +419,32 @@ pub async fn merge_and_commit_unit(
         } else {
             files.iter().collect()
         };
-        let f = match unit.mode {
-            MergeMode::CopyOnWrite => {
+        let f = match (&events, unit.mode) {
+            (UnitEvents::Spilled(spilled), MergeMode::CopyOnWrite) => {
+                copy_on_write_spilled(
+                    &table,
+                    spec,
+                    spilled,
+                    &schema,
+                    &cur_schema,
+                    key_field_id,
+                    &files,
+                    &deletes,
+                    ids,
+                    unit.chunk_rows,
+                    unit.range_events,
+                    prunable(key_t),
+                )
+                .await?
+            }
+            (UnitEvents::Spilled(_), MergeMode::MergeOnRead) => {
+                return Err(MergeError::Input("spilled events are merged copy-on-write only".into()).into());
+            }
+            (UnitEvents::Batches(events), MergeMode::CopyOnWrite) => {
                 copy_on_write(
                     &table,
                     spec,
-                    &events,
+                    events,
                     &schema,
                     &cur_schema,
                     key_field_id,
@@ -408,7 +455,7 @@ pub async fn merge_and_commit_unit(
                 )
                 .await?
             }
-            MergeMode::MergeOnRead => {
+            (UnitEvents::Batches(events), MergeMode::MergeOnRead) => {
                 // The index is taken out for the unit (a failed unit drops it: it is a cache).
                 let mut index = unit
                     .key_index
@@ -418,7 +465,7 @@ pub async fn merge_and_commit_unit(
                 let m = merge_on_read(
                     &table,
                     spec,
-                    &events,
+                    events,
                     &schema,
                     &cur_schema,
                     key_field_id,
@@ -525,16 +572,7 @@ async fn copy_on_write(
         removed.extend(out.files_to_rewrite);
         let mut rows = out.kept_rows;
         rows.extend(out.upserts);
-        // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the
-        // next batch's key bounds prune most of them and a rewrite touches only what it must.
-        for batch in &sort_by_key(schema, &rows, &spec.spec.key_column)? {
-            let mut offset = 0;
-            while offset < batch.num_rows() {
-                let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-                added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
-                offset += len;
-            }
-        }
+        added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
     }
     let mut writes = WriteStats {
         data_files_removed: removed.len() as u64,
@@ -548,6 +586,28 @@ async fn copy_on_write(
         stats,
         writes,
     })
+}
+
+/// `rows` written sorted by the column `key`, in files of at most [`ROWS_PER_FILE`] rows: each
+/// covers a narrow key range, so the next batch's key bounds prune most of them and a rewrite
+/// touches only what it must.
+pub(crate) async fn write_sorted(
+    table: &Table,
+    schema: &arrow_schema::SchemaRef,
+    rows: &[RecordBatch],
+    key: &str,
+    ids: &dyn Ids,
+) -> Result<Vec<DataFile>, ApplyError> {
+    let mut added = Vec::new();
+    for batch in &sort_by_key(schema, rows, key)? {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+            added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
+            offset += len;
+        }
+    }
+    Ok(added)
 }
 
 /// The rows of `events` per key-range chunk (see [`chunk_by_key`]).
@@ -725,10 +785,11 @@ pub async fn apply(
             skip_if_applied: Some(to),
             guard: opts.guard.as_ref().map(|g| g.0.as_ref()),
             chunk_rows: opts.chunk_rows,
+            range_events: opts.chunk_rows,
             mode,
             key_index: Some(&key_index),
         };
-        let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
+        let c = merge_and_commit_unit(handle, table, spec, events.into(), summary, clock, ids, &unit).await?;
         let committed = c.committed;
         table = c.table;
         report.retries += c.retries;

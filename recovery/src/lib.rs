@@ -3,6 +3,9 @@
 
 pub mod apply;
 pub mod apply_mor;
+pub mod apply_spill;
+#[cfg(test)]
+mod apply_spill_tests;
 #[cfg(test)]
 mod apply_tests;
 #[cfg(all(test, feature = "ballista-engine"))]
