@@ -33,8 +33,9 @@ use iceberg::table::Table;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
-use crate::apply::{ApplyError, UnitFiles, write_sorted};
+use crate::apply::ApplyError;
 use crate::apply_mor::WriteStats;
+use crate::apply_unit::{UnitFiles, write_sorted};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};

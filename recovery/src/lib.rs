@@ -8,6 +8,7 @@ pub mod apply_spill;
 mod apply_spill_tests;
 #[cfg(test)]
 mod apply_tests;
+pub mod apply_unit;
 #[cfg(all(test, feature = "ballista-engine"))]
 mod ballista_tests;
 pub mod benchdata;

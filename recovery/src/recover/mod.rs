@@ -253,6 +253,10 @@ pub async fn recover(
     // From here on a failure or a failed validation marks the seeded table refused, so that a
     // rerun of the same recovery drops it and starts again (see `seed`).
     let t = Instant::now();
+    let spilled = match &verified.0 {
+        crate::apply::UnitEvents::Spilled(s) => format!(" ({} events spilled to disk, merged in key ranges)", s.rows()),
+        crate::apply::UnitEvents::Batches(_) => String::new(),
+    };
     let replayed = replay::replay(
         journal,
         handle,
@@ -279,7 +283,7 @@ pub async fn recover(
         "replay",
         t,
         format!(
-            "positions {}..={h}: {} events, {} inserted, {} updated",
+            "positions {}..={h}: {} events, {} inserted, {} updated{spilled}",
             snap.position + 1,
             replay_stats.events,
             replay_stats.inserted,

@@ -5,8 +5,9 @@
 //! holds H.
 //!
 //! Memory does not grow with the range: the events are read one manifest at a time and, beyond
-//! a bound (`--partition-rows`' events, default [`super::validate::PARTITION_ROWS`]), spilled to
-//! disk and merged in key ranges of about that many events ([`crate::apply_spill`]).
+//! a bound ([`super::RecoverOptions::partition_rows`], default
+//! [`super::validate::PARTITION_ROWS`]), spilled to disk and merged in key ranges of about that
+//! many events ([`crate::apply_spill`]).
 
 use std::collections::HashMap;
 
