@@ -231,14 +231,31 @@ impl FileWrite for CountingWriter {
 mod tests {
     use super::*;
 
+    /// A loopback HTTP server answering `503 Slow Down` to every request; returns its URL.
+    fn always_503() -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            }
+        });
+        url
+    }
+
     #[tokio::test]
     async fn s3_calls_their_errors_and_retries_are_counted() {
         install_retry_counter();
         let dir = std::env::temp_dir().join(format!("tm-counted-io-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        // An S3 endpoint nobody listens on: the read fails after the RetryLayer's retries.
+        // An S3 endpoint answering 503 to everything: the read fails after the RetryLayer's retries.
+        let endpoint = always_503();
         let io = iceberg::io::FileIOBuilder::new(Arc::new(CountingStorageFactory::new()))
-            .with_prop("s3.endpoint", "http://127.0.0.1:9")
+            .with_prop("s3.endpoint", endpoint)
+            .with_prop("s3.path-style-access", "true")
             .with_prop("s3.region", "us-east-1")
             .with_prop("s3.access-key-id", "k")
             .with_prop("s3.secret-access-key", "s")
