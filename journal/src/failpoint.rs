@@ -12,6 +12,9 @@
 //!   `recover:after-flip`;
 //! * `copy:after-object` — per object `replica copy` wrote;
 //! * `restore:after-table` — per table `catalog restore` registered or swapped;
+//! * `follow:after-table` — per table `replica follow` (or `failover`'s final scan) moved, before
+//!   the cycle's state is written; `follow:after-state` — per cycle, after its state is written
+//!   (before the lease is renewed or released).
 //! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;

@@ -6,5 +6,6 @@
 
 mod commands;
 mod crashes;
+mod follow;
 mod reruns;
 mod s3;

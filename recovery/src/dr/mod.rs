@@ -10,6 +10,7 @@ pub mod backup;
 pub mod copy;
 pub mod failover;
 pub mod follow;
+pub mod follow_publish;
 pub mod follow_state;
 pub mod follow_status;
 pub mod follower;

@@ -215,7 +215,7 @@ pub async fn recover(
         &reference,
         &table,
         ref_events,
-        &super::spill_dir(),
+        &super::spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await;
