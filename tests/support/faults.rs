@@ -72,8 +72,9 @@ impl Proxy {
         );
     }
 
-    /// The fault mix: `rate` of every request (default 10%) a 503, a 500, a reset or a
-    /// lost reply, seeded by `seed`, at most `max_faults` in all.
+    /// The fault mix: 10% of every request a 503, a 500, a reset, a lost reply or a 2 s
+    /// delay before the request is forwarded (past the 1 s read timeout of [`Proxy::env`]),
+    /// seeded by `seed`, at most `max_faults` in all.
     pub fn mixed(s: &Scratch, seed: u64, max_faults: u32) -> Proxy {
         Proxy::start(
             s,
@@ -83,7 +84,9 @@ impl Proxy {
                 "--rate",
                 "0.1",
                 "--faults",
-                "503,500,reset,lost",
+                "503,500,reset,lost,delay",
+                "--delay",
+                "2",
                 "--max-faults",
                 &max_faults.to_string(),
             ],
@@ -92,8 +95,14 @@ impl Proxy {
 
     /// The environment that sends a command's S3 requests (tidemark's client and the table
     /// files' FileIO alike) through the proxy.
-    pub fn env(&self) -> [(&str, &str); 1] {
-        [("AWS_ENDPOINT_URL", self.endpoint.as_str())]
+    /// tidemark's client gives up on a reply after 1 s, so the proxy's 2 s delays are delays
+    /// past the read timeout (retried, while the delayed request still reaches the server late);
+    /// the table files' FileIO waits them out (its own timeout is longer).
+    pub fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint.as_str()),
+            ("TIDEMARK_S3_READ_TIMEOUT", "1"),
+        ]
     }
 
     pub fn faults(&self) -> u64 {
