@@ -84,10 +84,11 @@ pub struct ResyncTable {
     pub primary_pointer: Option<String>,
     /// Where the demoted pointer is (or would be) after the resync.
     pub walked_back_to: Option<String>,
-    /// The current snapshot there (the newest one both sides hold); `None` when the table has
-    /// none or nothing was walked back.
+    /// The newest snapshot both sides hold, where the table is (or would be) walked back to or
+    /// restored at; `None` when the table has no snapshot there, or no such snapshot was found.
     pub walked_back_to_snapshot: Option<i64>,
-    /// Metadata files walked over, newest first.
+    /// Metadata files walked over, newest first (REST: the pointer the commit moved from; the
+    /// server writes the metadata files, the snapshots walked over are `diverged_snapshots`).
     pub walked_over: Vec<String>,
     /// Snapshots only the demoted side has.
     pub diverged_snapshots: Vec<i64>,

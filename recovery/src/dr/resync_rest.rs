@@ -52,6 +52,7 @@ pub(super) async fn walk_back(
         t.reason = "no snapshot of the demoted main's ancestry is held by the new primary; nothing moved".into();
         return Ok(());
     };
+    t.walked_back_to_snapshot = Some(common);
     if common == current {
         t.action = ResyncAction::InStep;
         t.reason = "at a snapshot the new primary holds".into();
@@ -70,7 +71,6 @@ pub(super) async fn walk_back(
     t.diverged_snapshots = diverged;
     t.kept_files = kept;
     t.walked_over = t.demoted_pointer.iter().cloned().collect();
-    t.walked_back_to_snapshot = Some(common);
     t.action = ResyncAction::WalkedBack;
     t.reason = format!(
         "{} snapshots of main only the demoted side has ({}), main walked back to snapshot {common} by one commit; \
