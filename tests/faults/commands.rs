@@ -388,3 +388,74 @@ fn gameday_through_10_percent_faults() {
     assert_eq!(fo["rpo_positions"], 100, "{fo}");
     assert!(proxy.faults() > 0 && retried(&fo) > 0, "{fo}");
 }
+
+/// The table files (metadata, manifests, data, read and written through iceberg-rust's FileIO)
+/// are counted in `s3_requests`: `apply --json` of a local journal into a warehouse on S3
+/// counts at least the four writes of each commit (data file, manifest, manifest list,
+/// metadata), where tidemark's own client alone made almost none; `fault delete` through the
+/// faults, which touches only the catalog and the table files, reports requests and the
+/// retries of the table-file client (it reported no `s3_requests` before).
+#[test]
+fn table_file_requests_and_retries_are_counted() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 60, 20);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = unique("counted");
+    let applied = s
+        .run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let commits = applied["commits"].as_u64().unwrap();
+    assert!(commits > 0, "{applied}");
+    let requests = applied["s3_requests"]["requests"].as_u64().unwrap_or(0);
+    assert!(requests >= 4 * commits, "{applied}");
+    // Half of the requests fail (503 or 500), at most 6: `fault delete` makes about a dozen
+    // requests, so some are retried whatever order concurrent requests arrive in.
+    let proxy = Proxy::start(
+        &s,
+        &[
+            "--seed",
+            "71",
+            "--rate",
+            "0.5",
+            "--faults",
+            "503,500",
+            "--max-faults",
+            "6",
+        ],
+    );
+    let deleted = fault_delete_in(
+        &s,
+        &proxy.env(),
+        &catalog,
+        &warehouse,
+        "shop.orders",
+        "order_id IN ('o-1', 'o-4')",
+    )
+    .ok()
+    .json();
+    assert!(deleted["rows_deleted"].as_u64().unwrap() > 0, "{deleted}");
+    assert!(
+        deleted["s3_requests"]["requests"].as_u64().unwrap_or(0) > 0,
+        "{deleted}"
+    );
+    assert!(
+        proxy.faults() > 0 && retried(&deleted) > 0,
+        "faults {}: {deleted}",
+        proxy.faults()
+    );
+}

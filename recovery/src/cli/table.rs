@@ -239,7 +239,8 @@ pub struct FaultDeleteArgs {
 
 pub async fn run_fault_delete(args: FaultDeleteArgs) -> anyhow::Result<()> {
     let handle = args.catalog.open().await?;
-    let report = fault::delete_rows(&handle, &args.table, &args.predicate, &SystemClock, &RandomIds).await?;
+    let mut report = fault::delete_rows(&handle, &args.table, &args.predicate, &SystemClock, &RandomIds).await?;
+    report.s3_requests = super::s3_requests();
     if args.common.json {
         print_json(&report)?;
     } else {
