@@ -3,8 +3,9 @@
 //! table's warehouse) and SeaweedFS's Iceberg REST catalog (create, then snapshot commits). Per
 //! kind: strict follow with files missing, advance (by a follower stopped at its failpoint, then
 //! resumed), someone else's commit as a conflict (the other table still advances), failover with
-//! a route, the fenced follower, a write on the DR side, and resync of the diverged old primary
-//! onto it. And where the follower's state may live.
+//! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
+//! resync `--demote` of the DR catalog itself onto the old primary (its post-failover commits walked
+//! back, their files kept and listed). And where the follower's state may live.
 
 use super::catalogs_remote::{ns, rest_definition, s3tables_definition};
 use super::replica_warm::{base, replicate};
@@ -273,6 +274,64 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     );
     resync(false);
     assert_eq!(table(&resync(false), &orders)["action"], "in_step");
+
+    // The roles turn once more: the DR side's commits since the failover are abandoned and it is
+    // demoted onto the resynced old primary: `resync --demote` of this catalog kind.
+    let demote = |dry: bool| {
+        let mut args = vec![
+            "replica",
+            "resync",
+            "--demote",
+            dr,
+            "--primary",
+            &primary,
+            "--namespace",
+            namespace,
+            "--json",
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        s.run(&args).ok().json()
+    };
+    let before = record("h4.json");
+    let plan = demote(true);
+    let t = table(&plan, &orders);
+    assert_eq!(t["action"], "walked_back", "{plan}");
+    let kept = t["kept_files"].clone();
+    assert!(kept.as_array().unwrap().iter().any(|f| f["what"] == "data file"), "{t}");
+    assert!(!t["diverged_snapshots"].as_array().unwrap().is_empty(), "{t}");
+    // The plan changed nothing.
+    assert_eq!(snap(&record("h5.json"), &orders), snap(&before, &orders));
+    let done = demote(false);
+    let t = table(&done, &orders);
+    assert_eq!(t["action"], "walked_back", "{done}");
+    assert_eq!(t["kept_files"], kept, "{t}");
+    // Every file it walked over is still there (kept, never deleted): local ones checked here.
+    for f in kept.as_array().unwrap() {
+        if let Some(local) = f["path"].as_str().unwrap().strip_prefix("file://") {
+            assert!(std::path::Path::new(local).exists(), "{f}");
+        }
+    }
+    let after = record("h6.json");
+    let hp2 = s.path_str("hp2.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--namespace",
+        namespace,
+        "--out",
+        &hp2,
+    ])
+    .ok();
+    let hp2: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp2).unwrap()).unwrap();
+    assert_ne!(snap(&after, &orders), snap(&before, &orders), "{after}");
+    assert_eq!(snap(&after, &orders), snap(&hp2, &orders), "{after}");
+    assert_eq!(table(&demote(false), &orders)["action"], "in_step");
 }
 
 #[test]

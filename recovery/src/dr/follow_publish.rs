@@ -328,7 +328,7 @@ async fn publish_s3tables(
     })
 }
 
-fn main_branch(id: i64) -> SnapshotReference {
+pub(super) fn main_branch(id: i64) -> SnapshotReference {
     SnapshotReference::new(
         id,
         SnapshotRetention::Branch {
@@ -340,7 +340,7 @@ fn main_branch(id: i64) -> SnapshotReference {
 }
 
 /// The requirements of every follower commit: the table is the one read, at the snapshot read.
-fn based_on(dr: &Table) -> Vec<TableRequirement> {
+pub(super) fn based_on(dr: &Table) -> Vec<TableRequirement> {
     vec![
         TableRequirement::UuidMatch {
             uuid: dr.metadata().uuid(),

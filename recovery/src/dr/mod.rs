@@ -21,6 +21,7 @@ pub mod rebuild;
 mod rebuild_tests;
 pub mod replica;
 pub mod resync;
+mod resync_rest;
 pub mod rewrite;
 #[cfg(test)]
 pub(crate) mod test_support;
