@@ -1,8 +1,10 @@
-//! 10% of every S3 request failing (503, 500, resets, lost replies; seeded, bounded) through
+//! 10% of every S3 request failing (503, 500, resets, lost replies, delays past the read
+//! timeout; seeded, bounded) through
 //! sandbox/fault_proxy.py: the crash tests' journey (`journal append`, `apply`, `recover
 //! --route`, all on S3) and the commands tests/faults/s3.rs does not cover (`apply --json`,
-//! `fault delete`, `history record` and `compare`, `catalog rebuild`, `replica follow` and
-//! `failover`, both game days), and every route write's reply lost. Each completes with the
+//! `fault delete`, `history record` and `compare`, `catalog backup` and `restore`, `catalog
+//! rebuild`, `replica follow` and `failover`, both game days), and every route write's reply
+//! lost. Each completes with the
 //! result it has without faults, reports its retries where tidemark's own S3 client made
 //! requests, and takes no lost reply for a conflict.
 
@@ -190,6 +192,45 @@ fn fault_delete_and_history_through_10_percent_faults() {
     assert!(proxy.faults() > 0, "no fault was injected");
     assert_eq!(results[0], results[1], "with and without faults");
     assert!(results[0].0.0.as_u64().unwrap() > 0, "{:?}", results[0]);
+}
+
+/// `catalog backup` to S3 and `catalog restore` from it into an empty catalog, both through the
+/// faults: the restore is applied and the restored catalog holds what the source catalog holds
+/// (the same history record contents).
+#[test]
+fn backup_and_restore_through_10_percent_faults() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let catalog = s.path_str("catalog.db");
+    let (_, warehouse) = applied_on_s3(&s, &[], "backup", &catalog);
+    let proxy = Proxy::mixed(&s, 47, 60);
+    let backups = unique("backups");
+    let id = backup_with(&s, &proxy.env(), &catalog, &warehouse, &backups);
+    std::fs::create_dir_all(s.path("new")).unwrap();
+    let new = s.path_str("new/catalog.db");
+    let restore = [
+        "catalog",
+        "restore",
+        "--catalog",
+        &new,
+        "--warehouse",
+        &warehouse,
+        "--from",
+        &backups,
+        "--id",
+        &id,
+        "--expect",
+        "empty",
+        "--json",
+    ];
+    let done = s.run_with(&proxy.env(), &restore).ok().json();
+    assert_eq!(done["applied"], true, "{done}");
+    assert!(proxy.faults() > 0, "no fault was injected");
+    let source = record(&s, &[], &catalog, &warehouse, &s.path_str("source.json"));
+    let restored = record(&s, &[], &new, &warehouse, &s.path_str("restored.json"));
+    assert_eq!(contents(&source), contents(&restored), "the restored catalog");
 }
 
 /// `catalog rebuild` through the faults registers what a rebuild without them registers (the

@@ -203,18 +203,26 @@ pub fn apply_in(s: &Scratch, journal: &str, catalog: &str, warehouse: &str, tabl
 
 /// `catalog backup` of `catalog` (tables in `warehouse`) to `to`; returns the backup's id.
 pub fn backup(s: &Scratch, catalog: &str, warehouse: &str, to: &str) -> String {
+    backup_with(s, &[], catalog, warehouse, to)
+}
+
+/// [`backup`] with extra environment variables (e.g. [`Proxy::env`]).
+pub fn backup_with(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str, to: &str) -> String {
     let b = s
-        .run(&[
-            "catalog",
-            "backup",
-            "--catalog",
-            catalog,
-            "--warehouse",
-            warehouse,
-            "--to",
-            to,
-            "--json",
-        ])
+        .run_with(
+            env,
+            &[
+                "catalog",
+                "backup",
+                "--catalog",
+                catalog,
+                "--warehouse",
+                warehouse,
+                "--to",
+                to,
+                "--json",
+            ],
+        )
         .ok()
         .json();
     b["id"].as_str().unwrap().to_string()
