@@ -34,7 +34,6 @@ use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
-use crate::apply_mor::WriteStats;
 use crate::apply_unit::{UnitFiles, write_sorted};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
@@ -355,16 +354,5 @@ pub(crate) async fn copy_on_write_spilled(
         added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
     }
     let removed: Vec<String> = rewritten.into_keys().collect();
-    let mut writes = WriteStats {
-        data_files_removed: removed.len() as u64,
-        ..Default::default()
-    };
-    writes.count_data(&added);
-    Ok(UnitFiles {
-        removed,
-        added,
-        deletes: Vec::new(),
-        stats,
-        writes,
-    })
+    Ok(UnitFiles::copy_on_write(removed, added, stats))
 }

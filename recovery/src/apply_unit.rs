@@ -100,6 +100,24 @@ pub(crate) struct UnitFiles {
     pub(crate) writes: WriteStats,
 }
 
+impl UnitFiles {
+    /// A copy-on-write unit's files: `removed` rewritten into `added`, no delete files.
+    pub(crate) fn copy_on_write(removed: Vec<String>, added: Vec<DataFile>, stats: MergeStats) -> Self {
+        let mut writes = WriteStats {
+            data_files_removed: removed.len() as u64,
+            ..Default::default()
+        };
+        writes.count_data(&added);
+        UnitFiles {
+            removed,
+            added,
+            deletes: Vec::new(),
+            stats,
+            writes,
+        }
+    }
+}
+
 /// Merges `events` into the table in `unit.mode` and commits, retrying on a concurrent commit.
 /// Spilled events are merged copy-on-write only.
 #[allow(clippy::too_many_arguments)]
@@ -297,18 +315,7 @@ async fn copy_on_write(
         rows.extend(out.upserts);
         added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
     }
-    let mut writes = WriteStats {
-        data_files_removed: removed.len() as u64,
-        ..Default::default()
-    };
-    writes.count_data(&added);
-    Ok(UnitFiles {
-        removed,
-        added,
-        deletes: Vec::new(),
-        stats,
-        writes,
-    })
+    Ok(UnitFiles::copy_on_write(removed, added, stats))
 }
 
 /// `rows` written sorted by the column `key`, in files of at most [`ROWS_PER_FILE`] rows: each
