@@ -9,6 +9,7 @@ mod catalogs_commands;
 mod catalogs_remote;
 mod faults;
 mod interop;
+mod replica_catalogs;
 mod replica_warm;
 mod seaweedfs;
 mod support;

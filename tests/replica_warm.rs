@@ -14,7 +14,7 @@ const CONFLICT: i32 = 5;
 const NOT_RUNNING: i32 = 10;
 
 /// A store at `url`; on S3 through `endpoint` (the scratch's server, not the test process's).
-async fn open(url: &str, endpoint: Option<&str>) -> std::sync::Arc<dyn ObjectStore> {
+pub(crate) async fn open(url: &str, endpoint: Option<&str>) -> std::sync::Arc<dyn ObjectStore> {
     match (url.strip_prefix("s3://"), endpoint) {
         (Some(rest), Some(e)) => {
             let opts = store::s3::S3Options {
@@ -30,7 +30,7 @@ async fn open(url: &str, endpoint: Option<&str>) -> std::sync::Arc<dyn ObjectSto
 /// The hostile replication: every object of `from` that `to` lacks, metadata JSON first (newest
 /// first), then manifests, then data, one object at a time; with `data`, false, the data files
 /// are left behind (they arrive in a later pass).
-fn replicate(from: &str, to: &str, endpoint: Option<&str>, data: bool) -> usize {
+pub(crate) fn replicate(from: &str, to: &str, endpoint: Option<&str>, data: bool) -> usize {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -64,7 +64,7 @@ fn replicate(from: &str, to: &str, endpoint: Option<&str>, data: bool) -> usize 
     })
 }
 
-fn base(url: &str) -> String {
+pub(crate) fn base(url: &str) -> String {
     if url.contains("://") {
         url.to_string()
     } else {
@@ -396,6 +396,22 @@ fn failover_game_day(s: &Scratch, store: Option<&str>) {
     assert_eq!(r["rpo_positions"], 100);
     assert!(r["rto_ms"].as_u64().is_some());
     assert_eq!(r["steps"].as_array().unwrap().len(), 8);
+    // Two tables: the second (no route) is promoted at its own version, whole.
+    assert!(
+        r["steps"][3]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("shop.payments 100 positions behind"),
+        "{r}"
+    );
+    assert!(
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"].as_str().unwrap().starts_with("the second table") && c["ok"] == true),
+        "{r}"
+    );
     let md = std::fs::read_to_string(s.path("gd/gameday-failover-report.md")).unwrap();
     assert!(md.contains("RTO") && md.contains("| 4 fail over"), "{md}");
 }
@@ -492,33 +508,4 @@ fn follow_into_a_postgresql_catalog() {
         &s.path_str("h.json"),
     ])
     .ok();
-}
-
-/// An S3 Tables DR catalog (moto's, sandbox/s3tables.sh) cannot register: refused before anything
-/// is created.
-#[test]
-fn an_s3tables_dr_catalog_is_refused() {
-    let (Ok(endpoint), Ok(arn)) = (
-        std::env::var("TIDEMARK_S3TABLES_ENDPOINT"),
-        std::env::var("TIDEMARK_S3TABLES_ARN"),
-    ) else {
-        if std::env::var("TIDEMARK_SKIP_S3TABLES").as_deref() == Ok("1") {
-            return;
-        }
-        panic!("TIDEMARK_S3TABLES_ENDPOINT is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_S3TABLES=1)");
-    };
-    let mut s = Scratch::new();
-    s.env = vec![("AWS_ENDPOINT_URL".into(), endpoint)];
-    let warehouse = s.path_str("st-replica");
-    s.run(&[
-        "replica",
-        "follow",
-        "--warehouse",
-        &warehouse,
-        "--catalog",
-        &arn,
-        "--once",
-    ])
-    .fails(6, &["registering an existing metadata file", "Nothing was changed"]);
-    assert!(!s.path("st-replica").exists());
 }

@@ -11,7 +11,11 @@
 //! * `recover:after-seed`, `recover:after-replay`, `recover:after-validate`,
 //!   `recover:after-flip`;
 //! * `copy:after-object` — per object `replica copy` wrote;
-//! * `restore:after-table` — per table `catalog restore` registered or swapped.
+//! * `restore:after-table` — per table `catalog restore` registered or swapped;
+//! * `follow:after-table` — per table `replica follow` (or `failover`'s final scan) moved, before
+//!   the cycle's state is written; `follow:after-state` — per cycle, after its state is written
+//!   (before the lease is renewed or released).
+//! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};

@@ -12,13 +12,12 @@
 //! A concurrent commit to the table is detected by the catalog's compare-and-swap; the applier
 //! reloads the table and redoes the unit (or finds that another applier already applied it), so a
 //! commit is never lost. A conflicting payload stops the applier before its unit is committed.
+//! How one unit is merged and committed is in [`crate::apply_unit`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
-use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
-use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use serde::Serialize;
 use tidemark_journal::Journal;
@@ -29,15 +28,15 @@ use tidemark_journal::journal::StoredManifest;
 use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
 
-use crate::apply_mor::{MergeMode, WriteStats, merge_on_read};
+use crate::apply_mor::{MergeMode, WriteStats};
+pub(crate) use crate::apply_unit::sort_by_key;
+pub use crate::apply_unit::{Committed, UnitEvents, UnitOptions, merge_and_commit, merge_and_commit_unit};
 use crate::catalog::CatalogHandle;
 use crate::compact::{CompactOptions, compact, deleted_fraction};
 use crate::ids::Ids;
-use crate::merge::{self, MergeError, MergeStats};
-use crate::reference::cell;
+use crate::merge::{MergeError, MergeStats};
 use crate::table::key_index::KeyIndex;
-use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files, prunable, read_files, split_rows};
-use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_row_delta, write_data_file};
+use crate::table::{self, TableError};
 
 /// Rows of the table one merge chunk reads at most (about; a chunk never splits a file, nor two
 /// files whose key ranges overlap).
@@ -92,6 +91,8 @@ pub enum ApplyError {
     Failpoint(String),
     #[error("commit refused: {0}")]
     Fenced(String),
+    #[error("merge spill {path}: {message}")]
+    Spill { path: String, message: String },
 }
 
 /// Checked right before every table commit: a fenced writer (the route moved past the
@@ -185,6 +186,10 @@ pub struct ApplyReport {
     pub compaction_writes: WriteStats,
     pub compaction_ms: u64,
     pub elapsed_ms: u64,
+    /// S3 requests the command made through tidemark's S3 client (the journal and checkpoints),
+    /// retried and failed; absent when it made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// Progress after each unit.
@@ -294,310 +299,6 @@ pub async fn read_manifest_events(
         }
     }
     Ok(out)
-}
-
-/// Merges `events` into the table copy-on-write and commits, retrying on a concurrent commit.
-/// Returns the table after the commit (or unchanged when the events changed nothing).
-#[allow(clippy::too_many_arguments)]
-pub async fn merge_and_commit(
-    handle: &CatalogHandle,
-    table: Table,
-    spec: &tidemark_journal::spec::CompiledSpec,
-    events: Vec<RecordBatch>,
-    summary: HashMap<String, String>,
-    clock: &dyn Clock,
-    ids: &dyn Ids,
-    max_attempts: usize,
-    skip_if_applied: Option<u64>,
-    guard: Option<&dyn CommitGuard>,
-    chunk_rows: u64,
-) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
-    let unit = UnitOptions {
-        max_attempts,
-        skip_if_applied,
-        guard,
-        chunk_rows,
-        mode: MergeMode::CopyOnWrite,
-        key_index: None,
-    };
-    let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
-    Ok((c.table, c.stats, c.retries, c.committed))
-}
-
-/// How one unit is merged and committed.
-pub struct UnitOptions<'a> {
-    pub max_attempts: usize,
-    /// Stop retrying once the table holds this position (another applier committed the unit).
-    pub skip_if_applied: Option<u64>,
-    pub guard: Option<&'a dyn CommitGuard>,
-    pub chunk_rows: u64,
-    pub mode: MergeMode,
-    /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
-    pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
-}
-
-/// What [`merge_and_commit_unit`] did.
-pub struct Committed {
-    pub table: Table,
-    pub stats: MergeStats,
-    pub writes: WriteStats,
-    pub retries: u64,
-    pub committed: bool,
-}
-
-/// A unit's changes, written but not committed.
-struct UnitFiles {
-    removed: Vec<String>,
-    added: Vec<DataFile>,
-    deletes: Vec<DataFile>,
-    stats: MergeStats,
-    writes: WriteStats,
-}
-
-/// Merges `events` into the table in `unit.mode` and commits, retrying on a concurrent commit.
-#[allow(clippy::too_many_arguments)]
-pub async fn merge_and_commit_unit(
-    handle: &CatalogHandle,
-    mut table: Table,
-    spec: &tidemark_journal::spec::CompiledSpec,
-    events: Vec<RecordBatch>,
-    summary: HashMap<String, String>,
-    clock: &dyn Clock,
-    ids: &dyn Ids,
-    unit: &UnitOptions<'_>,
-) -> Result<Committed, ApplyError> {
-    let name = table.identifier().to_string();
-    let schema = arrow_schema(&table)?;
-    let cur_schema = merge::current_schema(&schema);
-    let key_t = spec.types[spec.key_index];
-    let mut keys = BTreeSet::new();
-    for b in &events {
-        let col = b.column(spec.event_column(spec.key_index));
-        for r in 0..b.num_rows() {
-            keys.insert(cell(col.as_ref(), key_t, r));
-        }
-    }
-    let key_field_id = table
-        .metadata()
-        .current_schema()
-        .field_by_name(&spec.spec.key_column)
-        .map(|f| f.id)
-        .unwrap_or(-1);
-    let max_attempts = unit.max_attempts.max(1);
-    let mut retries = 0;
-    for attempt in 1..=max_attempts {
-        let (files, deletes) = live_files(&table).await?;
-        let candidates = if prunable(key_t) {
-            files_for_keys(&files, key_field_id, &keys)
-        } else {
-            files.iter().collect()
-        };
-        let f = match unit.mode {
-            MergeMode::CopyOnWrite => {
-                copy_on_write(
-                    &table,
-                    spec,
-                    &events,
-                    &schema,
-                    &cur_schema,
-                    key_field_id,
-                    &candidates,
-                    &deletes,
-                    ids,
-                    unit.chunk_rows,
-                )
-                .await?
-            }
-            MergeMode::MergeOnRead => {
-                // The index is taken out for the unit (a failed unit drops it: it is a cache).
-                let mut index = unit
-                    .key_index
-                    .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
-                    .unwrap_or_default();
-                index.retain(&files.iter().map(|f| f.file_path()).collect());
-                let m = merge_on_read(
-                    &table,
-                    spec,
-                    &events,
-                    &schema,
-                    &cur_schema,
-                    key_field_id,
-                    &candidates,
-                    &deletes,
-                    ids,
-                    &mut index,
-                )
-                .await?;
-                if let Some(k) = unit.key_index {
-                    *k.lock().unwrap_or_else(|p| p.into_inner()) = index;
-                }
-                UnitFiles {
-                    removed: Vec::new(),
-                    added: m.added,
-                    deletes: m.deletes,
-                    stats: m.stats,
-                    writes: m.writes,
-                }
-            }
-        };
-        if f.added.is_empty() && f.removed.is_empty() && f.deletes.is_empty() {
-            return Ok(Committed {
-                table,
-                stats: f.stats,
-                writes: f.writes,
-                retries,
-                committed: false,
-            });
-        }
-        let stamp = CommitStamp {
-            id: ids.uuid(),
-            at: clock.now(),
-        };
-        if let Some(g) = unit.guard {
-            g.check().await.map_err(ApplyError::Fenced)?;
-        }
-        match commit_row_delta(handle, &table, &f.removed, f.added, f.deletes, summary.clone(), stamp).await {
-            Ok(t) => {
-                let mut stats = f.stats;
-                stats.files_rewritten = f.removed.len() as u64;
-                return Ok(Committed {
-                    table: t,
-                    stats,
-                    writes: f.writes,
-                    retries,
-                    committed: true,
-                });
-            }
-            Err(e) if e.is_retryable_commit() && attempt < max_attempts => {
-                retries += 1;
-                table = table::load_table(handle, &name).await?;
-                if let Some(to) = unit.skip_if_applied
-                    && applied_state(&table).position >= to
-                {
-                    return Ok(Committed {
-                        table,
-                        stats: f.stats,
-                        writes: WriteStats::default(),
-                        retries,
-                        committed: false,
-                    });
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApplyError::Contended {
-        table: name,
-        attempts: max_attempts,
-    })
-}
-
-/// The copy-on-write unit: every candidate file holding a replaced key is rewritten.
-#[allow(clippy::too_many_arguments)]
-async fn copy_on_write(
-    table: &Table,
-    spec: &tidemark_journal::spec::CompiledSpec,
-    events: &[RecordBatch],
-    schema: &arrow_schema::SchemaRef,
-    cur_schema: &arrow_schema::SchemaRef,
-    key_field_id: i32,
-    candidates: &[&DataFile],
-    deletes: &crate::table::files::Deletes,
-    ids: &dyn Ids,
-    chunk_rows: u64,
-) -> Result<UnitFiles, ApplyError> {
-    // Key-range chunks of the candidate files, each merged on its own with the events of its
-    // range, so that memory follows the chunk size rather than the table (or unit) size.
-    let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows);
-    let chunk_events = split_by_chunk(spec, events, &cuts, chunks.len())?;
-    let mut stats = MergeStats::default();
-    let mut removed = Vec::new();
-    let mut added = Vec::new();
-    for (chunk, chunk_events) in chunks.iter().zip(chunk_events) {
-        if chunk_events.is_empty() {
-            continue;
-        }
-        // Live rows only: the deletes of other writers are applied, so that a rewrite carries
-        // exactly the rows readers see into its new files.
-        let current = read_files(table, chunk, schema, Some(cur_schema), deletes).await?;
-        let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
-        stats.add(&out.stats);
-        removed.extend(out.files_to_rewrite);
-        let mut rows = out.kept_rows;
-        rows.extend(out.upserts);
-        // Files of at most ROWS_PER_FILE sorted rows: each covers a narrow key range, so the
-        // next batch's key bounds prune most of them and a rewrite touches only what it must.
-        for batch in &sort_by_key(schema, &rows, &spec.spec.key_column)? {
-            let mut offset = 0;
-            while offset < batch.num_rows() {
-                let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-                added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
-                offset += len;
-            }
-        }
-    }
-    let mut writes = WriteStats {
-        data_files_removed: removed.len() as u64,
-        ..Default::default()
-    };
-    writes.count_data(&added);
-    Ok(UnitFiles {
-        removed,
-        added,
-        deletes: Vec::new(),
-        stats,
-        writes,
-    })
-}
-
-/// The rows of `events` per key-range chunk (see [`chunk_by_key`]).
-fn split_by_chunk(
-    spec: &tidemark_journal::spec::CompiledSpec,
-    events: &[RecordBatch],
-    cuts: &[crate::reference::Cell],
-    chunks: usize,
-) -> Result<Vec<Vec<RecordBatch>>, ApplyError> {
-    let mut out: Vec<Vec<RecordBatch>> = vec![Vec::new(); chunks];
-    if chunks == 1 {
-        out[0] = events.to_vec();
-        return Ok(out);
-    }
-    let key_t = spec.types[spec.key_index];
-    for b in events {
-        let col = b.column(spec.event_column(spec.key_index));
-        let parts = split_rows(b, chunks, |r| chunk_of(cuts, &cell(col.as_ref(), key_t, r)))
-            .map_err(|e| MergeError::Input(e.to_string()))?;
-        for (c, part) in parts {
-            out[c].push(part);
-        }
-    }
-    Ok(out)
-}
-
-/// `rows` as one batch sorted by the column `key` (none for no rows).
-pub(crate) fn sort_by_key(
-    schema: &arrow_schema::SchemaRef,
-    rows: &[RecordBatch],
-    key: &str,
-) -> Result<Vec<RecordBatch>, ApplyError> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let all = concat_batches(schema, rows).map_err(|e| MergeError::Input(e.to_string()))?;
-    let col = all
-        .column(schema.index_of(key).map_err(|e| MergeError::Input(e.to_string()))?)
-        .clone();
-    let idx = lexsort_to_indices(
-        &[SortColumn {
-            values: col,
-            options: None,
-        }],
-        None,
-    )
-    .map_err(|e| MergeError::Input(e.to_string()))?;
-    Ok(vec![
-        take_record_batch(&all, &idx).map_err(|e| MergeError::Input(e.to_string()))?,
-    ])
 }
 
 /// Applies the verified journal to `table_name` (created from the journal's spec if missing).
@@ -725,10 +426,11 @@ pub async fn apply(
             skip_if_applied: Some(to),
             guard: opts.guard.as_ref().map(|g| g.0.as_ref()),
             chunk_rows: opts.chunk_rows,
+            range_events: opts.chunk_rows,
             mode,
             key_index: Some(&key_index),
         };
-        let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
+        let c = merge_and_commit_unit(handle, table, spec, events.into(), summary, clock, ids, &unit).await?;
         let committed = c.committed;
         table = c.table;
         report.retries += c.retries;

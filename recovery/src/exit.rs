@@ -100,6 +100,7 @@ fn apply_code(e: &crate::apply::ApplyError) -> u8 {
         A::Contended { .. } => CONFLICT,
         A::Failpoint(_) => FAILURE,
         A::Fenced(_) => CONFLICT,
+        A::Spill { .. } => FAILURE,
     }
 }
 

@@ -38,6 +38,9 @@ pub struct FaultReport {
     pub rows_deleted: u64,
     pub files_rewritten: u64,
     pub snapshot_id: Option<i64>,
+    /// The S3 requests of the command (set by the CLI).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 /// Deletes the rows of `table_name` matching the SQL `predicate` (rows vanish: no tombstones).
@@ -90,6 +93,7 @@ pub async fn delete_rows(
         rows_deleted: 0,
         files_rewritten: touched.len() as u64,
         snapshot_id: table.metadata().current_snapshot_id(),
+        s3_requests: None,
     };
     if touched.is_empty() {
         return Ok(report);

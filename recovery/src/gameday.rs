@@ -47,6 +47,7 @@ use crate::table::{
 };
 
 mod catalogs;
+pub(crate) mod failover_io;
 
 /// Checks `--catalog` and `--dr-catalog` as [`run`] does first, returning the catalog's own
 /// error (for its exit code): a catalog that cannot take part is refused before anything is made.

@@ -1,7 +1,8 @@
 //! `tidemark gameday --scenario failover`: primary loss under a live writer, with the warm
 //! replica (issue 13), timed per step.
 //!
-//! 1. the primary applies the journal; a route points readers and the writer at it;
+//! 1. the primary applies the journal to two tables; a route points readers and the writer at
+//!    the first (the second has none: it is promoted with the DR catalog, at its own version);
 //! 2. the replica is filled object by object in a hostile order (metadata first) while the writer
 //!    commits; the follower (strict) keeps the DR catalog in step;
 //! 3. the primary is lost (never read again until step 7);
@@ -10,8 +11,9 @@
 //!    (validated), and flip the route to it;
 //! 6. keep writing on the DR side (`apply` through the route, fenced);
 //! 7. the old primary comes back with the commit the DR side never got; **resync** it;
-//! 8. check: the DR side's table equals the whole journal applied afresh, the resynced old primary the
-//!    journal up to the version both hold, every file walked over is kept.
+//! 8. check: the DR side's table equals the whole journal applied afresh, the second table the
+//!    journal up to the version the DR side holds, the resynced old primary the journal up to the
+//!    version both hold, every file walked over is kept.
 //!
 //! RTO is steps 4–5; RPO the commits and journal positions the promotion reports behind.
 
@@ -22,25 +24,28 @@ use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::generate::OrderGen;
 use tidemark_journal::spec::orders_spec;
-use tidemark_journal::store::{self, PutMode};
+use tidemark_journal::store;
 use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_router::{Fence, FlipRequest, RouteStore};
 
 use crate::apply::{ApplyOptions, Guard, RouteFence, apply};
-use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
+use crate::catalog::{CatalogConfig, open_catalog};
 use crate::dr::follow::{FollowOptions, position_of};
 use crate::dr::follow_state::FollowMode;
 use crate::dr::follower::{self, RunLimits};
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::{failover, resync};
 use crate::drill::{DrillCheck, DrillStep, Timer, checks_markdown};
+use crate::gameday::failover_io::{replicate, rows};
 use crate::gameday::{GamedayError, GamedayOptions};
 use crate::ids::Ids;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
-use crate::table::{self, read::read_table};
+use crate::table;
 
 const TABLE: &str = "shop.orders";
+/// A second table with no route: promoted with the DR catalog, at its own version.
+const SECOND: &str = "shop.payments";
 const RECOVERED: &str = "shop.orders_dr";
 const EVENTS: u64 = 600;
 const BATCH: usize = 100;
@@ -60,6 +65,10 @@ pub struct FailoverGamedayReport {
     pub kept_files: usize,
     pub checks: Vec<DrillCheck>,
     pub ms: u64,
+    /// S3 requests the game day made through tidemark's S3 client (journal, route, follower
+    /// state, replica copy), retried and failed; absent when it made none (a local location).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3_requests: Option<tidemark_schemas::RequestCounts>,
 }
 
 impl FailoverGamedayReport {
@@ -91,60 +100,6 @@ fn fail(step: &'static str) -> impl Fn(String) -> GamedayError {
         step: step.to_string(),
         message,
     }
-}
-
-/// The hostile replication: objects of `from` that `to` lacks, metadata JSON first (newest
-/// first), then manifests, then (with `data`) data files; one object at a time.
-async fn replicate(from: &str, to: &str, data: bool) -> Result<usize, String> {
-    let (src, dst) = (
-        store::open(from).await.map_err(|e| e.to_string())?,
-        store::open_or_create(to).await.map_err(|e| e.to_string())?,
-    );
-    let have: std::collections::HashSet<String> = store::list_all(dst.as_ref(), "")
-        .await
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
-    let mut todo: Vec<String> = store::list_all(src.as_ref(), "")
-        .await
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .map(|o| o.key)
-        .filter(|k| !have.contains(k) && (data || !k.contains("/data/")))
-        .collect();
-    let rank = |k: &str| u8::from(!k.ends_with(".metadata.json")) + u8::from(!k.ends_with(".avro"));
-    todo.sort_by(|a, b| rank(a).cmp(&rank(b)).then(b.cmp(a)));
-    for k in &todo {
-        let body = src.get(k, None).await.map_err(|e| e.to_string())?.body;
-        dst.put(k, body, PutMode::Overwrite).await.map_err(|e| e.to_string())?;
-    }
-    Ok(todo.len())
-}
-
-/// Every row of the table's current snapshot, formatted, sorted.
-async fn rows(handle: &CatalogHandle, name: &str) -> Result<Vec<String>, String> {
-    use arrow::util::display::{ArrayFormatter, FormatOptions};
-    let t = table::load_table(handle, name).await.map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for b in read_table(&t).await.map_err(|e| e.to_string())? {
-        let fmts: Vec<ArrayFormatter> = b
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &FormatOptions::default()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
-        for i in 0..b.num_rows() {
-            out.push(
-                fmts.iter()
-                    .map(|f| f.value(i).to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            );
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 pub async fn run(
@@ -215,6 +170,9 @@ pub async fn run(
     let r = apply(&journal, &primary, TABLE, &until(200), clock, ids, &mut |_| {})
         .await
         .map_err(|e| step(e.to_string()))?;
+    apply(&journal, &primary, SECOND, &until(100), clock, ids, &mut |_| {})
+        .await
+        .map_err(|e| step(e.to_string()))?;
     let routes = RouteStore::new(
         store::open_or_create(&url("route"))
             .await
@@ -256,6 +214,9 @@ pub async fn run(
     );
     w.map_err(|e| step(e.to_string()))?;
     c.map_err(&step)?;
+    apply(&journal, &primary, SECOND, &until(200), clock, ids, &mut quiet)
+        .await
+        .map_err(|e| step(e.to_string()))?;
     replicate(&primary_wh, &replica_wh, false).await.map_err(&step)?;
     let follow = FollowOptions {
         warehouse: replica_wh.clone(),
@@ -269,7 +230,8 @@ pub async fn run(
         holder: "gameday-follower".into(),
         interval_ms: None,
     };
-    let state_url = follower::state_url(None, &url("replica"));
+    // Outside the replica warehouse (see `replica follow --state`).
+    let state_url = url("follower-state");
     let state_store = follower::open_state(&state_url)
         .await
         .map_err(|e| step(e.to_string()))?;
@@ -314,17 +276,27 @@ pub async fn run(
     .map_err(|e| step(e.to_string()))?;
     let pt = promotion.tables.iter().find(|t| t.table == TABLE);
     let (rpo_commits, rpo_positions) = (pt.and_then(|t| t.commits_behind), pt.and_then(|t| t.positions_behind));
+    let behind: Vec<String> = promotion
+        .tables
+        .iter()
+        .map(|t| format!("{} {} positions behind", t.table, t.positions_behind.unwrap_or(0)))
+        .collect();
     timer.done(
         "4 fail over (fence, strict scan, flip the route, record)",
         t,
         format!(
-            "route generation {} -> {}; DR {} positions behind",
+            "route generation {} -> {}; DR {}",
             promotion.routes.first().map_or(0, |r| r.from_generation),
             promotion.routes.first().map_or(0, |r| r.to_generation),
-            rpo_positions.unwrap_or(0)
+            behind.join(", ")
         ),
         true,
     );
+    let second_at = promotion
+        .tables
+        .iter()
+        .find(|t| t.table == SECOND)
+        .and_then(|t| t.dr_position);
 
     // 5. Recover the gap from the DR table with the journal (validated), and flip the route to it.
     let t = Instant::now();
@@ -472,6 +444,25 @@ pub async fn run(
         rows(&primary, TABLE).await.map_err(&step)?,
         rows(&reference_at, TABLE).await.map_err(&step)?,
     );
+    // The table without a route: the DR side holds a version the primary had, whole.
+    let reference_second = catalog("fo-reference-second", wh("reference-second").map_err(&step)?)
+        .await
+        .map_err(&step)?;
+    apply(
+        &journal,
+        &reference_second,
+        SECOND,
+        &until(second_at.unwrap_or(0)),
+        clock,
+        ids,
+        &mut |_| {},
+    )
+    .await
+    .map_err(|e| step(e.to_string()))?;
+    let (second_rows, ref_second_rows) = (
+        rows(&dr, SECOND).await.map_err(&step)?,
+        rows(&reference_second, SECOND).await.map_err(&step)?,
+    );
     let io = crate::recover::snapshot::file_io(primary.file_io_props());
     let mut gone = Vec::new();
     for f in rt.iter().flat_map(|t| &t.kept_files) {
@@ -497,6 +488,15 @@ pub async fn run(
                 "{} rows at position {}",
                 back_rows.len(),
                 back_position.map_or("?".into(), |p| p.to_string())
+            ),
+        ),
+        check(
+            "the second table (no route) equals the journal up to the version the DR side holds",
+            second_rows == ref_second_rows && second_at.is_some_and(|p| p > 0),
+            format!(
+                "{SECOND}: {} rows at position {}",
+                second_rows.len(),
+                second_at.map_or("?".into(), |p| p.to_string())
             ),
         ),
         check(
@@ -531,6 +531,7 @@ pub async fn run(
         kept_files: kept,
         checks,
         ms: started.elapsed().as_millis() as u64,
+        s3_requests: None,
     })
 }
 

@@ -3,8 +3,12 @@
 
 pub mod apply;
 pub mod apply_mor;
+pub mod apply_spill;
+#[cfg(test)]
+mod apply_spill_tests;
 #[cfg(test)]
 mod apply_tests;
+pub mod apply_unit;
 #[cfg(all(test, feature = "ballista-engine"))]
 mod ballista_tests;
 pub mod benchdata;

@@ -9,6 +9,8 @@ use clap::Parser;
 use tidemark_recovery::exit;
 
 fn main() -> ExitCode {
+    // Counts the table-file client's retries for `s3_requests`; prints nothing.
+    tidemark_recovery::catalog::counted_io::install_retry_counter();
     let args = match cli::Cli::try_parse() {
         Ok(a) => a,
         Err(e) => {

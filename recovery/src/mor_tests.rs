@@ -233,6 +233,7 @@ async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
         skip_if_applied: None,
         guard: None,
         chunk_rows: crate::apply::MERGE_CHUNK_ROWS,
+        range_events: crate::apply::MERGE_CHUNK_ROWS,
         mode: MergeMode::MergeOnRead,
         key_index: None,
     };
@@ -240,7 +241,7 @@ async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
         &handle,
         t,
         spec,
-        bad,
+        bad.into(),
         HashMap::new(),
         &clock(),
         &SeededIds::new(5),

@@ -554,6 +554,22 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
             .await
             .unwrap();
         assert!(b.validation.ok, "{rows}: {:?}", b.validation);
+        // The replay spilled its events (more than `rows`) and merged them in key ranges: the
+        // same table, row for row, as the replay that held them in memory.
+        let replay =
+            |r: &super::recover::RecoveryReport| r.steps.iter().find(|s| s.step == "replay").unwrap().detail.clone();
+        assert_eq!(
+            replay(&b).contains("spilled to disk"),
+            b.replay.events > rows,
+            "{rows}: {}",
+            replay(&b)
+        );
+        assert!(!replay(&a).contains("spilled"), "{}", replay(&a));
+        assert_eq!(
+            crate::apply_tests::table_rows(&target, &format!("shop.orders_p{rows}")).await,
+            crate::apply_tests::table_rows(&target, "shop.orders_whole").await,
+            "{rows}"
+        );
         assert_eq!(
             (
                 b.validation.keys_expected,

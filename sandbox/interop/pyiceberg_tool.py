@@ -26,17 +26,22 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
   pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
       Appends rows to an existing table by its current schema (JSON keys are the current column
       names; decimals as strings, timestamps RFC 3339; a column left out is null).
+  pyiceberg_tool.py overwrite CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+      Replaces the rows with the keys of ROWS_JSONL by those rows (PyIceberg's copy-on-write
+      overwrite filtered on the key column, one commit).
   pyiceberg_tool.py position-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
   pyiceberg_tool.py equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
       Deletes rows by merge-on-read, as Spark or Flink do: a position delete file (file_path,
       pos; the rows' positions in their data files) or an equality delete file on order_id,
       written with pyarrow and committed in a delete manifest of its own through PyIceberg's
       snapshot producer and catalog commit (PyIceberg itself only deletes copy-on-write).
-      Prints {"delete_file": PATH, "rows": N}.
+      Position deletes: one file per data file, with its spec and partition. Equality deletes:
+      one global file (of an unpartitioned spec of the table). Prints {"delete_file": PATH,
+      "rows": N} (position deletes also "delete_files": [PATH, ...]).
   pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
   pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
   pyiceberg_tool.py drop-column CATALOG_DB WAREHOUSE TABLE NAME
-      Schema changes through PyIceberg's update_schema (an added column is an optional string;
+      Schema changes through PyIceberg's update_schema (on any catalog, `catalog:NAME` too) (an added column is an optional string;
       a dropped column's field id is not reused, which leaves a gap).
   pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
       Partition spec evolution through PyIceberg's update_spec (the fields added to the current
@@ -48,6 +53,13 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
       The current schema (fields with id, name, type, required) and its schema_id,
       last_column_id, the partition spec (fields with source_id, field_id), spec_id and
       last_partition_id, sort order and sort_order_id, properties and format version as JSON.
+  pyiceberg_tool.py read-raw CATALOG_DB WAREHOUSE TABLE
+      As read, without PyIceberg's scan: the manifests through PyIceberg's metadata reader, the
+      files through pyarrow, position and equality deletes applied by the tool itself (PyIceberg
+      0.12 cannot read a table with equality deletes): an independent reader for those tables.
+  pyiceberg_tool.py live-files CATALOG_DB WAREHOUSE TABLE
+      Every live file of the current snapshot (data and delete files) as a JSON array: content,
+      path, size, records, sequence_number, spec_id, codec (of the first column chunk).
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -298,17 +310,34 @@ def value_of(field_type, text):
     return text
 
 
-def cmd_append(db: str, warehouse: str, ident: str, rows_path: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
-    schema = table.schema()
+def rows_of(schema, rows_path: str) -> pa.Table:
+    """The rows of a JSON-lines file by the table's current schema (see `append`)."""
     rows = []
     with open(rows_path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
                 rows.append({fld.name: value_of(fld.field_type, r.get(fld.name)) for fld in schema.fields})
-    data = pa.Table.from_pylist(rows, schema=schema.as_arrow())
+    return pa.Table.from_pylist(rows, schema=schema.as_arrow())
+
+
+def cmd_append(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+    table = load_table(db, warehouse, ident)
+    data = rows_of(table.schema(), rows_path)
     table.append(data)
+    json.dump({"table": ident, "rows": data.num_rows}, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def cmd_overwrite(db: str, warehouse: str, ident: str, rows_path: str) -> None:
+    """Replaces the rows with the keys of ROWS_JSONL by those rows (PyIceberg's copy-on-write
+    overwrite with a filter on the key, one commit)."""
+    from pyiceberg.expressions import In
+
+    table = load_table(db, warehouse, ident)
+    data = rows_of(table.schema(), rows_path)
+    key = table.schema().find_field(1).name
+    table.overwrite(data, overwrite_filter=In(key, data.column(key).to_pylist()))
     json.dump({"table": ident, "rows": data.num_rows}, sys.stdout)
     sys.stdout.write("\n")
 
@@ -333,25 +362,32 @@ class _RowDelta(_FastAppendFiles):
 
     def _manifests(self):
         manifests = super()._manifests()
-        writer = _DeleteManifestWriter(
-            spec=self._transaction.table_metadata.spec(),
-            schema=self.schema(),
-            output_file=self.new_manifest_output(),
-            snapshot_id=self._snapshot_id,
-            avro_compression=self._compression,
-        )
-        with writer:
-            for f in self._delete_files:
-                writer.add(
-                    ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED,
-                        snapshot_id=self._snapshot_id,
-                        sequence_number=None,
-                        file_sequence_number=None,
-                        data_file=f,
+        meta = self._transaction.table_metadata
+        # One delete manifest per partition spec: each file keeps its data file's spec and
+        # partition, as Spark and Flink write them after a spec change.
+        for spec_id in sorted({f.spec_id for f in self._delete_files}):
+            writer = _DeleteManifestWriter(
+                spec=meta.specs()[spec_id],
+                schema=self.schema(),
+                output_file=self.new_manifest_output(),
+                snapshot_id=self._snapshot_id,
+                avro_compression=self._compression,
+            )
+            with writer:
+                for f in self._delete_files:
+                    if f.spec_id != spec_id:
+                        continue
+                    writer.add(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED,
+                            snapshot_id=self._snapshot_id,
+                            sequence_number=None,
+                            file_sequence_number=None,
+                            data_file=f,
+                        )
                     )
-                )
-        return manifests + [writer.to_manifest_file()]
+            manifests.append(writer.to_manifest_file())
+        return manifests
 
     def _summary(self, snapshot_properties=None):
         from pyiceberg.table.snapshots import SnapshotSummaryCollector, Summary, update_snapshot_summaries
@@ -359,7 +395,7 @@ class _RowDelta(_FastAppendFiles):
         meta = self._transaction.table_metadata
         ssc = SnapshotSummaryCollector()
         for f in self._delete_files:
-            ssc.add_file(data_file=f, partition_spec=meta.spec(), schema=meta.schema())
+            ssc.add_file(data_file=f, partition_spec=meta.specs()[f.spec_id], schema=meta.schema())
         previous = meta.snapshot_by_id(self._parent_snapshot_id) if self._parent_snapshot_id is not None else None
         return update_snapshot_summaries(
             summary=Summary(operation=self._operation, **ssc.build(), **(snapshot_properties or {})),
@@ -367,10 +403,10 @@ class _RowDelta(_FastAppendFiles):
         )
 
 
-def commit_delete_file(table, delete_file: DataFile) -> None:
+def commit_delete_files(table, delete_files: list[DataFile]) -> None:
     with table.transaction() as tx:
         producer = _RowDelta(
-            [delete_file],
+            delete_files,
             operation=Operation.DELETE,
             transaction=tx,
             io=table.io,
@@ -394,9 +430,11 @@ def cmd_position_delete(db: str, warehouse: str, ident: str, *keys: str) -> None
     table = catalog(db, warehouse).load_table(ident)
     key_name = table.schema().find_field(1).name
     wanted = set(keys)
-    hits = []
+    hits = {}
     for task in table.scan().plan_files():
-        data = pq.read_table(local_path(task.file.file_path))
+        # ParquetFile, not read_table: a dataset would take `currency=EUR/` in a partitioned
+        # path for a Hive partition column of its own.
+        data = pq.ParquetFile(local_path(task.file.file_path)).read()
         # By field id 1 (the key): the file's column of that id, whatever its name now.
         column = None
         for i, f in enumerate(data.schema):
@@ -406,35 +444,42 @@ def cmd_position_delete(db: str, warehouse: str, ident: str, *keys: str) -> None
             column = data.column(key_name)
         for pos, value in enumerate(column.to_pylist()):
             if value in wanted:
-                hits.append((task.file.file_path, pos))
-    if len(hits) != len(wanted):
-        raise SystemExit(f"found {len(hits)} of the keys {sorted(wanted)} in the live data files")
-    hits.sort()
+                hits.setdefault(task.file.file_path, (task.file, []))[1].append(pos)
+    found = sum(len(p) for _, p in hits.values())
+    if found != len(wanted):
+        raise SystemExit(f"found {found} of the keys {sorted(wanted)} in the live data files")
     schema = pa.schema(
         [
             pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
             pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
         ]
     )
-    arrow = pa.Table.from_pylist([{"file_path": p, "pos": n} for p, n in hits], schema=schema)
-    path, size = write_delete_parquet(table, arrow, "pos")
+    # One delete file per data file, with that file's spec and partition (PyIceberg matches a
+    # delete to a data file by partition, or by path when its path bounds are equal).
     path_type = StringType()
-    delete_file = DataFile.from_args(
-        content=DataFileContent.POSITION_DELETES,
-        file_path=path,
-        file_format=FileFormat.PARQUET,
-        partition=Record(),
-        record_count=len(hits),
-        file_size_in_bytes=size,
-        lower_bounds={2147483546: to_bytes(path_type, hits[0][0])},
-        upper_bounds={2147483546: to_bytes(path_type, hits[-1][0])},
-        sort_order_id=None,
-        spec_id=table.metadata.default_spec_id,
-        equality_ids=None,
-        key_metadata=None,
-    )
-    commit_delete_file(table, delete_file)
-    json.dump({"delete_file": path, "rows": len(hits)}, sys.stdout)
+    delete_files, paths = [], []
+    for data_path, (data_file, positions) in sorted(hits.items()):
+        arrow = pa.Table.from_pylist([{"file_path": data_path, "pos": n} for n in sorted(positions)], schema=schema)
+        path, size = write_delete_parquet(table, arrow, "pos")
+        paths.append(path)
+        delete_file = DataFile.from_args(
+            content=DataFileContent.POSITION_DELETES,
+            file_path=path,
+            file_format=FileFormat.PARQUET,
+            partition=data_file.partition,
+            record_count=len(positions),
+            file_size_in_bytes=size,
+            lower_bounds={2147483546: to_bytes(path_type, data_path)},
+            upper_bounds={2147483546: to_bytes(path_type, data_path)},
+            sort_order_id=None,
+            equality_ids=None,
+            key_metadata=None,
+        )
+        # Not a field of the file's manifest entry (from_args ignores it): the manifest's spec.
+        delete_file.spec_id = data_file.spec_id
+        delete_files.append(delete_file)
+    commit_delete_files(table, delete_files)
+    json.dump({"delete_file": paths[0], "delete_files": paths, "rows": found}, sys.stdout)
     sys.stdout.write("\n")
 
 
@@ -444,6 +489,10 @@ def cmd_equality_delete(db: str, warehouse: str, ident: str, *keys: str) -> None
     schema = pa.schema(
         [pa.field(key_field.name, pa.string(), nullable=False, metadata={"PARQUET:field_id": "1"})]
     )
+    # A global delete (an unpartitioned spec: it applies to every older data file).
+    unpartitioned = next((p for p in table.metadata.partition_specs if p.is_unpartitioned()), None)
+    if unpartitioned is None:
+        raise SystemExit(f"{ident} has no unpartitioned spec for a global equality delete")
     arrow = pa.Table.from_pylist([{key_field.name: k} for k in keys], schema=schema)
     path, size = write_delete_parquet(table, arrow, "eq")
     delete_file = DataFile.from_args(
@@ -454,24 +503,24 @@ def cmd_equality_delete(db: str, warehouse: str, ident: str, *keys: str) -> None
         record_count=len(keys),
         file_size_in_bytes=size,
         sort_order_id=None,
-        spec_id=table.metadata.default_spec_id,
         equality_ids=[1],
         key_metadata=None,
     )
-    commit_delete_file(table, delete_file)
+    delete_file.spec_id = unpartitioned.spec_id
+    commit_delete_files(table, [delete_file])
     json.dump({"delete_file": path, "rows": len(keys)}, sys.stdout)
     sys.stdout.write("\n")
 
 
 def cmd_rename(db: str, warehouse: str, ident: str, old: str, new: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     with table.update_schema() as update:
         update.rename_column(old, new)
     print(json.dumps({"renamed": old, "to": new}))
 
 
 def cmd_add_column(db: str, warehouse: str, ident: str, name: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     with table.update_schema() as update:
         update.add_column(name, StringType())
     print(json.dumps({"added": name}))
@@ -493,7 +542,7 @@ def cmd_files(db: str, warehouse: str, ident: str) -> None:
 
 
 def cmd_drop_column(db: str, warehouse: str, ident: str, name: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     with table.update_schema() as update:
         update.delete_column(name)
     print(json.dumps({"dropped": name}))
@@ -504,24 +553,24 @@ def cmd_add_partition(db: str, warehouse: str, ident: str, spec: str) -> None:
     create-and-write) to the current spec."""
     from pyiceberg.transforms import parse_transform
 
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     with table.update_spec() as update:
         for part in spec.split(","):
             column, _, transform = part.partition(":")
             name = column if transform == "identity" else f"{column}_{transform.split('[')[0]}"
             update.add_field(column, parse_transform(transform), name)
-    print(json.dumps({"spec_id": catalog(db, warehouse).load_table(ident).spec().spec_id}))
+    print(json.dumps({"spec_id": load_table(db, warehouse, ident).spec().spec_id}))
 
 
 def cmd_set_property(db: str, warehouse: str, ident: str, key: str, value: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     with table.transaction() as tx:
         tx.set_properties({key: value})
     print(json.dumps({"set": key}))
 
 
 def cmd_describe(db: str, warehouse: str, ident: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     meta = table.metadata
     out = {
         "format_version": meta.format_version,
@@ -550,11 +599,127 @@ def cmd_describe(db: str, warehouse: str, ident: str) -> None:
 
 
 
+def live_entries(table) -> list:
+    """The live manifest entries (data and delete files) of the current snapshot, with the
+    sequence numbers and spec ids they inherit from their manifests."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return []
+    return [e for m in snap.manifests(table.io) for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
+
+
+def read_parquet(table, path: str):
+    import pyarrow.parquet as pq
+
+    # One thread: with pyarrow's pool, about one run in 30 aborted at exit on a loaded machine
+    # ("terminate called without an active exception").
+    with table.io.new_input(path).open() as f:
+        return pq.ParquetFile(pa.BufferReader(f.read())).read(use_threads=False)
+
+
+def columns_by_id(data) -> dict:
+    """A Parquet file's columns by their `PARQUET:field_id`."""
+    out = {}
+    for i, f in enumerate(data.schema):
+        if f.metadata and b"PARQUET:field_id" in f.metadata:
+            out[int(f.metadata[b"PARQUET:field_id"])] = data.column(i).to_pylist()
+    return out
+
+
+def cmd_read_raw(db: str, warehouse: str, ident: str) -> None:
+    """As `read`, but without PyIceberg's scan: the current snapshot's manifests (PyIceberg's
+    metadata reader) and pyarrow, with the Iceberg v2 delete rules applied here, equality
+    deletes included (PyIceberg 0.12's scan refuses them): a position delete removes row `pos`
+    of `file_path` when its data sequence number is >= the data file's; an equality delete
+    removes the rows whose `equality_ids` columns equal one of its rows, in data files with a
+    lower data sequence number (of its spec and partition, unless its spec is unpartitioned).
+    Columns are matched by field id; a column a file lacks reads as null."""
+    table = load_table(db, warehouse, ident)
+    schema = table.schema()
+    specs = table.metadata.specs()
+    entries = live_entries(table)
+    positions: dict[str, list[tuple[int, set]]] = {}
+    equality = []
+    for e in entries:
+        f = e.data_file
+        if f.content == DataFileContent.POSITION_DELETES:
+            cols = columns_by_id(read_parquet(table, f.file_path))
+            for path, pos in zip(cols[2147483546], cols[2147483545]):
+                positions.setdefault(path, []).append((e.sequence_number, pos))
+        elif f.content == DataFileContent.EQUALITY_DELETES:
+            ids = list(f.equality_ids)
+            cols = columns_by_id(read_parquet(table, f.file_path))
+            keys = set(zip(*(cols[i] for i in ids)))
+            scoped = not specs[f.spec_id].is_unpartitioned()
+            equality.append((e.sequence_number, f.spec_id if scoped else None, f.partition, ids, keys))
+    rows = []
+    for e in entries:
+        f = e.data_file
+        if f.content != DataFileContent.DATA:
+            continue
+        seq = e.sequence_number
+        cols = columns_by_id(read_parquet(table, f.file_path))
+        n = f.record_count
+        gone = {p for s, p in positions.get(f.file_path, []) if s >= seq}
+        absent = [None] * n
+        applying = [
+            ([cols.get(i, absent) for i in ids], keys)
+            for s, spec_id, partition, ids, keys in equality
+            if s > seq and (spec_id is None or (spec_id == f.spec_id and partition == f.partition))
+        ]
+        for r in range(n):
+            if r in gone:
+                continue
+            if any(tuple(c[r] for c in eq_cols) in keys for eq_cols, keys in applying):
+                continue
+            rows.append({fld.name: cols[fld.field_id][r] if fld.field_id in cols else None for fld in schema.fields})
+    key = schema.find_field(1).name
+    rows.sort(key=lambda r: r[key])
+    for r in rows:
+        sys.stdout.write(json.dumps({k: cell(v) for k, v in r.items()}))
+        sys.stdout.write("\n")
+
+
+def codec(table, data_file) -> str | None:
+    """The compression codec of a Parquet file's first column chunk (ZSTD, SNAPPY, ...)."""
+    import pyarrow.parquet as pq
+
+    with table.io.new_input(data_file.file_path).open() as f:
+        meta = pq.ParquetFile(pa.BufferReader(f.read())).metadata
+    return meta.row_group(0).column(0).compression if meta.num_row_groups else None
+
+
+def cmd_live_files(db: str, warehouse: str, ident: str) -> None:
+    """Every live file of the current snapshot, data and delete files, from its manifests:
+    content (data, position-deletes, equality-deletes), path, size, records, sequence_number,
+    spec_id, codec (of the first column chunk)."""
+    table = load_table(db, warehouse, ident)
+    names = {
+        DataFileContent.DATA: "data",
+        DataFileContent.POSITION_DELETES: "position-deletes",
+        DataFileContent.EQUALITY_DELETES: "equality-deletes",
+    }
+    out = [
+        {
+            "content": names[e.data_file.content],
+            "path": e.data_file.file_path,
+            "size": e.data_file.file_size_in_bytes,
+            "records": e.data_file.record_count,
+            "sequence_number": e.sequence_number,
+            "spec_id": e.data_file.spec_id,
+            "codec": codec(table, e.data_file),
+        }
+        for e in live_entries(table)
+    ]
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
 USAGE = """usage:
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
   pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
   pyiceberg_tool.py snapshots CATALOG_DB WAREHOUSE TABLE
-  pyiceberg_tool.py append CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
+  pyiceberg_tool.py append|overwrite CATALOG_DB WAREHOUSE TABLE ROWS_JSONL
   pyiceberg_tool.py position-delete|equality-delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
   pyiceberg_tool.py rename CATALOG_DB WAREHOUSE TABLE OLD NEW
   pyiceberg_tool.py add-column CATALOG_DB WAREHOUSE TABLE NAME
@@ -562,7 +727,8 @@ USAGE = """usage:
   pyiceberg_tool.py drop-column CATALOG_DB WAREHOUSE TABLE NAME
   pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
-  pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE"""
+  pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE
+  pyiceberg_tool.py read-raw|live-files CATALOG_DB WAREHOUSE TABLE"""
 
 COMMANDS = {
     # name: (function, number of arguments after TABLE, or None for one or more)
@@ -570,6 +736,7 @@ COMMANDS = {
     "create-and-write": (cmd_create_and_write, None),
     "snapshots": (cmd_snapshots, 0),
     "append": (cmd_append, 1),
+    "overwrite": (cmd_overwrite, 1),
     "position-delete": (cmd_position_delete, None),
     "equality-delete": (cmd_equality_delete, None),
     "rename": (cmd_rename, 2),
@@ -579,6 +746,8 @@ COMMANDS = {
     "add-partition": (cmd_add_partition, 1),
     "set-property": (cmd_set_property, 2),
     "describe": (cmd_describe, 0),
+    "read-raw": (cmd_read_raw, 0),
+    "live-files": (cmd_live_files, 0),
 }
 
 

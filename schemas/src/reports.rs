@@ -109,8 +109,9 @@ pub struct Capability {
     pub detail: String,
 }
 
-/// The S3 requests of a command: operations, attempts retried after a transient failure (5xx,
-/// throttling, timeouts, resets), and operations that failed after their last attempt.
+/// The S3 requests of a command (tidemark's own S3 client's and the table files'): operations,
+/// attempts retried after a transient failure (5xx, throttling, timeouts, resets), and operations
+/// that failed (after their last attempt; a table-file call, when it returned an error).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestCounts {

@@ -40,7 +40,9 @@ fn all_schemas() -> Vec<(&'static str, Value)> {
 }
 
 fn schema_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // The folder at run time (cargo sets it for tests): a binary that a shared build folder kept
+    // from a clone elsewhere would otherwise read that clone's schemas.
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
         .join("json")
         .join(format!("{name}.schema.json"))
 }

@@ -40,7 +40,7 @@ fn killed_at_random_moments_on_s3_then_rerun() {
 /// windows let every run finish before its kill on a fast CI machine).
 fn step_durations(s3: bool) -> Vec<u64> {
     let mut took = Vec::new();
-    scenario(0, s3, &mut |s, args| {
+    journey(0, s3, &mut |s, args| {
         let started = std::time::Instant::now();
         s.run(args).ok();
         took.push(started.elapsed().as_millis() as u64);
@@ -49,142 +49,17 @@ fn step_durations(s3: bool) -> Vec<u64> {
     took
 }
 
-/// One scenario of [`killed_at_random_moments_then_rerun`] with kill moments drawn from `seed`
+/// One [`journey`] of [`killed_at_random_moments_then_rerun`] with kill moments drawn from `seed`
 /// within `windows` (the steps' uninterrupted durations); returns how many runs were killed.
 fn killed_then_rerun(seed: u64, s3: bool, windows: &[u64]) -> u32 {
     let mut rng = seed;
     let mut step = 0;
-    scenario(seed, s3, &mut |s, args| {
+    journey(seed, s3, &mut |s, args| {
         // At least 20 ms: a process must start before a kill means anything.
         let window = windows[step].max(20);
         step += 1;
         until_complete(s, &mut rng, window, args)
     })
-}
-
-/// The crash scenario on a local folder or (`s3`) on S3: `journal append`, `apply` and
-/// `recover --route`, each run by `step` (which returns how many runs it killed), then the
-/// journal, the route and the recovered table checked; returns the sum of `step`'s counts.
-fn scenario(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u32) -> u32 {
-    let s = Scratch::new();
-    let (journal, warehouse) = if s3 {
-        (unique("kill-journal"), unique("kill-wh"))
-    } else {
-        (s.path_str("journal"), String::new())
-    };
-    // `--warehouse` on S3; the catalog's default warehouse beside it on a local folder.
-    let wh: Vec<&str> = if s3 { vec!["--warehouse", &warehouse] } else { vec![] };
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let all = events(1, 600);
-    let input = s.write("in.ndjson", &all);
-    let input = input.to_str().unwrap();
-    let catalog = s.path_str("catalog.db");
-    let mut kills = 0;
-    kills += step(
-        &s,
-        &[
-            "journal",
-            "append",
-            "--journal",
-            &journal,
-            "--input",
-            input,
-            "--batch-size",
-            "50",
-        ],
-    );
-    kills += step(
-        &s,
-        &[
-            &[
-                "apply",
-                "--journal",
-                &journal,
-                "--catalog",
-                &catalog,
-                "--table",
-                "shop.orders",
-                "--batches-per-commit",
-                "2",
-            ],
-            &wh[..],
-        ]
-        .concat(),
-    );
-    s.run(
-        &[
-            &[
-                "fault",
-                "delete",
-                "--catalog",
-                &catalog,
-                "--table",
-                "shop.orders",
-                "--where",
-                "order_id = 'o-3'",
-            ],
-            &wh[..],
-        ]
-        .concat(),
-    )
-    .ok();
-    let route = s.path_str("route");
-    std::fs::create_dir_all(&route).unwrap();
-    kills += step(
-        &s,
-        &[
-            &[
-                "recover",
-                "--journal",
-                &journal,
-                "--catalog",
-                &catalog,
-                "--into",
-                "shop.fixed",
-                "--source-table",
-                "shop.orders",
-                "--at-or-before",
-                "600",
-                "--recovery-id",
-                "rec-crash",
-                "--route",
-                &route,
-            ],
-            &wh[..],
-        ]
-        .concat(),
-    );
-    eprintln!("seed {seed} (s3: {s3}): {kills} runs killed before completion");
-    let v = s
-        .run(&["journal", "verify", "--journal", &journal, "--json"])
-        .ok()
-        .json();
-    assert_eq!(
-        (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
-        (Some(true), Some(600)),
-        "{v}"
-    );
-    assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
-    let rows = s
-        .run(&[
-            "query", "--route", &route, "--format", "json",
-            "SELECT order_id, order_version, is_deleted, journal_position FROM orders_with_tombstones ORDER BY order_id",
-        ])
-        .ok();
-    let found: Vec<serde_json::Value> = serde_json::from_str(&rows.stdout).unwrap();
-    let mut state = std::collections::BTreeMap::new();
-    super::super::merge_events(&mut state, &all);
-    let expected: Vec<serde_json::Value> = state
-        .values()
-        .map(|r| {
-            serde_json::json!({
-                "order_id": r["order_id"], "order_version": r["order_version"],
-                "is_deleted": r["is_deleted"], "journal_position": r["journal_position"],
-            })
-        })
-        .collect();
-    assert_eq!(found, expected, "seed {seed}");
-    kills
 }
 
 /// The failpoints at each step boundary stop the process as a crash would (exit 86); a plain
@@ -227,24 +102,7 @@ fn failpoints_at_every_step_then_rerun() {
     s.run(&apply).ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    let recover = [
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--into",
-        "shop.fixed",
-        "--source-table",
-        "shop.orders",
-        "--at-or-before",
-        "40",
-        "--recovery-id",
-        "rec-fp",
-        "--route",
-        &route,
-        "--json",
-    ];
+    let recover = recover_args(&journal, &catalog, "40", "rec-fp", &route);
     for fp in [
         "recover:after-seed",
         "recover:after-replay",
@@ -293,47 +151,12 @@ fn a_restore_stopped_after_a_table_is_resumed_by_a_rerun() {
     let catalog = s.path_str("catalog.db");
     let warehouse = s.path_str("warehouse");
     for table in ["shop.orders", "shop.orders_copy"] {
-        s.run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            table,
-        ])
-        .ok();
+        apply_in(&s, &journal, &catalog, &warehouse, table);
     }
     let backups = s.path_str("backups");
-    let b = s
-        .run(&[
-            "catalog",
-            "backup",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--to",
-            &backups,
-            "--json",
-        ])
-        .ok()
-        .json();
-    let id = b["id"].as_str().unwrap().to_string();
+    let id = backup(&s, &catalog, &warehouse, &backups);
     let before = s.path_str("before.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--out",
-        &before,
-    ])
-    .ok();
+    record(&s, &[], &catalog, &warehouse, &before);
 
     std::fs::create_dir_all(s.path("new")).unwrap();
     let new = s.path_str("new/catalog.db");
@@ -382,17 +205,7 @@ fn a_restore_stopped_after_a_table_is_resumed_by_a_rerun() {
         .collect();
     assert_eq!(actions, ["unchanged", "register"], "{done}");
     let after = s.path_str("after.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
-        &new,
-        "--warehouse",
-        &warehouse,
-        "--out",
-        &after,
-    ])
-    .ok();
+    record(&s, &[], &new, &warehouse, &after);
     s.run(&["history", "compare", &before, &after]).ok();
     // Once more: nothing to do.
     let again = s.run(&restore).ok().json();

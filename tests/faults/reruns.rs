@@ -1,4 +1,4 @@
-//! A completed recovery re-run: it finds its own flip and never flips again.
+//! A completed recovery or failover re-run: it finds its own flip and never flips again.
 
 use super::super::support::faults::*;
 use super::super::support::*;
@@ -23,24 +23,7 @@ fn a_completed_recovery_does_not_flip_again() {
     let (journal, catalog) = damaged(&s);
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    let recover = [
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--into",
-        "shop.fixed",
-        "--source-table",
-        "shop.orders",
-        "--at-or-before",
-        "40",
-        "--recovery-id",
-        "rec-twice",
-        "--route",
-        &route,
-        "--json",
-    ];
+    let recover = recover_args(&journal, &catalog, "40", "rec-twice", &route);
     let first = s.run(&recover).ok().json();
     assert_eq!(first["route"]["generation"], 1, "{first}");
     assert_eq!(first["route_already_flipped"], false);
@@ -51,22 +34,57 @@ fn a_completed_recovery_does_not_flip_again() {
     }
     assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
     // Another controller decides after the recovery; a re-run must not take readers back.
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--applied-position",
-        "50",
-        "--reason",
-        "operator's decision",
-    ])
-    .ok();
+    flip(&s, &route, &catalog, "shop.orders", 50, &[]);
     let again = s.run(&recover).ok().json();
     assert_eq!(again["route_already_flipped"], true, "{again}");
     assert_eq!(generation(&s, &route), (2, "shop.orders".into()));
+}
+
+/// A failover stopped after its flip and before its promotion was recorded (a crash, or a lost
+/// reply after the last attempt) flipped the route again when re-run (generation 1 → 2 → 3): a
+/// re-run finds its own flip in the route's history and completes without flipping (and names
+/// the follower the first run fenced, not itself).
+#[test]
+fn a_failover_stopped_after_its_flip_does_not_flip_again() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 30, 10);
+    let (primary, primary_wh) = (s.path_str("primary.db"), s.path_str("primary"));
+    apply_in(&s, &journal, &primary, &primary_wh, "shop.orders");
+    let replica = s.path_str("replica");
+    s.run(&["replica", "copy", "--from", &primary_wh, "--to", &replica])
+        .ok();
+    let (dr, state) = (s.path_str("dr.db"), s.path_str("state"));
+    let map = format!("file://{primary_wh}=file://{replica}");
+    let target = [
+        "--warehouse",
+        &replica,
+        "--catalog",
+        &dr,
+        "--prefix-map",
+        &map,
+        "--state",
+        &state,
+    ];
+    s.run(&[&["replica", "follow", "--once", "--holder", "f-crash"][..], &target].concat())
+        .ok();
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    flip(&s, &route, &primary, "shop.orders", 30, &[]);
+    let failover = [
+        &["replica", "failover"][..],
+        &target,
+        &["--route", &route, "--failover-id", "fo-crash", "--json"],
+    ]
+    .concat();
+    let crashed = run_env(&s, &[("TIDEMARK_FAILPOINT", "failover:after-flip")], &failover);
+    assert_eq!(crashed.code, 86, "{}", crashed.stderr);
+    assert_eq!(generation(&s, &route).0, 2);
+    let done = s.run(&failover).ok().json();
+    assert_eq!(done["routes"][0]["from_generation"], 1, "{done}");
+    assert_eq!(done["routes"][0]["to_generation"], 2, "{done}");
+    assert_eq!(generation(&s, &route).0, 2, "flipped again");
+    // The follower fenced is the one the first run fenced, not the failover itself.
+    assert_eq!(done["fenced_holder"], "f-crash", "{done}");
+    // Recorded now: the same failover again is refused, naming its promotion.
+    s.run(&failover).fails(5, &["fo-crash is already recorded"]);
 }

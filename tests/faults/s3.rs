@@ -78,19 +78,7 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
     }
     let s = Scratch::new();
     let journal = unique("errors");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write("in.ndjson", &events(1, 30));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        "10",
-    ])
-    .ok();
+    journal_at(&s, &journal, "in", 30, 10);
     {
         let proxy = Proxy::start(
             &s,
@@ -175,33 +163,10 @@ fn replica_copy_on_s3_through_errors_and_a_crash() {
     let journal = journal_with(&s, "journal", 120, 20);
     let catalog = s.path_str("catalog.db");
     let warehouse = unique("wh");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
     let replica = unique("replica");
-    let proxy = Proxy::start(
-        &s,
-        &[
-            "--seed",
-            "17",
-            "--rate",
-            "0.1",
-            "--faults",
-            "503,500,reset,lost",
-            "--max-faults",
-            "400",
-        ],
-    );
-    let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+    let proxy = Proxy::mixed(&s, 17, 400);
+    let env = proxy.env();
     let copy = ["replica", "copy", "--from", &warehouse, "--to", &replica, "--json"];
     let crash = [
         ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
@@ -244,36 +209,10 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
     let journal = journal_with(&s, "journal", 20, 10);
     let catalog = s.path_str("catalog.db");
     let warehouse = unique("creds");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
     let env = [("AWS_ENDPOINT_URL", auth.as_str())];
-    run_env(
-        &s,
-        &env,
-        &[
-            "fault",
-            "delete",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--where",
-            "order_id = 'o-1'",
-        ],
-    )
-    .fails(8, &["access to the warehouse refused", "check the credentials"]);
+    fault_delete_in(&s, &env, &catalog, &warehouse, "shop.orders", "order_id = 'o-1'")
+        .fails(8, &["access to the warehouse refused", "check the credentials"]);
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     run_env(
@@ -310,34 +249,9 @@ fn catalog_restore_on_s3_reports_its_requests() {
     let journal = journal_with(&s, "journal", 30, 10);
     let catalog = s.path_str("catalog.db");
     let warehouse = unique("restore-wh");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
     let backups = unique("backups");
-    let b = s
-        .run(&[
-            "catalog",
-            "backup",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--to",
-            &backups,
-            "--json",
-        ])
-        .ok()
-        .json();
-    let id = b["id"].as_str().unwrap().to_string();
+    let id = backup(&s, &catalog, &warehouse, &backups);
     std::fs::create_dir_all(s.path("new")).unwrap();
     let new = s.path_str("new/catalog.db");
     let done = s
@@ -370,25 +284,11 @@ fn catalog_restore_on_s3_reports_its_requests() {
     let local = Scratch::new();
     let journal = journal_with(&local, "journal", 10, 10);
     let catalog = local.path_str("catalog.db");
-    local
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-        ])
-        .ok();
-    let backups = local.path_str("backups");
-    let b = local
-        .run(&["catalog", "backup", "--catalog", &catalog, "--to", &backups, "--json"])
-        .ok()
-        .json();
+    let warehouse = local.path_str("warehouse");
+    apply_in(&local, &journal, &catalog, &warehouse, "shop.orders");
+    let id = backup(&local, &catalog, &warehouse, &local.path_str("backups"));
     std::fs::create_dir_all(local.path("new")).unwrap();
     let new = local.path_str("new/catalog.db");
-    let warehouse = local.path_str("warehouse");
     let done = local
         .run(&[
             "catalog",
@@ -398,9 +298,9 @@ fn catalog_restore_on_s3_reports_its_requests() {
             "--warehouse",
             &warehouse,
             "--from",
-            &backups,
+            &local.path_str("backups"),
             "--id",
-            b["id"].as_str().unwrap(),
+            &id,
             "--expect",
             "empty",
             "--json",

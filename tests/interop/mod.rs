@@ -7,12 +7,16 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+mod defects;
+mod equality;
 mod evolution;
+mod fault_delete;
+mod rest;
 mod transforms;
 
 use super::support::python::PyIceberg;
 use super::support::*;
-use super::{assert_same_rows, merge_events};
+use super::{assert_same_rows, merge_events, order_row};
 
 /// An orders event with the columns that tell a swap apart (status and currency differ).
 fn ev(position: u64, order: &str, version: i64, status: &str, currency: &str) -> String {
@@ -29,6 +33,47 @@ fn ev(position: u64, order: &str, version: i64, status: &str, currency: &str) ->
     })
     .to_string()
         + "\n"
+}
+
+/// Rows by order_id (as PyIceberg reads them).
+fn by_key(rows: Vec<Value>) -> BTreeMap<String, Value> {
+    rows.into_iter()
+        .map(|r| (r["order_id"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// The rows of `state`, in key order.
+fn values(state: &BTreeMap<String, Value>) -> Vec<Value> {
+    state.values().cloned().collect()
+}
+
+/// The merge rules over a table another writer reshaped: `state` (rows by key, as PyIceberg read
+/// them) after the events of `ndjson`, each new row under the table's current column names
+/// (`renames`: spec name → current name), with the columns outside the spec (`extra`) carried
+/// from the row it replaces, null for a new key.
+fn merge_reshaped(state: &mut BTreeMap<String, Value>, ndjson: &str, renames: &[(&str, &str)], extra: &[&str]) {
+    let mut events: Vec<Value> = ndjson
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    events.sort_by_key(|e| e["position"].as_u64().unwrap());
+    for e in events {
+        let key = e["order_id"].as_str().unwrap().to_string();
+        let old = state.get(&key);
+        if old.is_some_and(|r| r["order_version"].as_i64() >= e["order_version"].as_i64()) {
+            continue;
+        }
+        let mut row = order_row(&e, e["position"].as_u64().unwrap());
+        for (from, to) in renames {
+            let v = row.as_object_mut().unwrap().remove(*from).unwrap();
+            row[*to] = v;
+        }
+        for x in extra {
+            row[*x] = old.map_or(Value::Null, |r| r[*x].clone());
+        }
+        state.insert(key, row);
+    }
 }
 
 /// One table, one journal, one catalog in a scratch folder, and PyIceberg on that catalog.

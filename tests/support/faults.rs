@@ -1,7 +1,8 @@
 //! Helpers of the fault scenarios (tests/faults/): the fault-injecting S3 proxy, unique S3
-//! prefixes, and running a command until it completes while killing it at seeded random moments.
+//! prefixes, the set-up steps the scenarios share (apply into a given warehouse, a catalog
+//! backup), and running a command until it completes while killing it at seeded random moments.
 
-use super::{Run, Scratch, tidemark};
+use super::{Run, Scratch, events, tidemark};
 
 /// `tidemark` in `s` with extra environment variables.
 pub fn run_env(s: &Scratch, env: &[(&str, &str)], args: &[&str]) -> Run {
@@ -28,11 +29,13 @@ pub struct Proxy {
 impl Proxy {
     /// Starts the proxy with these arguments (`--seed`, `--rate`, `--faults`, …).
     pub fn start(s: &Scratch, args: &[&str]) -> Proxy {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let upstream = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../sandbox/fault_proxy.py");
-        let port_file = s.path(&format!("proxy-{}.port", std::process::id()));
-        let stats = s.path(&format!("proxy-{}.stats", std::process::id()));
-        let _ = std::fs::remove_file(&port_file);
+        // Files of their own for each proxy (a test may run two).
+        let name = |ext: &str| s.path(&format!("proxy-{}-{n}.{ext}", std::process::id()));
+        let (port_file, stats, log) = (name("port"), name("stats"), name("log"));
         let mut child = std::process::Command::new("python3")
             .arg(script)
             .args(["--port", "0", "--upstream", &upstream])
@@ -41,12 +44,14 @@ impl Proxy {
             .arg("--stats")
             .arg(&stats)
             .args(args)
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("the proxy's log"))
             .spawn()
             .expect("start the fault proxy");
-        for _ in 0..100 {
+        // Generous: on a loaded machine the interpreter alone can take seconds to start.
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(60) {
             if let Ok(port) = std::fs::read_to_string(&port_file)
-                && !port.is_empty()
+                && !port.trim().is_empty()
             {
                 return Proxy {
                     child,
@@ -54,11 +59,50 @@ impl Proxy {
                     stats,
                 };
             }
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("the fault proxy did not start");
+        panic!(
+            "the fault proxy did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    /// The fault mix: 10% of every request a 503, a 500, a reset, a lost reply or a 2 s
+    /// delay before the request is forwarded (past the 1 s read timeout of [`Proxy::env`]),
+    /// seeded by `seed`, at most `max_faults` in all.
+    pub fn mixed(s: &Scratch, seed: u64, max_faults: u32) -> Proxy {
+        Proxy::start(
+            s,
+            &[
+                "--seed",
+                &seed.to_string(),
+                "--rate",
+                "0.1",
+                "--faults",
+                "503,500,reset,lost,delay",
+                "--delay",
+                "2",
+                "--max-faults",
+                &max_faults.to_string(),
+            ],
+        )
+    }
+
+    /// The environment that sends a command's S3 requests (tidemark's client and the table
+    /// files' FileIO alike) through the proxy.
+    /// tidemark's client gives up on a reply after 1 s, so the proxy's 2 s delays are delays
+    /// past the read timeout (retried, while the delayed request still reaches the server late);
+    /// the table files' FileIO waits them out (its own timeout is longer).
+    pub fn env(&self) -> [(&str, &str); 2] {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint.as_str()),
+            ("TIDEMARK_S3_READ_TIMEOUT", "1"),
+        ]
     }
 
     pub fn faults(&self) -> u64 {
@@ -139,4 +183,285 @@ pub fn generation(s: &Scratch, route: &str) -> (u64, String) {
         current["generation"].as_u64().unwrap(),
         current["table_name"].as_str().unwrap().to_string(),
     )
+}
+
+/// `apply` of `journal` into `table` of `catalog`, the table files in `warehouse`; must succeed.
+pub fn apply_in(s: &Scratch, journal: &str, catalog: &str, warehouse: &str, table: &str) -> Run {
+    s.run(&[
+        "apply",
+        "--journal",
+        journal,
+        "--catalog",
+        catalog,
+        "--warehouse",
+        warehouse,
+        "--table",
+        table,
+    ])
+    .ok()
+}
+
+/// `catalog backup` of `catalog` (tables in `warehouse`) to `to`; returns the backup's id.
+pub fn backup(s: &Scratch, catalog: &str, warehouse: &str, to: &str) -> String {
+    backup_with(s, &[], catalog, warehouse, to)
+}
+
+/// [`backup`] with extra environment variables (e.g. [`Proxy::env`]).
+pub fn backup_with(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str, to: &str) -> String {
+    let b = s
+        .run_with(
+            env,
+            &[
+                "catalog",
+                "backup",
+                "--catalog",
+                catalog,
+                "--warehouse",
+                warehouse,
+                "--to",
+                to,
+                "--json",
+            ],
+        )
+        .ok()
+        .json();
+    b["id"].as_str().unwrap().to_string()
+}
+
+/// What a `history record` says of each table's contents, without what differs between two
+/// equal runs (table uuids, metadata locations, snapshot ids, the time): table, rows, snapshots,
+/// refs by name and kind, schema.
+pub fn contents(record: &serde_json::Value) -> Vec<serde_json::Value> {
+    record["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let refs: Vec<_> = t["refs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r["name"].clone(), r["kind"].clone()))
+                .collect();
+            serde_json::json!([
+                t["table"],
+                t["row_count"],
+                t["snapshot_count"],
+                refs,
+                t["schema_fields"]
+            ])
+        })
+        .collect()
+}
+
+/// `history record --json` of `catalog` (tables in `warehouse`) into the file `out`, run with
+/// `env`; must succeed. Returns the printed record (with the run's `s3_requests`).
+pub fn record(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str, out: &str) -> serde_json::Value {
+    s.run_with(
+        env,
+        &[
+            "history",
+            "record",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            warehouse,
+            "--out",
+            out,
+            "--json",
+        ],
+    )
+    .ok()
+    .json()
+}
+
+/// `route flip` of `route` to `table` of `catalog` (with `extra` options, e.g. `--warehouse`)
+/// at `position`; must succeed.
+pub fn flip(s: &Scratch, route: &str, catalog: &str, table: &str, position: u64, extra: &[&str]) -> Run {
+    let position = position.to_string();
+    let args = [
+        "route",
+        "flip",
+        "--route",
+        route,
+        "--catalog",
+        catalog,
+        "--table",
+        table,
+        "--applied-position",
+        &position,
+        "--reason",
+        "test",
+    ];
+    s.run(&[&args[..], extra].concat()).ok()
+}
+
+/// `fault delete --json` of the rows of `table` matching `predicate`, the table files in
+/// `warehouse`, run with `env` (the caller checks the outcome).
+pub fn fault_delete_in(
+    s: &Scratch,
+    env: &[(&str, &str)],
+    catalog: &str,
+    warehouse: &str,
+    table: &str,
+    predicate: &str,
+) -> Run {
+    s.run_with(
+        env,
+        &[
+            "fault",
+            "delete",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            warehouse,
+            "--table",
+            table,
+            "--where",
+            predicate,
+            "--json",
+        ],
+    )
+}
+
+/// The scenario of the crash and fault tests, on a local folder or (`s3`) on S3 (journal,
+/// warehouse and route): `journal append`, `apply` and `recover --route`, each run by `step`
+/// (which returns how many runs it killed, or 0), then the journal verified, the route's
+/// generation (1: flipped once) and the recovered table checked against an independent fold of
+/// the events; returns the sum of `step`'s counts.
+pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u32) -> u32 {
+    let s = Scratch::new();
+    let (journal, warehouse) = if s3 {
+        (unique("kill-journal"), unique("kill-wh"))
+    } else {
+        (s.path_str("journal"), String::new())
+    };
+    // `--warehouse` on S3; the catalog's default warehouse beside it on a local folder.
+    let wh: Vec<&str> = if s3 { vec!["--warehouse", &warehouse] } else { vec![] };
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let all = events(1, 600);
+    let input = s.write("in.ndjson", &all);
+    let input = input.to_str().unwrap();
+    let catalog = s.path_str("catalog.db");
+    let mut kills = 0;
+    kills += step(
+        &s,
+        &[
+            "journal",
+            "append",
+            "--journal",
+            &journal,
+            "--input",
+            input,
+            "--batch-size",
+            "50",
+        ],
+    );
+    kills += step(
+        &s,
+        &[
+            &[
+                "apply",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--table",
+                "shop.orders",
+                "--batches-per-commit",
+                "2",
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    );
+    s.run(
+        &[
+            &[
+                "fault",
+                "delete",
+                "--catalog",
+                &catalog,
+                "--table",
+                "shop.orders",
+                "--where",
+                "order_id = 'o-3'",
+            ],
+            &wh[..],
+        ]
+        .concat(),
+    )
+    .ok();
+    let route = if s3 { unique("kill-route") } else { s.path_str("route") };
+    if !s3 {
+        std::fs::create_dir_all(&route).unwrap();
+    }
+    kills += step(
+        &s,
+        &[
+            &recover_args(&journal, &catalog, "600", "rec-crash", &route)[..],
+            &wh[..],
+        ]
+        .concat(),
+    );
+    eprintln!("seed {seed} (s3: {s3}): {kills} runs killed before completion");
+    let v = s
+        .run(&["journal", "verify", "--journal", &journal, "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
+        (Some(true), Some(600)),
+        "{v}"
+    );
+    assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
+    let rows = s
+        .run(&[
+            "query", "--route", &route, "--format", "json",
+            "SELECT order_id, order_version, is_deleted, journal_position FROM orders_with_tombstones ORDER BY order_id",
+        ])
+        .ok();
+    let found: Vec<serde_json::Value> = serde_json::from_str(&rows.stdout).unwrap();
+    let mut state = std::collections::BTreeMap::new();
+    crate::merge_events(&mut state, &all);
+    let expected: Vec<serde_json::Value> = state
+        .values()
+        .map(|r| {
+            serde_json::json!({
+                "order_id": r["order_id"], "order_version": r["order_version"],
+                "is_deleted": r["is_deleted"], "journal_position": r["journal_position"],
+            })
+        })
+        .collect();
+    assert_eq!(found, expected, "seed {seed}");
+    kills
+}
+
+/// The arguments of `recover --json` of `shop.orders` of `catalog` into `shop.fixed` at or
+/// before `position`, as recovery `id`, flipping `route`.
+pub fn recover_args<'a>(
+    journal: &'a str,
+    catalog: &'a str,
+    position: &'a str,
+    id: &'a str,
+    route: &'a str,
+) -> [&'a str; 16] {
+    [
+        "recover",
+        "--journal",
+        journal,
+        "--catalog",
+        catalog,
+        "--into",
+        "shop.fixed",
+        "--source-table",
+        "shop.orders",
+        "--at-or-before",
+        position,
+        "--recovery-id",
+        id,
+        "--route",
+        route,
+        "--json",
+    ]
 }

@@ -168,20 +168,26 @@ pub fn events(first: u64, last: u64) -> String {
 /// returns the journal's path.
 pub fn journal_with(s: &Scratch, rel: &str, last: u64, batch: u64) -> String {
     let journal = s.path_str(rel);
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.write(&format!("{rel}.ndjson"), &events(1, last));
+    journal_at(s, &journal, rel, last, batch);
+    journal
+}
+
+/// [`journal_with`] at the journal URL `journal` (a folder or `s3://…`), the input written to
+/// `<input>.ndjson` in the scratch folder.
+pub fn journal_at(s: &Scratch, journal: &str, input: &str, last: u64, batch: u64) {
+    s.run(&["journal", "init", "--journal", journal]).ok();
+    let input = s.write(&format!("{input}.ndjson"), &events(1, last));
     s.run(&[
         "journal",
         "append",
         "--journal",
-        &journal,
+        journal,
         "--input",
         input.to_str().unwrap(),
         "--batch-size",
         &batch.to_string(),
     ])
     .ok();
-    journal
 }
 
 /// Is the S3 server of sandbox/test.sh there? Panics when it should be and is not.

@@ -76,7 +76,18 @@ impl PyIceberg {
 
     /// The table's rows as PyIceberg reads them, sorted by order_id.
     pub fn read(&self, table: &str) -> Vec<serde_json::Value> {
-        let run = self.run("read", table, &[]).ok();
+        self.rows("read", table)
+    }
+
+    /// The table's rows as the tool's own reader reads them (`read-raw`: PyIceberg's metadata,
+    /// pyarrow, and the delete rules applied by the tool, equality deletes included), sorted by
+    /// order_id.
+    pub fn read_raw(&self, table: &str) -> Vec<serde_json::Value> {
+        self.rows("read-raw", table)
+    }
+
+    fn rows(&self, command: &str, table: &str) -> Vec<serde_json::Value> {
+        let run = self.run(command, table, &[]).ok();
         run.stdout
             .lines()
             .filter(|l| !l.trim().is_empty())

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod conformance;
 pub mod contract;
+pub mod counted_io;
 pub mod rest;
 mod rest_io;
 pub mod s3tables;

@@ -30,13 +30,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::catalog::counted_io::CountingStorageFactory;
 use async_trait::async_trait;
 use iceberg::io::{FileIO, FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS};
 use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use iceberg::{Catalog, CatalogBuilder, ErrorKind, TableIdent};
 use iceberg_catalog_rest::{CommitTableRequest, CommitTableResponse, RestCatalogBuilder};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use tokio::sync::Mutex;
@@ -214,7 +214,7 @@ impl RestBackend {
         {
             catalog_props.insert(S3_PATH_STYLE_ACCESS.to_string(), "true".to_string());
         }
-        let storage = Arc::new(OpenDalResolvingStorageFactory::new());
+        let storage = Arc::new(CountingStorageFactory::new());
         // The environment under the server under the definition (see `rest_io`); the crate is
         // given the definition only.
         let io_props = layered(env, &merged, &catalog_props);

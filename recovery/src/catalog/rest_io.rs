@@ -16,12 +16,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::catalog::counted_io::CountingStorageFactory;
 use async_trait::async_trait;
 use iceberg::io::{FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS};
 use iceberg::table::Table;
 use iceberg::{Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent};
 use iceberg_catalog_rest::RestCatalog;
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use super::config::endpoint_needs_path_style;
 
@@ -64,7 +64,7 @@ pub(crate) struct VendedIo {
     pub inner: RestCatalog,
     pub env: HashMap<String, String>,
     pub definition: HashMap<String, String>,
-    pub storage: Arc<OpenDalResolvingStorageFactory>,
+    pub storage: Arc<CountingStorageFactory>,
 }
 
 // Manual Debug: the layers hold S3 secret keys (and the crate's catalog its credential).

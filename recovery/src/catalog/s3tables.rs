@@ -34,6 +34,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::catalog::counted_io::CountingStorageFactory;
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
 use aws_sdk_s3tables::Client;
@@ -47,7 +48,6 @@ use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use iceberg::{Catalog, CatalogBuilder, MetadataLocation, TableIdent};
 use iceberg_catalog_s3tables::{S3TablesCatalog, S3TablesCatalogBuilder};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use super::contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
@@ -198,7 +198,7 @@ impl S3TablesBackend {
         {
             io_props.insert(S3_PATH_STYLE_ACCESS.to_string(), "true".to_string());
         }
-        let storage = Arc::new(OpenDalResolvingStorageFactory::new());
+        let storage = Arc::new(CountingStorageFactory::new());
         let file_io = iceberg::io::FileIOBuilder::new(storage.clone())
             .with_props(io_props.iter())
             .build();

@@ -22,6 +22,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::catalog::counted_io::CountingStorageFactory;
 use async_trait::async_trait;
 use iceberg::spec::{MAIN_BRANCH, TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;
@@ -30,7 +31,6 @@ use iceberg_catalog_sql::{
     SQL_CATALOG_PROP_BIND_STYLE, SQL_CATALOG_PROP_URI, SQL_CATALOG_PROP_WAREHOUSE, SqlBindStyle, SqlCatalog,
     SqlCatalogBuilder,
 };
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use sqlx::any::AnyPoolOptions;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{AnyPool, ConnectOptions, Connection, Row};
@@ -165,7 +165,7 @@ async fn open_initialized(
     props.insert(SQL_CATALOG_PROP_WAREHOUSE.to_string(), warehouse.to_string());
     props.insert(SQL_CATALOG_PROP_BIND_STYLE.to_string(), bind_style.to_string());
     let catalog = SqlCatalogBuilder::default()
-        .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .with_storage_factory(Arc::new(CountingStorageFactory::new()))
         .load(name.to_string(), props)
         .await
         .map_err(|e| unreachable(format!("{e:#}")))?;

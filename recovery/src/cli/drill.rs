@@ -164,10 +164,11 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
     }
     let mut progress = Progress::new("gameday", args.common.quiet);
     if args.scenario == Scenario::Failover {
-        let report = tidemark_recovery::gameday_failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+        let mut report = tidemark_recovery::gameday_failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
             progress.update(|| format!("{:<56} {:>7} ms  {}", s.step, s.ms, s.detail), true)
         })
         .await?;
+        report.s3_requests = super::s3_requests();
         let md_path = args.report.unwrap_or_else(|| work.join("gameday-failover-report.md"));
         return finish(
             "failover game day",

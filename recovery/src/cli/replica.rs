@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use tidemark_journal::clock::{Clock, SystemClock};
-use tidemark_recovery::catalog::{CatalogConfig, open_catalog, s3_props};
+use tidemark_recovery::catalog::config::{resolve, sqlite_file};
+use tidemark_recovery::catalog::{CatalogConfig, CatalogKind, Definitions, open_catalog, s3_props};
 use tidemark_recovery::dr::follow::FollowOptions;
 use tidemark_recovery::dr::follow_state::{FollowMode, FollowerState, StateStore};
 use tidemark_recovery::dr::follow_status::{self, StatusReport};
@@ -35,9 +36,14 @@ pub struct FollowTarget {
     /// is metadata rewritten to TO.
     #[arg(long)]
     pub prefix_map: Option<String>,
-    /// Where the lease and state objects live; default <warehouse>/.tidemark-follower.
+    /// Where the lease and state objects live (a folder or s3://…); default, for a SQLite DR
+    /// catalog, the folder <catalog file>.follower beside it; required for other catalogs.
     #[arg(long)]
     pub state: Option<String>,
+    /// Allow --state inside the replica warehouse or the --prefix-map target (refused otherwise:
+    /// a replication that mirrors deletions would remove it).
+    #[arg(long)]
+    pub state_in_replica: bool,
     /// This follower's id in the lease; default host and process.
     #[arg(long)]
     pub holder: Option<String>,
@@ -68,16 +74,57 @@ impl FollowTarget {
         })
     }
 
-    fn state_url(&self) -> String {
-        follower::state_url(self.state.as_deref(), &self.warehouse)
+    /// The DR catalog as its definition resolves it, without opening it (`None`: it does not
+    /// resolve; opening it then says why).
+    fn resolved(&self) -> anyhow::Result<Option<tidemark_recovery::catalog::Resolved>> {
+        let name = self.catalog_name.as_deref().filter(|n| !n.trim().is_empty());
+        Ok(resolve(&self.catalog, name, None, &Definitions::load()?).ok())
+    }
+
+    /// The state location: `--state`, or beside a SQLite DR catalog; refused inside the replica
+    /// (see [`follower::check_state_location`]) unless `--state-in-replica`. Decided before the
+    /// catalog is opened (opening a SQLite file creates it).
+    fn state_url(&self) -> anyhow::Result<String> {
+        let url = match (&self.state, self.resolved()?) {
+            (Some(s), _) => s.clone(),
+            (None, Some(r)) if r.kind == CatalogKind::Sqlite => {
+                let file = sqlite_file(r.props.get("uri").map_or(self.catalog.as_str(), String::as_str));
+                follower::default_state_url(&file.display().to_string())
+            }
+            (None, _) => {
+                return Err(exit_error(
+                    tidemark_recovery::exit::USAGE,
+                    format!(
+                        "give --state (a folder or s3://… outside the replica warehouse) for the follower's lease \
+                         and state: only a SQLite DR catalog has a default place beside it, and {} is not one",
+                        self.catalog
+                    ),
+                ));
+            }
+        };
+        if !self.state_in_replica {
+            let map_to = self
+                .prefix_map
+                .as_deref()
+                .and_then(|m| m.split_once('='))
+                .map(|(_, to)| to);
+            follower::check_state_location(&url, &self.warehouse, map_to)
+                .map_err(|e| exit_error(tidemark_recovery::exit::USAGE, e.to_string()))?;
+        }
+        Ok(url)
     }
 
     /// The DR catalog; its warehouse (where tables it creates go, e.g. `recover --into` after a
-    /// failover) is the replica's unless the catalog's definition names one.
+    /// failover) is the replica's unless the catalog's definition names one. A REST catalog's
+    /// warehouse selects the server's catalog (SeaweedFS: its table bucket), so a defined one is
+    /// never replaced by the replica's location.
     async fn open(&self) -> anyhow::Result<tidemark_recovery::catalog::CatalogHandle> {
+        let own = self.resolved()?.is_some_and(|r| {
+            r.kind == CatalogKind::Rest && r.props.get("warehouse").is_some_and(|w| !w.trim().is_empty())
+        });
         Ok(open_catalog(&CatalogConfig {
             uri: self.catalog.clone(),
-            warehouse: self.warehouse.clone(),
+            warehouse: if own { String::new() } else { self.warehouse.clone() },
             name: self.catalog_name.clone().unwrap_or_default(),
         })
         .await?)
@@ -107,11 +154,13 @@ pub enum WarmCommand {
     /// The follower's state for people and alerts; exit 0 OK, 4 a table not OK, 10 the follower
     /// is not running, 7 no state.
     Status {
-        /// The follower's state location (as `follow --state`), or give --warehouse for the default.
-        #[arg(long, required_unless_present = "warehouse")]
+        /// The follower's state location (as `follow --state`), or give --catalog for the default
+        /// beside a SQLite DR catalog.
+        #[arg(long, required_unless_present = "catalog")]
         state: Option<String>,
-        #[arg(long)]
-        warehouse: Option<String>,
+        /// The SQLite DR catalog file whose default state location (<file>.follower) to read.
+        #[arg(long, conflicts_with = "state")]
+        catalog: Option<String>,
         /// How old the last scan may be before the follower counts as stale (default three
         /// intervals, or 15m).
         #[arg(long, value_parser = parse_duration)]
@@ -206,6 +255,7 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             max_cycles,
             common,
         } => {
+            let state_url = target.state_url()?;
             let handle = target.open().await?;
             // Refused before anything is created, the state location included.
             tidemark_recovery::dr::follow::require_capabilities(&handle)?;
@@ -218,7 +268,7 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
                 )
             };
             let opts = target.options(mode, interval_ms)?;
-            let store = follower::open_state(&target.state_url()).await?;
+            let store = follower::open_state(&state_url).await?;
             let json = common.json;
             follower::run(&opts, &handle, store, limits, &SystemClock, &mut |s| {
                 if json {
@@ -234,12 +284,15 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
         }
         WarmCommand::Status {
             state,
-            warehouse,
+            catalog,
             max_age,
             prometheus,
             common,
         } => {
-            let url = follower::state_url(state.as_deref(), warehouse.as_deref().unwrap_or_default());
+            let url = match (state, catalog) {
+                (Some(s), _) => s,
+                (None, c) => follower::default_state_url(&sqlite_file(&c.unwrap_or_default()).display().to_string()),
+            };
             let store = follower::open_state(&url).await?;
             let mut states = StateStore::new(store.clone());
             let current = states.load().await?;
@@ -270,10 +323,11 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             failover_id,
             common,
         } => {
+            let state_url = target.state_url()?;
             let handle = target.open().await?;
             tidemark_recovery::dr::follow::require_capabilities(&handle)?;
             let opts = target.options(FollowMode::Strict, None)?;
-            let store = follower::open_state(&target.state_url()).await?;
+            let store = follower::open_state(&state_url).await?;
             let id = failover_id.unwrap_or_else(|| format!("failover-{}", SystemClock.now().format("%Y%m%dT%H%M%SZ")));
             let p = failover::failover(&opts, &handle, store, &routes, &id, &reason, &SystemClock).await?;
             if common.json {

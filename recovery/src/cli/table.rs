@@ -135,7 +135,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     let mut progress = Progress::new("apply", args.common.quiet);
-    let report = apply(
+    let mut report = apply(
         &journal,
         &handle,
         &table_name,
@@ -155,6 +155,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
+    report.s3_requests = super::s3_requests();
     if args.common.json {
         print_json(&report)?;
     } else {
@@ -238,7 +239,8 @@ pub struct FaultDeleteArgs {
 
 pub async fn run_fault_delete(args: FaultDeleteArgs) -> anyhow::Result<()> {
     let handle = args.catalog.open().await?;
-    let report = fault::delete_rows(&handle, &args.table, &args.predicate, &SystemClock, &RandomIds).await?;
+    let mut report = fault::delete_rows(&handle, &args.table, &args.predicate, &SystemClock, &RandomIds).await?;
+    report.s3_requests = super::s3_requests();
     if args.common.json {
         print_json(&report)?;
     } else {

@@ -7,8 +7,10 @@
 //!    of the lease), so the DR catalog holds the newest version whose every file is present;
 //! 3. **check every route** given: it reads, and the DR catalog has its table; nothing is flipped
 //!    unless all of them can be;
-//! 4. **flip each route** to the DR table (`If-Match` on the ETag read, generation + 1). A writer
-//!    started under the old generation is fenced by the route fence (`apply --route`);
+//! 4. **flip each route** to the DR table (`If-Match` on the ETag read, generation + 1; the route
+//!    records the failover id as its `recovery_id`). A writer started under the old generation is
+//!    fenced by the route fence (`apply --route`). A route whose history already holds this
+//!    failover's flip (a re-run after a stop before step 5) is not flipped again;
 //! 5. **record the promotion** (`promotions/<id>.json`, create-only) with what the DR side holds
 //!    versus the newest version the replica saw of the primary: commits and journal positions
 //!    behind, per table. `recover` from the DR table with the journal closes that gap.
@@ -179,17 +181,31 @@ pub async fn failover(
         };
         plans.push((url.clone(), store, current, etag, table, position));
     }
-    // 4. Flip.
+    // 4. Flip, unless the route's history holds this failover's own flip (a re-run after a stop
+    // between the flip and the record): flipping again could take readers back from a decision
+    // made after it.
     let mut flips = Vec::new();
     for (url, store, current, etag, table, position) in plans {
+        let table_uuid = table.metadata().uuid().to_string();
+        let own = own_flip(&store, &url, failover_id, &table_uuid)
+            .await
+            .map_err(|source| FailoverError::Route {
+                route: url.clone(),
+                source,
+            })?;
+        if let Some(flip) = own {
+            flips.push(flip);
+            continue;
+        }
         let next = FlipRequest {
             table_name: current.table_name.clone(),
             catalog: handle.reference().clone(),
             metadata_location: table.metadata_location().unwrap_or_default().to_string(),
-            table_uuid: table.metadata().uuid().to_string(),
+            table_uuid,
             applied_position: position,
             reason: format!("failover {failover_id}: {reason}"),
-            recovery_id: None,
+            // The failover's id marks its flip, as a recovery's id marks the recovery's.
+            recovery_id: Some(failover_id.to_string()),
         };
         let (route, _) = store
             .flip(&etag, current.generation, next, clock)
@@ -208,6 +224,7 @@ pub async fn failover(
             applied_position: position,
         });
     }
+    tidemark_journal::failpoint::hit("failover:after-flip");
     // 5. Record.
     let promotion = Promotion {
         format_version: FORMAT_VERSION,
@@ -215,7 +232,8 @@ pub async fn failover(
         at: clock.now_rfc3339(),
         catalog,
         reason: reason.to_string(),
-        fenced_holder: before.map(|b| b.holder),
+        // On a re-run the lease is already this failover's: the follower is the one it fenced.
+        fenced_holder: before.and_then(|b| b.taken_by(failover_id)),
         routes: flips,
         tables: promoted_tables(&state),
         ms: started.elapsed().as_millis() as u64,
@@ -223,6 +241,35 @@ pub async fn failover(
     let body = Bytes::from(serde_json::to_vec_pretty(&promotion).expect("a promotion serializes"));
     put_resolved(state_store.as_ref(), &promotion_key, body, PutMode::Create).await?;
     Ok(promotion)
+}
+
+/// The flip failover `failover_id` made of the route at `url` to the DR table `table_uuid`, from
+/// the route's history (with the version before it), if there is one.
+async fn own_flip(
+    store: &RouteStore,
+    url: &str,
+    failover_id: &str,
+    table_uuid: &str,
+) -> Result<Option<RouteFlip>, RouteError> {
+    let history = store.history().await?;
+    let Some(i) = history
+        .iter()
+        .position(|(r, _)| r.recovery_id.as_deref() == Some(failover_id) && r.table_uuid == table_uuid)
+    else {
+        return Ok(None);
+    };
+    let flipped = &history[i].0;
+    // Newest first: the version before the flip is the next one.
+    let before = history.get(i + 1).map(|(r, _)| r);
+    Ok(Some(RouteFlip {
+        route: url.to_string(),
+        table: flipped.table_name.clone(),
+        from_generation: before.map_or(flipped.generation.saturating_sub(1), |b| b.generation),
+        to_generation: flipped.generation,
+        from_metadata: before.map(|b| b.metadata_location.clone()).unwrap_or_default(),
+        to_metadata: flipped.metadata_location.clone(),
+        applied_position: flipped.applied_position,
+    }))
 }
 
 fn promoted_tables(state: &FollowerState) -> Vec<PromotedTable> {

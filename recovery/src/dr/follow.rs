@@ -33,11 +33,12 @@ use serde_json::Value;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{self, ObjectStore};
 
+use super::follow_publish as publish;
 use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
 use super::lease::{Lease, LeaseError};
 use super::rebuild::{self, DrError, TableFiles, choose_head, file_name, warehouse_base};
 use super::replica::{self, MAX_MISSING_LISTED};
-use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
+use crate::catalog::CatalogHandle;
 use crate::recover::snapshot::{PrefixMap, file_io};
 use crate::table::{TableError, parse_ident};
 
@@ -66,9 +67,10 @@ pub enum FollowError {
     Catalog(#[from] TableError),
 }
 
-/// Refuses a catalog the follower cannot write, before anything changes.
+/// Refuses a catalog the follower cannot write, before anything changes (see
+/// [`super::follow_publish`] for what each kind of catalog needs).
 pub fn require_capabilities(handle: &CatalogHandle) -> Result<(), TableError> {
-    handle.require(true, true, "follow a replica (replica follow)", INSTEAD_OF_REGISTER)
+    super::follow_publish::require_capabilities(handle)
 }
 
 /// One scan of the replica and the moves it allows. `previous` is the state the last cycle
@@ -140,16 +142,16 @@ pub async fn cycle(
     })
 }
 
-struct Ctx<'a> {
-    opts: &'a FollowOptions,
-    handle: &'a CatalogHandle,
-    lease: &'a Lease,
-    base: &'a str,
-    store: &'a dyn ObjectStore,
-    now: DateTime<Utc>,
+pub(super) struct Ctx<'a> {
+    pub(super) opts: &'a FollowOptions,
+    pub(super) handle: &'a CatalogHandle,
+    pub(super) lease: &'a Lease,
+    pub(super) base: &'a str,
+    pub(super) store: &'a dyn ObjectStore,
+    pub(super) now: DateTime<Utc>,
 }
 
-enum Step {
+pub(super) enum Step {
     Lease(LeaseError),
     Other(String),
 }
@@ -220,7 +222,7 @@ pub(crate) fn position_of(json: &Value) -> Option<u64> {
     None
 }
 
-fn snapshot_id_of(json: &Value) -> Option<i64> {
+pub(super) fn snapshot_id_of(json: &Value) -> Option<i64> {
     json.get("current-snapshot-id")
         .and_then(Value::as_i64)
         .filter(|id| *id >= 0)
@@ -303,38 +305,62 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     out.latest_metadata = Some(head_key.clone());
     out.latest_ms = ms_of(head_json);
     out.latest_position = position_of(head_json);
-    let url = |key: &str| format!("{}/{key}", ctx.base);
 
     // Who else touched the DR pointer?
     let pointer = ctx.handle.metadata_pointer(&ident).await?;
-    let mut held_name: Option<&str> = prev.and_then(|p| p.verified_metadata.as_deref()).map(file_name);
-    match (prev.and_then(|p| p.registered_metadata.as_deref()), pointer.as_deref()) {
-        (Some(mine), Some(p)) if mine == p => {}
-        (Some(mine), other) => {
+    let mine = prev.and_then(|p| p.registered_metadata.as_deref());
+    let prev_held: Option<&str> = prev.and_then(|p| p.verified_metadata.as_deref()).map(file_name);
+    let mut held_name: Option<&str> = prev_held;
+    match (mine, pointer.as_deref()) {
+        (Some(m), Some(p)) if m == p => {}
+        (Some(m), None) => {
             out.status = TableStatus::Conflict;
             out.reason = format!(
-                "the DR catalog points at {} but this follower last registered {mine}: someone else changed it; \
-                 not touched",
-                other.unwrap_or("nothing (the table was dropped)")
+                "the DR catalog points at nothing (the table was dropped) but this follower last registered {m}: \
+                 someone else changed it; not touched"
             );
             return Ok(out);
         }
         (None, None) => held_name = None,
-        (None, Some(p)) => match chain.iter().find(|n| url(key_of.get(*n).copied().unwrap_or("")) == p) {
-            // Registered by a rebuild (or by hand) at a file of this chain: adopted.
-            Some(n) => {
-                held_name = Some(n);
-                out.registered_metadata = Some(p.to_string());
-            }
-            None => {
+        (mine, Some(p)) => {
+            let holds = publish::recognise(ctx, &table, p, &chain, &key_of, &by_name).await?;
+            // A version at or after the one the state records is this follower's own write, from
+            // a run stopped before it wrote its state: adopted. Anything else is someone else's.
+            let pos = |n: &str| chain.iter().position(|c| *c == n);
+            let adopted = match holds {
+                publish::Holds::At(n) => match prev_held.map(|h| (pos(h), pos(n))) {
+                    None => Some(Some(n)),
+                    Some((Some(h), Some(i))) if i <= h => Some(Some(n)),
+                    _ => None,
+                },
+                publish::Holds::Created if mine.is_none() => Some(None),
+                _ => None,
+            };
+            let Some(at) = adopted else {
                 out.status = TableStatus::Conflict;
-                out.reason = format!(
-                    "the DR catalog already has this table at {p}, which is no metadata file of the replica's \
-                     chain: registered by someone else; not touched"
-                );
+                out.reason = match mine {
+                    Some(m) => format!(
+                        "the DR catalog points at {p} but this follower last registered {m}: someone else changed \
+                         it; not touched"
+                    ),
+                    None => format!(
+                        "the DR catalog already has this table at {p}, which is no metadata file of the replica's \
+                         chain: registered by someone else; not touched"
+                    ),
+                };
                 return Ok(out);
+            };
+            if mine.is_some() {
+                out.head_choice = format!(
+                    "{}; the DR pointer {p} is this follower's own write for {}, from a run stopped before it wrote \
+                     its state: adopted",
+                    out.head_choice,
+                    at.unwrap_or("(the created table)")
+                );
             }
-        },
+            held_name = at;
+            out.registered_metadata = Some(p.to_string());
+        }
     }
     let held_at = match held_name {
         Some(h) => match chain.iter().position(|n| *n == h) {
@@ -399,47 +425,25 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     let target_key = key_of[target_name];
     let target_json = by_name[target_name];
     if held_at != Some(t) {
-        // A fenced follower writes nothing, not even rewritten metadata.
-        ctx.lease.check().await.map_err(Step::Lease)?;
-        let location = match map {
-            None => url(target_key),
-            Some(m) => {
-                let source = url(target_key);
-                let name = rewrite_name(target_key).ok_or_else(|| {
-                    Step::Other(format!(
-                        "{target_key}: the file name does not start with a version number"
-                    ))
-                })?;
-                let dir = source.rsplit_once('/').map_or("", |(d, _)| d);
-                let location = format!("{dir}/{name}");
-                if io.exists(&location).await? {
-                    location // written by a cycle that stopped before registering it
-                } else {
-                    super::rewrite::rewrite_paths_as(&source, &m.from, &m.to, &ctx.opts.file_io_props, Some(&name))
-                        .await?
-                        .new_metadata
-                }
+        let held_json = held_name.and_then(|h| by_name.get(h)).copied();
+        let moved = publish::publish(ctx, &ident, &table, pointer.as_deref(), target_key, held_json).await?;
+        match moved {
+            publish::Moved::To(location) => {
+                tidemark_journal::failpoint::hit("follow:after-table");
+                out.registered_metadata = Some(location);
+                out.last_advanced_at = Some(stamp(now));
             }
-        };
-        ctx.lease.check().await.map_err(Step::Lease)?;
-        let won = match &pointer {
-            None => {
-                ensure_namespace(ctx.handle, &ident).await?;
-                ctx.handle.register_table(&ident, &location).await?;
-                true
+            publish::Moved::Conflict(reason) => {
+                out.status = TableStatus::Conflict;
+                out.reason = reason;
+                return Ok(out);
             }
-            Some(p) => ctx.handle.swap_metadata_pointer(&ident, p, &location).await?,
-        };
-        if !won {
-            out.status = TableStatus::Conflict;
-            out.reason = format!(
-                "the DR pointer moved away from {} while this cycle ran; not touched",
-                pointer.unwrap_or_default()
-            );
-            return Ok(out);
+            publish::Moved::Held(reason) => {
+                out.status = TableStatus::Held;
+                out.reason = reason;
+                return Ok(out);
+            }
         }
-        out.registered_metadata = Some(location);
-        out.last_advanced_at = Some(stamp(now));
     }
     out.verified_metadata = Some(target_key.to_string());
     out.verified_snapshot_id = snapshot_id_of(target_json);
@@ -468,7 +472,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     Ok(out)
 }
 
-async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::TableIdent) -> Result<(), String> {
+pub(super) async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::TableIdent) -> Result<(), String> {
     let ns = ident.namespace();
     let exists = handle.catalog().namespace_exists(ns).await.map_err(|e| e.to_string())?;
     if !exists {
@@ -484,3 +488,7 @@ async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::TableIdent) -
 #[cfg(test)]
 #[path = "follow_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "follow_resume_tests.rs"]
+mod resume_tests;

@@ -90,7 +90,7 @@ pub(crate) fn clock() -> StepClock {
     StepClock::new(Utc.timestamp_opt(1_900_000_000, 0).unwrap(), Duration::seconds(1))
 }
 
-async fn once(
+pub(crate) async fn once(
     opts: &FollowOptions,
     dr: &CatalogHandle,
     state: &Arc<dyn ObjectStore>,

@@ -61,13 +61,48 @@ pub enum RunError {
     },
 }
 
-/// The state location (`--state`), default `<warehouse>/.tidemark-follower` (a dot folder, which
-/// table discovery skips).
-pub fn state_url(state: Option<&str>, warehouse: &str) -> String {
-    match state {
-        Some(s) => s.to_string(),
-        None => format!("{}/.tidemark-follower", warehouse.trim_end_matches('/')),
+/// The default state location of a follower into the SQLite catalog file `catalog`: the folder
+/// `<file>.follower` beside it (outside the replica warehouse, which a replication that mirrors
+/// deletions would empty). Other catalogs have no place beside them: `--state` is required.
+pub fn default_state_url(catalog: &str) -> String {
+    let file = catalog
+        .strip_prefix("sqlite://")
+        .or(catalog.strip_prefix("sqlite:"))
+        .unwrap_or(catalog);
+    format!("{}.follower", file.trim_end_matches('/'))
+}
+
+/// Why a state location is refused.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the follower state location {state} is inside {inside} ({what}): a replication that mirrors deletions, \
+     or the reverse replication after a failover, would remove or overwrite the lease and the state; put \
+     --state elsewhere (beside the DR catalog), or give --state-in-replica to keep it there"
+)]
+pub struct StateInReplica {
+    pub state: String,
+    pub inside: String,
+    pub what: &'static str,
+}
+
+/// Refuses a state location under the replica warehouse or under the `--prefix-map` target.
+pub fn check_state_location(state: &str, replica: &str, map_to: Option<&str>) -> Result<(), StateInReplica> {
+    let norm = |u: &str| super::rebuild::warehouse_base(u).unwrap_or_else(|_| u.trim_end_matches('/').to_string());
+    let st = norm(state);
+    for (root, what) in [
+        (Some(replica), "the replica warehouse"),
+        (map_to, "the --prefix-map target"),
+    ] {
+        let Some(root) = root.map(norm) else { continue };
+        if st == root || st.starts_with(&format!("{root}/")) {
+            return Err(StateInReplica {
+                state: state.to_string(),
+                inside: root,
+                what,
+            });
+        }
     }
+    Ok(())
 }
 
 pub async fn open_state(url: &str) -> Result<Arc<dyn ObjectStore>, RunError> {
@@ -97,6 +132,7 @@ pub async fn run(
         n += 1;
         let state = follow::cycle(opts, handle, &lease, previous.as_ref(), n, clock).await?;
         states.save(&state, &lease).await?;
+        tidemark_journal::failpoint::hit("follow:after-state");
         on_cycle(&state);
         previous = Some(state);
         if limits.max_cycles.is_some_and(|m| n >= m) {

@@ -70,6 +70,16 @@ pub struct LeaseRecord {
 }
 
 impl LeaseRecord {
+    /// The holder a fence by `by` takes this lease from: its holder, or, when `by` fenced it
+    /// already (a re-run of the same failover), the holder `by` took it from then.
+    pub fn taken_by(&self, by: &str) -> Option<String> {
+        if self.state == LeaseState::Fenced && self.holder == by {
+            self.fenced_holder.clone()
+        } else {
+            Some(self.holder.clone())
+        }
+    }
+
     pub fn expires(&self) -> Option<DateTime<Utc>> {
         DateTime::parse_from_rfc3339(&self.expires_at)
             .ok()
@@ -295,7 +305,7 @@ pub async fn fence(
             acquired_at: now.clone(),
             renewed_at: now.clone(),
             expires_at: now,
-            fenced_holder: before.as_ref().map(|r| r.holder.clone()),
+            fenced_holder: before.as_ref().and_then(|r| r.taken_by(by)),
             reason: Some(reason.to_string()),
         };
         match put_resolved(store.as_ref(), LEASE_KEY, encode(&record), mode).await {

@@ -10,6 +10,7 @@ pub mod backup;
 pub mod copy;
 pub mod failover;
 pub mod follow;
+pub mod follow_publish;
 pub mod follow_state;
 pub mod follow_status;
 pub mod follower;
@@ -20,6 +21,7 @@ pub mod rebuild;
 mod rebuild_tests;
 pub mod replica;
 pub mod resync;
+mod resync_rest;
 pub mod rewrite;
 #[cfg(test)]
 pub(crate) mod test_support;

@@ -14,6 +14,16 @@
 //!   the demoted warehouse's own metadata files (head by the chain, walked back as above) and
 //!   registered; when the demoted warehouse has no file of it, reported as not restorable.
 //!
+//! Per kind of demoted catalog:
+//! - **SQL** (SQLite, PostgreSQL): as above, the pointer swapped by compare-and-swap.
+//! - **AWS S3 Tables**: the same walk (the metadata files are in the table's own warehouse, each
+//!   logging the one before); the pointer is moved by UpdateTableMetadataLocation with the version
+//!   token read with the pointer (a stale token: someone else moved it, a conflict, nothing moved),
+//!   the call the follower uses. A table deleted only there is reported as not restorable (S3
+//!   Tables cannot register a metadata file): following the new primary into it creates it.
+//! - **Iceberg REST**: walked back by snapshots, in one commit (see `resync_rest`); the later
+//!   snapshots stay in the table's metadata until expired. A table deleted only there: as S3 Tables.
+//!
 //! `dry_run` plans and changes nothing. Refused while the new primary's follower state shows a
 //! table whose registered version lacks files (eventual mode). After a resync, a follower of the new primary into the
 //! demoted catalog (replication reversed) advances every table from a version on its chain.
@@ -25,11 +35,14 @@ use iceberg::spec::{DataContentType, Manifest, ManifestList, TableMetadata};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::follow_publish::{Way, way};
 use super::follow_state::{FollowerState, TableStatus};
 use super::rebuild::{self, choose_head};
 use crate::catalog::CatalogHandle;
 use crate::recover::snapshot::file_io;
 use crate::table::{TableError, parse_ident};
+
+const RESYNC: &str = "resync the demoted catalog";
 
 /// Version of the JSON report.
 pub const FORMAT_VERSION: u32 = 1;
@@ -71,7 +84,11 @@ pub struct ResyncTable {
     pub primary_pointer: Option<String>,
     /// Where the demoted pointer is (or would be) after the resync.
     pub walked_back_to: Option<String>,
-    /// Metadata files walked over, newest first.
+    /// The newest snapshot both sides hold, where the table is (or would be) walked back to or
+    /// restored at; `None` when the table has no snapshot there, or no such snapshot was found.
+    pub walked_back_to_snapshot: Option<i64>,
+    /// Metadata files walked over, newest first (REST: the pointer the commit moved from; the
+    /// server writes the metadata files, the snapshots walked over are `diverged_snapshots`).
     pub walked_over: Vec<String>,
     /// Snapshots only the demoted side has.
     pub diverged_snapshots: Vec<i64>,
@@ -123,12 +140,12 @@ pub async fn resync(
             });
         }
     }
-    demoted.require(
-        true,
-        true,
-        "resync the demoted catalog",
-        crate::catalog::INSTEAD_OF_REGISTER,
-    )?;
+    // SQL: swap (and register, to restore); S3 Tables: swap; REST: commits.
+    match way(demoted) {
+        Way::Pointer => demoted.require(true, true, RESYNC, crate::catalog::INSTEAD_OF_REGISTER)?,
+        Way::S3Tables => demoted.require(false, true, RESYNC, crate::catalog::INSTEAD_OF_REGISTER)?,
+        Way::Commit => {}
+    }
     let d: BTreeMap<String, Option<String>> = demoted.pointers(namespace).await?.into_iter().collect();
     let p: BTreeMap<String, Option<String>> = primary.pointers(namespace).await?.into_iter().collect();
     let names: BTreeSet<&String> = d.keys().chain(p.keys()).collect();
@@ -144,6 +161,7 @@ pub async fn resync(
             demoted_pointer: dp.clone(),
             primary_pointer: pp.clone(),
             walked_back_to: None,
+            walked_back_to_snapshot: None,
             walked_over: Vec::new(),
             diverged_snapshots: Vec::new(),
             kept_files: Vec::new(),
@@ -195,6 +213,18 @@ async fn resync_table(
     let ident = parse_ident(&t.table).map_err(|e| e.to_string())?;
     let primary_table = primary.catalog().load_table(&ident).await.map_err(|e| e.to_string())?;
     let held: HashSet<i64> = primary_table.metadata().snapshots().map(|s| s.snapshot_id()).collect();
+    if t.demoted_pointer.is_some() && way(demoted) == Way::Commit {
+        return super::resync_rest::walk_back(demoted, io, &held, t, dry_run).await;
+    }
+    if t.demoted_pointer.is_none() && way(demoted) != Way::Pointer {
+        t.action = ResyncAction::NotRestorable;
+        t.reason = format!(
+            "deleted on the demoted side, whose catalog ({}) cannot register a metadata file (S3 Tables, REST); \
+             restore it by following the new primary into it (tidemark replica follow --catalog ...)",
+            demoted.reference()
+        );
+        return Ok(());
+    }
 
     // The demoted head: its pointer, or (deleted there) the head of its own files.
     let (start, restoring) = match &t.demoted_pointer {
@@ -265,6 +295,7 @@ async fn resync_table(
     t.kept_files = kept;
     t.walked_over = walked;
     t.walked_back_to = Some(common_loc.clone());
+    t.walked_back_to_snapshot = common_meta.current_snapshot_id();
 
     if restoring {
         t.action = ResyncAction::Restored;
@@ -323,7 +354,7 @@ async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Option<Str
 }
 
 /// Every file the snapshots `ids` of `meta` reference.
-async fn referenced(io: &FileIO, meta: &TableMetadata, ids: &[i64]) -> Result<BTreeSet<KeptFile>, String> {
+pub(super) async fn referenced(io: &FileIO, meta: &TableMetadata, ids: &[i64]) -> Result<BTreeSet<KeptFile>, String> {
     let mut out = BTreeSet::new();
     let mut seen_manifests: HashMap<String, ()> = HashMap::new();
     let file = |path: &str, what: &str| KeptFile {

@@ -92,6 +92,9 @@ pub enum RecoverError {
     Validation { message: String },
     #[error("not supported: {reason}")]
     Unsupported { reason: String },
+    /// The replay's spill files (under `$TIDEMARK_SPILL_DIR`) could not be written or read.
+    #[error("replay spill {path}: {message}")]
+    Spill { path: String, message: String },
     #[error("{context}: {message}")]
     Iceberg { context: String, message: String },
     /// A Ballista engine's failure (`--engine`, `engine`).
@@ -106,6 +109,7 @@ impl RecoverError {
             ApplyError::Journal(j) => RecoverError::Journal(j),
             ApplyError::Table(t) => RecoverError::Table(t),
             ApplyError::Merge(m) => RecoverError::Merge(m),
+            ApplyError::Spill { path, message } => RecoverError::Spill { path, message },
             other => RecoverError::Validation {
                 message: other.to_string(),
             },
@@ -122,8 +126,10 @@ pub struct RecoverOptions {
     pub to: Option<u64>,
     /// The new table, `namespace.name`.
     pub into: String,
-    /// Rows per validation partition and per replay merge chunk (the memory bound); default
-    /// [`validate::PARTITION_ROWS`] and [`crate::apply::MERGE_CHUNK_ROWS`].
+    /// The memory bound: rows per validation partition, table rows per replay merge chunk and
+    /// events the replay holds in memory (more are spilled and merged in key ranges of this
+    /// many); default [`validate::PARTITION_ROWS`] for the validation and the replay's events,
+    /// [`crate::apply::MERGE_CHUNK_ROWS`] for the merge chunks.
     pub partition_rows: Option<u64>,
 }
 
@@ -184,7 +190,14 @@ pub async fn recover(
     // Everything that can be checked is checked before the seed writes anything: the events
     // after the snapshot verify from its recorded manifest digest up to H, and the snapshot
     // holds the journal's columns.
-    let verified = replay::verified_events(journal, &snap, h).await?;
+    let verified = replay::verified_replay_events(
+        journal,
+        &snap,
+        h,
+        &spill_dir_for("replay"),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+    )
+    .await?;
     crate::table::check_schema(&journal.spec, &snap.schema)?;
     step("boundary", t, format!("H = {h}"), &mut steps);
 
@@ -220,6 +233,10 @@ pub async fn recover(
     // From here on a failure or a failed validation marks the seeded table refused, so that a
     // rerun of the same recovery drops it and starts again (see `seed`).
     let t = Instant::now();
+    let spilled = match &verified.0 {
+        crate::apply::UnitEvents::Spilled(s) => format!(" ({} events spilled to disk, merged in key ranges)", s.rows()),
+        crate::apply::UnitEvents::Batches(_) => String::new(),
+    };
     let replayed = replay::replay(
         journal,
         handle,
@@ -231,6 +248,7 @@ pub async fn recover(
         clock,
         ids,
         opts.partition_rows.unwrap_or(crate::apply::MERGE_CHUNK_ROWS),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await;
     let (table, replay_stats, replay_resumed) = match replayed {
@@ -245,7 +263,7 @@ pub async fn recover(
         "replay",
         t,
         format!(
-            "positions {}..={h}: {} events, {} inserted, {} updated",
+            "positions {}..={h}: {} events, {} inserted, {} updated{spilled}",
             snap.position + 1,
             replay_stats.events,
             replay_stats.inserted,
@@ -331,7 +349,7 @@ pub(crate) async fn validate_step(
         &reference,
         table,
         events,
-        &spill_dir(),
+        &spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
         sample,
     )
@@ -397,11 +415,11 @@ pub(crate) async fn reference_snapshot(
     })
 }
 
-/// A new folder name for the validation's spill files: under `$TIDEMARK_SPILL_DIR`, or the
-/// system's temporary folder; unique per process and call.
-pub(crate) fn spill_dir() -> std::path::PathBuf {
+/// A new folder name for the spill files of a step (`validate`, `replay`): under
+/// `$TIDEMARK_SPILL_DIR`, or the system's temporary folder; unique per process and call.
+pub(crate) fn spill_dir_for(step: &str) -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-    root.join(format!("tidemark-validate-{}-{n}", std::process::id()))
+    root.join(format!("tidemark-{step}-{}-{n}", std::process::id()))
 }

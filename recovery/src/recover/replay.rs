@@ -1,8 +1,13 @@
 //! Step 4: replay the verified journal events after the snapshot's position up to H into the
 //! seeded table, as one unit of the merge rules (versioned upserts are order-independent, so the
-//! whole range is reduced in one DataFusion pass; conflicts are still caught). The commit's
-//! summary records the provenance: recovery id, source snapshot, journal range, H and the digest
-//! of the manifest that holds H.
+//! whole range is one commit; conflicts are still caught). The commit's summary records the
+//! provenance: recovery id, source snapshot, journal range, H and the digest of the manifest that
+//! holds H.
+//!
+//! Memory does not grow with the range: the events are read one manifest at a time and, beyond
+//! a bound ([`super::RecoverOptions::partition_rows`], default
+//! [`super::validate::PARTITION_ROWS`]), spilled to disk and merged in key ranges of about that
+//! many events ([`crate::apply_spill`]).
 
 use std::collections::HashMap;
 
@@ -16,14 +21,54 @@ use super::RecoverError;
 use super::seed::{PROP_RECOVERY_ID, PROP_SOURCE_SNAPSHOT, PROP_STEP};
 use super::snapshot::TrustedSnapshot;
 use crate::apply::{
-    PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
+    PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE, UnitEvents,
     merge_and_commit, read_events, read_manifest_events,
 };
+use crate::apply_spill::EventSpill;
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::MergeStats;
 
-/// The verified events `(snap.position, h]` and the manifest that holds H (sequence, digest).
+/// The verified events `(snap.position, h]` and the manifest that holds H (sequence, digest): in
+/// memory while they are at most `in_memory`, else spilled under `spill_dir` (the spill folder
+/// is removed when the events are dropped).
+pub async fn verified_replay_events(
+    journal: &Journal,
+    snap: &TrustedSnapshot,
+    h: u64,
+    spill_dir: &std::path::Path,
+    in_memory: u64,
+) -> Result<(UnitEvents, u64, String), RecoverError> {
+    let (chain, sequence, digest) = verified_chain(journal, snap, h).await?;
+    let mut stream = events_of(journal, &chain, snap.position, h).await?;
+    let (mut held, mut rows, mut spill) = (Vec::new(), 0u64, None::<EventSpill>);
+    while let Some(batches) = stream.next().await {
+        for b in batches? {
+            rows += b.num_rows() as u64;
+            match &mut spill {
+                Some(s) => s.write(&b).map_err(RecoverError::from_apply)?,
+                None => {
+                    held.push(b);
+                    if rows > in_memory {
+                        let mut s = EventSpill::create(&journal.spec, spill_dir).map_err(RecoverError::from_apply)?;
+                        for b in held.drain(..) {
+                            s.write(&b).map_err(RecoverError::from_apply)?;
+                        }
+                        spill = Some(s);
+                    }
+                }
+            }
+        }
+    }
+    let events = match spill {
+        Some(s) => UnitEvents::Spilled(s.finish().map_err(RecoverError::from_apply)?),
+        None => UnitEvents::Batches(held),
+    };
+    Ok((events, sequence, digest))
+}
+
+/// The verified events `(snap.position, h]` in memory and the manifest that holds H (sequence,
+/// digest), for an engine that takes them whole.
 pub async fn verified_events(
     journal: &Journal,
     snap: &TrustedSnapshot,
@@ -109,7 +154,9 @@ pub async fn events_of<'a>(
 /// Batches of events, one manifest's at a time.
 pub type EventStream<'a> = futures::stream::BoxStream<'a, Result<Vec<arrow::array::RecordBatch>, RecoverError>>;
 
-/// Replays `verified` (what [`verified_events`] returned for `snap` and `h`) into `table`.
+/// Replays `verified` (what [`verified_replay_events`] returned for `snap` and `h`) into `table`:
+/// the merge reads at most about `chunk_rows` table rows at a time, and spilled events are
+/// merged in key ranges of about `range_events` events.
 #[allow(clippy::too_many_arguments)]
 pub async fn replay(
     journal: &Journal,
@@ -117,11 +164,12 @@ pub async fn replay(
     table: Table,
     snap: &TrustedSnapshot,
     h: u64,
-    verified: (Vec<arrow::array::RecordBatch>, u64, String),
+    verified: (UnitEvents, u64, String),
     recovery_id: &str,
     clock: &dyn Clock,
     ids: &dyn Ids,
     chunk_rows: u64,
+    range_events: u64,
 ) -> Result<(Table, MergeStats, bool), RecoverError> {
     let done = table.metadata().snapshots().any(|s| {
         let p = &s.summary().additional_properties;
@@ -154,6 +202,7 @@ pub async fn replay(
         None,
         None,
         chunk_rows,
+        range_events,
     )
     .await
     .map_err(RecoverError::from_apply)?;

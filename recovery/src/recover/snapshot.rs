@@ -11,9 +11,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::catalog::counted_io::CountingStorageFactory;
 use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::spec::{DataFile, FormatVersion, ManifestList, Schema, TableMetadata};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
 
@@ -82,7 +82,7 @@ pub struct TrustedSnapshot {
 }
 
 pub fn file_io(props: &HashMap<String, String>) -> FileIO {
-    FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
+    FileIOBuilder::new(Arc::new(CountingStorageFactory::new()))
         .with_props(props.clone())
         .build()
 }

@@ -1,0 +1,391 @@
+//! One unit of the applier (and the replay of a recovery): its events merged into the table,
+//! copy-on-write (this file, or [`crate::apply_spill`] for events spilled to disk) or
+//! merge-on-read ([`crate::apply_mor`]), then committed with the unit's summary, retried on a
+//! concurrent commit. Nothing is committed when the merge stops (a conflict).
+
+use std::collections::{BTreeSet, HashMap};
+
+use arrow::array::RecordBatch;
+use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
+use tidemark_journal::clock::Clock;
+
+use crate::apply::{ApplyError, CommitGuard, ROWS_PER_FILE, applied_state};
+use crate::apply_mor::{MergeMode, WriteStats, merge_on_read};
+use crate::apply_spill::{SpilledEvents, copy_on_write_spilled};
+use crate::catalog::CatalogHandle;
+use crate::ids::Ids;
+use crate::merge::{self, MergeError, MergeStats};
+use crate::reference::cell;
+use crate::table::key_index::KeyIndex;
+use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files, prunable, read_files, split_rows};
+use crate::table::{self, CommitStamp, arrow_schema, commit_row_delta, write_data_file};
+
+/// The events of one unit: in memory, or spilled to disk (a recovery's replay range, see
+/// [`crate::apply_spill`]).
+#[derive(Debug)]
+pub enum UnitEvents {
+    Batches(Vec<RecordBatch>),
+    Spilled(SpilledEvents),
+}
+
+impl From<Vec<RecordBatch>> for UnitEvents {
+    fn from(b: Vec<RecordBatch>) -> Self {
+        UnitEvents::Batches(b)
+    }
+}
+
+/// Merges `events` into the table copy-on-write and commits, retrying on a concurrent commit.
+/// Spilled events are merged in key ranges of about `range_events` events (see
+/// [`crate::apply_spill`]). Returns the table after the commit (or unchanged when the events
+/// changed nothing).
+#[allow(clippy::too_many_arguments)]
+pub async fn merge_and_commit(
+    handle: &CatalogHandle,
+    table: Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: UnitEvents,
+    summary: HashMap<String, String>,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    max_attempts: usize,
+    skip_if_applied: Option<u64>,
+    guard: Option<&dyn CommitGuard>,
+    chunk_rows: u64,
+    range_events: u64,
+) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
+    let unit = UnitOptions {
+        max_attempts,
+        skip_if_applied,
+        guard,
+        chunk_rows,
+        range_events,
+        mode: MergeMode::CopyOnWrite,
+        key_index: None,
+    };
+    let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
+    Ok((c.table, c.stats, c.retries, c.committed))
+}
+
+/// How one unit is merged and committed.
+pub struct UnitOptions<'a> {
+    pub max_attempts: usize,
+    /// Stop retrying once the table holds this position (another applier committed the unit).
+    pub skip_if_applied: Option<u64>,
+    pub guard: Option<&'a dyn CommitGuard>,
+    pub chunk_rows: u64,
+    /// Events one key range of a spilled unit holds (about; see [`crate::apply_spill`]).
+    pub range_events: u64,
+    pub mode: MergeMode,
+    /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
+    pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
+}
+
+/// What [`merge_and_commit_unit`] did.
+pub struct Committed {
+    pub table: Table,
+    pub stats: MergeStats,
+    pub writes: WriteStats,
+    pub retries: u64,
+    pub committed: bool,
+}
+
+/// A unit's changes, written but not committed.
+pub(crate) struct UnitFiles {
+    pub(crate) removed: Vec<String>,
+    pub(crate) added: Vec<DataFile>,
+    pub(crate) deletes: Vec<DataFile>,
+    pub(crate) stats: MergeStats,
+    pub(crate) writes: WriteStats,
+}
+
+impl UnitFiles {
+    /// A copy-on-write unit's files: `removed` rewritten into `added`, no delete files.
+    pub(crate) fn copy_on_write(removed: Vec<String>, added: Vec<DataFile>, stats: MergeStats) -> Self {
+        let mut writes = WriteStats {
+            data_files_removed: removed.len() as u64,
+            ..Default::default()
+        };
+        writes.count_data(&added);
+        UnitFiles {
+            removed,
+            added,
+            deletes: Vec::new(),
+            stats,
+            writes,
+        }
+    }
+}
+
+/// Merges `events` into the table in `unit.mode` and commits, retrying on a concurrent commit.
+/// Spilled events are merged copy-on-write only.
+#[allow(clippy::too_many_arguments)]
+pub async fn merge_and_commit_unit(
+    handle: &CatalogHandle,
+    mut table: Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: UnitEvents,
+    summary: HashMap<String, String>,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    unit: &UnitOptions<'_>,
+) -> Result<Committed, ApplyError> {
+    let name = table.identifier().to_string();
+    let schema = arrow_schema(&table)?;
+    let cur_schema = merge::current_schema(&schema);
+    let key_t = spec.types[spec.key_index];
+    // The keys of in-memory events, for pruning; spilled events are pruned range by range.
+    let mut keys = BTreeSet::new();
+    if let UnitEvents::Batches(events) = &events {
+        for b in events {
+            let col = b.column(spec.event_column(spec.key_index));
+            for r in 0..b.num_rows() {
+                keys.insert(cell(col.as_ref(), key_t, r));
+            }
+        }
+    }
+    let key_field_id = table
+        .metadata()
+        .current_schema()
+        .field_by_name(&spec.spec.key_column)
+        .map(|f| f.id)
+        .unwrap_or(-1);
+    let max_attempts = unit.max_attempts.max(1);
+    let mut retries = 0;
+    for attempt in 1..=max_attempts {
+        let (files, deletes) = live_files(&table).await?;
+        let candidates = if prunable(key_t) {
+            files_for_keys(&files, key_field_id, &keys)
+        } else {
+            files.iter().collect()
+        };
+        let f = match (&events, unit.mode) {
+            (UnitEvents::Spilled(spilled), MergeMode::CopyOnWrite) => {
+                copy_on_write_spilled(
+                    &table,
+                    spec,
+                    spilled,
+                    &schema,
+                    &cur_schema,
+                    key_field_id,
+                    &files,
+                    &deletes,
+                    ids,
+                    unit.chunk_rows,
+                    unit.range_events,
+                    prunable(key_t),
+                )
+                .await?
+            }
+            (UnitEvents::Spilled(_), MergeMode::MergeOnRead) => {
+                return Err(MergeError::Input("spilled events are merged copy-on-write only".into()).into());
+            }
+            (UnitEvents::Batches(events), MergeMode::CopyOnWrite) => {
+                copy_on_write(
+                    &table,
+                    spec,
+                    events,
+                    &schema,
+                    &cur_schema,
+                    key_field_id,
+                    &candidates,
+                    &deletes,
+                    ids,
+                    unit.chunk_rows,
+                )
+                .await?
+            }
+            (UnitEvents::Batches(events), MergeMode::MergeOnRead) => {
+                // The index is taken out for the unit (a failed unit drops it: it is a cache).
+                let mut index = unit
+                    .key_index
+                    .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
+                    .unwrap_or_default();
+                index.retain(&files.iter().map(|f| f.file_path()).collect());
+                let m = merge_on_read(
+                    &table,
+                    spec,
+                    events,
+                    &schema,
+                    &cur_schema,
+                    key_field_id,
+                    &candidates,
+                    &deletes,
+                    ids,
+                    &mut index,
+                )
+                .await?;
+                if let Some(k) = unit.key_index {
+                    *k.lock().unwrap_or_else(|p| p.into_inner()) = index;
+                }
+                UnitFiles {
+                    removed: Vec::new(),
+                    added: m.added,
+                    deletes: m.deletes,
+                    stats: m.stats,
+                    writes: m.writes,
+                }
+            }
+        };
+        if f.added.is_empty() && f.removed.is_empty() && f.deletes.is_empty() {
+            return Ok(Committed {
+                table,
+                stats: f.stats,
+                writes: f.writes,
+                retries,
+                committed: false,
+            });
+        }
+        let stamp = CommitStamp {
+            id: ids.uuid(),
+            at: clock.now(),
+        };
+        if let Some(g) = unit.guard {
+            g.check().await.map_err(ApplyError::Fenced)?;
+        }
+        match commit_row_delta(handle, &table, &f.removed, f.added, f.deletes, summary.clone(), stamp).await {
+            Ok(t) => {
+                let mut stats = f.stats;
+                stats.files_rewritten = f.removed.len() as u64;
+                return Ok(Committed {
+                    table: t,
+                    stats,
+                    writes: f.writes,
+                    retries,
+                    committed: true,
+                });
+            }
+            Err(e) if e.is_retryable_commit() && attempt < max_attempts => {
+                retries += 1;
+                table = table::load_table(handle, &name).await?;
+                if let Some(to) = unit.skip_if_applied
+                    && applied_state(&table).position >= to
+                {
+                    return Ok(Committed {
+                        table,
+                        stats: f.stats,
+                        writes: WriteStats::default(),
+                        retries,
+                        committed: false,
+                    });
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApplyError::Contended {
+        table: name,
+        attempts: max_attempts,
+    })
+}
+
+/// The copy-on-write unit: every candidate file holding a replaced key is rewritten.
+#[allow(clippy::too_many_arguments)]
+async fn copy_on_write(
+    table: &Table,
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: &[RecordBatch],
+    schema: &arrow_schema::SchemaRef,
+    cur_schema: &arrow_schema::SchemaRef,
+    key_field_id: i32,
+    candidates: &[&DataFile],
+    deletes: &crate::table::files::Deletes,
+    ids: &dyn Ids,
+    chunk_rows: u64,
+) -> Result<UnitFiles, ApplyError> {
+    // Key-range chunks of the candidate files, each merged on its own with the events of its
+    // range, so that memory follows the chunk size rather than the table (or unit) size.
+    let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows);
+    let chunk_events = split_by_chunk(spec, events, &cuts, chunks.len())?;
+    let mut stats = MergeStats::default();
+    let mut removed = Vec::new();
+    let mut added = Vec::new();
+    for (chunk, chunk_events) in chunks.iter().zip(chunk_events) {
+        if chunk_events.is_empty() {
+            continue;
+        }
+        // Live rows only: the deletes of other writers are applied, so that a rewrite carries
+        // exactly the rows readers see into its new files.
+        let current = read_files(table, chunk, schema, Some(cur_schema), deletes).await?;
+        let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
+        stats.add(&out.stats);
+        removed.extend(out.files_to_rewrite);
+        let mut rows = out.kept_rows;
+        rows.extend(out.upserts);
+        added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
+    }
+    Ok(UnitFiles::copy_on_write(removed, added, stats))
+}
+
+/// `rows` written sorted by the column `key`, in files of at most [`ROWS_PER_FILE`] rows: each
+/// covers a narrow key range, so the next batch's key bounds prune most of them and a rewrite
+/// touches only what it must.
+pub(crate) async fn write_sorted(
+    table: &Table,
+    schema: &arrow_schema::SchemaRef,
+    rows: &[RecordBatch],
+    key: &str,
+    ids: &dyn Ids,
+) -> Result<Vec<DataFile>, ApplyError> {
+    let mut added = Vec::new();
+    for batch in &sort_by_key(schema, rows, key)? {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+            added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
+            offset += len;
+        }
+    }
+    Ok(added)
+}
+
+/// The rows of `events` per key-range chunk (see [`chunk_by_key`]).
+fn split_by_chunk(
+    spec: &tidemark_journal::spec::CompiledSpec,
+    events: &[RecordBatch],
+    cuts: &[crate::reference::Cell],
+    chunks: usize,
+) -> Result<Vec<Vec<RecordBatch>>, ApplyError> {
+    let mut out: Vec<Vec<RecordBatch>> = vec![Vec::new(); chunks];
+    if chunks == 1 {
+        out[0] = events.to_vec();
+        return Ok(out);
+    }
+    let key_t = spec.types[spec.key_index];
+    for b in events {
+        let col = b.column(spec.event_column(spec.key_index));
+        let parts = split_rows(b, chunks, |r| chunk_of(cuts, &cell(col.as_ref(), key_t, r)))
+            .map_err(|e| MergeError::Input(e.to_string()))?;
+        for (c, part) in parts {
+            out[c].push(part);
+        }
+    }
+    Ok(out)
+}
+
+/// `rows` as one batch sorted by the column `key` (none for no rows).
+pub(crate) fn sort_by_key(
+    schema: &arrow_schema::SchemaRef,
+    rows: &[RecordBatch],
+    key: &str,
+) -> Result<Vec<RecordBatch>, ApplyError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let all = concat_batches(schema, rows).map_err(|e| MergeError::Input(e.to_string()))?;
+    let col = all
+        .column(schema.index_of(key).map_err(|e| MergeError::Input(e.to_string()))?)
+        .clone();
+    let idx = lexsort_to_indices(
+        &[SortColumn {
+            values: col,
+            options: None,
+        }],
+        None,
+    )
+    .map_err(|e| MergeError::Input(e.to_string()))?;
+    Ok(vec![
+        take_record_batch(&all, &idx).map_err(|e| MergeError::Input(e.to_string()))?,
+    ])
+}

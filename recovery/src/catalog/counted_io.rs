@@ -1,0 +1,279 @@
+//! Counts the table-file S3 requests (Iceberg metadata, manifests, data files), which go through
+//! iceberg-rust's FileIO and not through tidemark's own S3 client, for `s3_requests` in `--json`
+//! reports.
+//!
+//! [`CountingStorageFactory`] wraps the crate's `OpenDalResolvingStorageFactory`: every call its
+//! storages make on an `s3://` or `s3a://` path is a request (each range read of a reader, each
+//! writer once), every error one returns is a failed request. The operator's RetryLayer reports
+//! each retry only as a `log` record (target `opendal::layers::retry`): [`install_retry_counter`]
+//! installs a logger that counts those and prints nothing, as before, when no logger was set.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use iceberg::Result;
+use iceberg::io::{FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage, StorageConfig, StorageFactory};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use tidemark_schemas::RequestCounts;
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+static FAILED: AtomicU64 = AtomicU64::new(0);
+static RETRIED: AtomicU64 = AtomicU64::new(0);
+
+/// The target of the records opendal's RetryLayer logs, one per retry.
+const RETRY_TARGET: &str = "opendal::layers::retry";
+
+/// Table-file S3 requests of this process so far: calls, retries (as the RetryLayer logged them,
+/// once [`install_retry_counter`] ran) and calls that returned an error.
+pub fn request_stats() -> RequestCounts {
+    RequestCounts {
+        requests: REQUESTS.load(Ordering::Relaxed),
+        retried: RETRIED.load(Ordering::Relaxed),
+        failed: FAILED.load(Ordering::Relaxed),
+    }
+}
+
+/// Counts the RetryLayer's retry records; every other record is dropped, as without a logger.
+struct RetryCounter;
+
+impl log::Log for RetryCounter {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.target() == RETRY_TARGET
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if record.target() == RETRY_TARGET {
+            RETRIED.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static RETRY_COUNTER: RetryCounter = RetryCounter;
+
+/// Installs the retry-counting logger (once per process; a second call, or a logger set by
+/// someone else first, leaves things as they are).
+pub fn install_retry_counter() {
+    if log::set_logger(&RETRY_COUNTER).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
+}
+
+fn is_s3(path: &str) -> bool {
+    path.starts_with("s3://") || path.starts_with("s3a://") || path.starts_with("s3n://")
+}
+
+/// Counts one request on `path` (when on S3) and its error, if any.
+fn count<T>(path: &str, result: Result<T>) -> Result<T> {
+    if is_s3(path) { count_s3(result) } else { result }
+}
+
+fn count_s3<T>(result: Result<T>) -> Result<T> {
+    REQUESTS.fetch_add(1, Ordering::Relaxed);
+    if result.is_err() {
+        FAILED.fetch_add(1, Ordering::Relaxed);
+    }
+    result
+}
+
+/// `OpenDalResolvingStorageFactory` whose storages count their S3 requests.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CountingStorageFactory {
+    inner: OpenDalResolvingStorageFactory,
+}
+
+impl CountingStorageFactory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[typetag::serde]
+impl StorageFactory for CountingStorageFactory {
+    fn build(&self, config: &StorageConfig) -> Result<Arc<dyn Storage>> {
+        Ok(Arc::new(CountingStorage {
+            inner: self.inner.build(config)?,
+        }))
+    }
+}
+
+/// A storage counting the S3 requests of the one it wraps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CountingStorage {
+    #[serde(serialize_with = "serialize_storage", deserialize_with = "deserialize_storage")]
+    inner: Arc<dyn Storage>,
+}
+
+fn serialize_storage<S: Serializer>(storage: &Arc<dyn Storage>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    storage.as_ref().serialize(s)
+}
+
+fn deserialize_storage<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Arc<dyn Storage>, D::Error> {
+    Box::<dyn Storage>::deserialize(d).map(Arc::from)
+}
+
+#[async_trait]
+#[typetag::serde]
+impl Storage for CountingStorage {
+    async fn exists(&self, path: &str) -> Result<bool> {
+        count(path, self.inner.exists(path).await)
+    }
+
+    async fn metadata(&self, path: &str) -> Result<FileMetadata> {
+        count(path, self.inner.metadata(path).await)
+    }
+
+    async fn read(&self, path: &str) -> Result<Bytes> {
+        count(path, self.inner.read(path).await)
+    }
+
+    async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
+        let reader = self.inner.reader(path).await;
+        if !is_s3(path) {
+            return reader;
+        }
+        // Opening asks nothing of the server; each range read is a request.
+        match reader {
+            Ok(inner) => Ok(Box::new(CountingReader { inner })),
+            Err(e) => count_s3(Err(e)),
+        }
+    }
+
+    async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
+        count(path, self.inner.write(path, bs).await)
+    }
+
+    async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
+        let writer = count(path, self.inner.writer(path).await)?;
+        if !is_s3(path) {
+            return Ok(writer);
+        }
+        Ok(Box::new(CountingWriter { inner: writer }))
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        count(path, self.inner.delete(path).await)
+    }
+
+    async fn delete_prefix(&self, path: &str) -> Result<()> {
+        count(path, self.inner.delete_prefix(path).await)
+    }
+
+    async fn delete_stream(&self, paths: BoxStream<'static, String>) -> Result<()> {
+        let on_s3 = Arc::new(AtomicBool::new(false));
+        let seen = on_s3.clone();
+        let paths = paths
+            .inspect(move |p| {
+                if is_s3(p) {
+                    seen.store(true, Ordering::Relaxed);
+                }
+            })
+            .boxed();
+        let result = self.inner.delete_stream(paths).await;
+        if on_s3.load(Ordering::Relaxed) {
+            count_s3(result)
+        } else {
+            result
+        }
+    }
+
+    fn new_input(&self, path: &str) -> Result<InputFile> {
+        Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+
+    fn new_output(&self, path: &str) -> Result<OutputFile> {
+        Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+}
+
+/// A reader on S3: each range read is a request.
+struct CountingReader {
+    inner: Box<dyn FileRead>,
+}
+
+#[async_trait]
+impl FileRead for CountingReader {
+    async fn read(&self, range: std::ops::Range<u64>) -> Result<Bytes> {
+        count_s3(self.inner.read(range).await)
+    }
+}
+
+/// A writer on S3 (counted once when opened): its errors are failed requests.
+struct CountingWriter {
+    inner: Box<dyn FileWrite>,
+}
+
+fn count_error<T>(result: Result<T>) -> Result<T> {
+    if result.is_err() {
+        FAILED.fetch_add(1, Ordering::Relaxed);
+    }
+    result
+}
+
+#[async_trait]
+impl FileWrite for CountingWriter {
+    async fn write(&mut self, bs: Bytes) -> Result<()> {
+        count_error(self.inner.write(bs).await)
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        count_error(self.inner.close().await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback HTTP server answering `503 Slow Down` to every request; returns its URL.
+    fn always_503() -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn s3_calls_their_errors_and_retries_are_counted() {
+        install_retry_counter();
+        let dir = std::env::temp_dir().join(format!("tm-counted-io-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // An S3 endpoint answering 503 to everything: the read fails after the RetryLayer's retries.
+        let endpoint = always_503();
+        let io = iceberg::io::FileIOBuilder::new(Arc::new(CountingStorageFactory::new()))
+            .with_prop("s3.endpoint", endpoint)
+            .with_prop("s3.path-style-access", "true")
+            .with_prop("s3.region", "us-east-1")
+            .with_prop("s3.access-key-id", "k")
+            .with_prop("s3.secret-access-key", "s")
+            .build();
+        let path = format!("file://{}/x", dir.display());
+        io.new_output(&path)
+            .unwrap()
+            .write(Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+        assert_eq!(io.new_input(&path).unwrap().read().await.unwrap().as_ref(), b"x");
+        let before = request_stats();
+        let s3 = io.new_input("s3://tidemark-nobody/x").unwrap().read().await;
+        let after = request_stats();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(s3.is_err());
+        assert!(after.requests > before.requests, "{before:?} {after:?}");
+        assert!(after.failed > before.failed, "{before:?} {after:?}");
+        assert!(after.retried > before.retried, "{before:?} {after:?}");
+    }
+}

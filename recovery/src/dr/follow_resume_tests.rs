@@ -1,0 +1,73 @@
+//! A follower stopped between its catalog writes and its state write (a crash, `kill -9`): the
+//! next run finds the DR pointers at its own writes, adopts them and goes on; nothing is reported
+//! as someone else's change and nothing moves backwards.
+
+use chrono::Duration;
+
+use super::tests::{Site, clock, once};
+use super::*;
+use crate::dr::follow_state::TableStatus;
+use crate::dr::test_support::{append, table_with};
+use crate::table::parse_ident;
+
+#[tokio::test]
+async fn a_run_stopped_before_its_state_is_written_is_resumed_not_reported_as_a_conflict() {
+    let site = Site::new().await;
+    let mut orders = table_with(&site.src, "shop.orders", &site.ids, 1..=2).await;
+    table_with(&site.src, "shop.other", &site.ids, 1..=1).await;
+    site.replicate(true);
+    let c = clock();
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let (dr, state) = site.dr("dr").await;
+    let first = once(&opts, &dr, &state, &c).await.unwrap();
+
+    // The primary moves on; a cycle moves the DR pointers and stops before writing its state
+    // (the lease is left held, as a killed process leaves it).
+    orders = append(&site.src, &orders, &site.ids, 3).await;
+    site.replicate(true);
+    let lease = Lease::acquire(state.clone(), "f1", "dr", Duration::minutes(10), &c)
+        .await
+        .unwrap();
+    let lost = cycle(&opts, &dr, &lease, Some(&first), 2, &c).await.unwrap();
+    let ident = parse_ident("shop.orders").unwrap();
+    let moved = dr.metadata_pointer(&ident).await.unwrap();
+    assert_eq!(moved, lost.table("shop.orders").unwrap().registered_metadata);
+    assert_ne!(moved, first.table("shop.orders").unwrap().registered_metadata);
+
+    // The next run reads the old state, finds its own write and adopts it.
+    let next = once(&opts, &dr, &state, &c).await.unwrap();
+    let t = next.table("shop.orders").unwrap();
+    assert_eq!(t.status, TableStatus::Ok, "{t:?}");
+    assert!(t.head_choice.contains("adopted"), "{}", t.head_choice);
+    assert_eq!(t.registered_metadata, moved);
+    assert_eq!(
+        t.verified_metadata.as_deref().map(rebuild::file_name),
+        orders.metadata_location().map(rebuild::file_name)
+    );
+    assert_eq!(next.table("shop.other").unwrap().status, TableStatus::Ok);
+
+    // The very first run stopped the same way: no state at all, the tables registered.
+    let (dr2, state2) = site.dr("dr2").await;
+    let lease2 = Lease::acquire(state2.clone(), "f1", "dr2", Duration::minutes(10), &c)
+        .await
+        .unwrap();
+    cycle(&opts, &dr2, &lease2, None, 1, &c).await.unwrap();
+    let fresh = once(&opts, &dr2, &state2, &c).await.unwrap();
+    for t in &fresh.tables {
+        assert_eq!(t.status, TableStatus::Ok, "{t:?}");
+    }
+
+    // Someone else moving the pointer back to an older version is still a conflict.
+    let older = first.table("shop.orders").unwrap().registered_metadata.clone().unwrap();
+    assert!(
+        dr.swap_metadata_pointer(&ident, moved.as_deref().unwrap(), &older)
+            .await
+            .unwrap()
+    );
+    let after = once(&opts, &dr, &state, &c).await.unwrap();
+    assert_eq!(after.table("shop.orders").unwrap().status, TableStatus::Conflict);
+    assert_eq!(
+        dr.metadata_pointer(&ident).await.unwrap().as_deref(),
+        Some(older.as_str())
+    );
+}

@@ -1,0 +1,444 @@
+//! The warm follower into the catalogs that cannot register a metadata file (issue 13, "every
+//! catalog kind"): moto's AWS S3 Tables (create, then UpdateTableMetadataLocation to copies in the
+//! table's warehouse) and SeaweedFS's Iceberg REST catalog (create, then snapshot commits). Per
+//! kind: strict follow with files missing, advance (by a follower stopped at its failpoint, then
+//! resumed), someone else's commit as a conflict (the other table still advances), failover with
+//! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
+//! resync `--demote` of the DR catalog itself onto the old primary (its post-failover commits walked
+//! back, their files kept and listed). And where the follower's state may live.
+
+use super::catalogs_remote::{ns, rest_definition, s3tables_definition};
+use super::replica_warm::{base, replicate};
+use super::support::*;
+
+const CONFLICT: i32 = 5;
+
+fn table<'a>(state: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    state["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {state}"))
+}
+
+/// The whole story into the DR catalog `dr` (a defined name in `s.env`), with the primary and
+/// the replica under `root`.
+fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namespace: &str, home: &str) {
+    let journal = s.path_str("journal");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&["gen", "events", "--orders", "100", "--events", "500", "--out", &input])
+        .ok();
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        &input,
+        "--batch-size",
+        "100",
+    ])
+    .ok();
+    let primary = s.path_str("primary.db");
+    let (primary_wh, replica) = (format!("{root}/primary"), format!("{root}/replica"));
+    let (orders, other) = (format!("{namespace}.orders"), format!("{namespace}.other"));
+    let apply = |table: &str, until: &str| {
+        s.run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--table",
+            table,
+            "--until",
+            until,
+        ])
+        .ok()
+    };
+    apply(&orders, "200");
+    apply(&other, "200");
+    replicate(&primary_wh, &replica, endpoint, true);
+    apply(&orders, "300");
+    // Metadata arrives before its data.
+    assert!(replicate(&primary_wh, &replica, endpoint, false) > 0);
+
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let st = s.path_str("state");
+    let follow_args = |holder: &'static str| {
+        vec![
+            "replica".to_string(),
+            "follow".into(),
+            "--warehouse".into(),
+            replica.clone(),
+            "--catalog".into(),
+            dr.into(),
+            "--namespace".into(),
+            namespace.into(),
+            "--prefix-map".into(),
+            map.clone(),
+            "--state".into(),
+            st.clone(),
+            "--holder".into(),
+            holder.into(),
+            "--once".into(),
+            "--json".into(),
+        ]
+    };
+    let follow = || {
+        let args = follow_args("f1");
+        s.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let record = |out: &str| {
+        s.run(&[
+            "history",
+            "record",
+            "--catalog",
+            dr,
+            "--namespace",
+            namespace,
+            "--out",
+            &s.path_str(out),
+        ])
+        .ok();
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(s.path(out)).unwrap()).unwrap()
+    };
+
+    // Strict: the version with missing files is not followed; the one before is, and every row
+    // of it reads (history record reads them all).
+    let r = follow().ok().json();
+    let t = table(&r, &orders);
+    assert_eq!(t["status"], "missing_files", "{r}");
+    assert_eq!(t["verified_position"], 200, "{t}");
+    assert_eq!(t["latest_position"], 300);
+    assert_eq!(table(&r, &other)["status"], "ok", "{r}");
+    record("h1.json");
+
+    // Advance once the files are there, by a follower that stops dead after moving the table and
+    // before writing its state: the next run finds its own write and adopts it.
+    replicate(&primary_wh, &replica, endpoint, true);
+    let args = follow_args("f1");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    s.run_with(&[("TIDEMARK_FAILPOINT", "follow:after-table")], &args)
+        .fails(86, &["failpoint"]);
+    let r = follow().ok().json();
+    let t = table(&r, &orders);
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &300.into()),
+        "{r}"
+    );
+    assert!(t["head_choice"].as_str().unwrap().contains("adopted"), "{t}");
+    let first_registered = t["registered_metadata"].as_str().unwrap().to_string();
+    // What the DR catalog points at is its own file, never the replica's or the primary's.
+    assert!(first_registered.contains(home), "{first_registered}");
+
+    // Someone else commits to the DR's `other`: a conflict, left alone; `orders` advances.
+    s.fault_delete(dr, &other, "order_version % 2 = 0");
+    let h_theirs = record("h2.json");
+    apply(&orders, "400");
+    apply(&other, "300");
+    replicate(&primary_wh, &replica, endpoint, true);
+    let r = follow().ok().json();
+    let t = table(&r, &orders);
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &400.into()),
+        "{r}"
+    );
+    assert_ne!(t["registered_metadata"], first_registered.as_str());
+    let o = table(&r, &other);
+    assert_eq!(o["status"], "conflict", "{r}");
+    assert!(o["reason"].as_str().unwrap().contains("someone else"), "{o}");
+    assert_eq!(o["verified_position"], 200, "{o}");
+    // The other table is as the other writer left it.
+    let h_after = record("h3.json");
+    let snap = |h: &serde_json::Value, name: &str| {
+        h["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["table"] == name)
+            .map(|x| x["current_snapshot_id"].clone())
+    };
+    assert_eq!(snap(&h_theirs, &other), snap(&h_after, &other), "{h_after}");
+    // The DR table's snapshot is the primary's own (same id), on every kind.
+    let hp = s.path_str("hp.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--namespace",
+        namespace,
+        "--out",
+        &hp,
+    ])
+    .ok();
+    let hp: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp).unwrap()).unwrap();
+    assert_eq!(snap(&hp, &orders), snap(&h_after, &orders), "{h_after}");
+
+    // Failover: the route readers use flips to the DR table; the follower is fenced.
+    let route = s.path_str("route");
+    s.run(&[
+        "route",
+        "flip",
+        "--route",
+        &route,
+        "--catalog",
+        &primary,
+        "--table",
+        &orders,
+        "--applied-position",
+        "400",
+        "--reason",
+        "primary",
+    ])
+    .ok();
+    let p = s
+        .run(&[
+            "replica",
+            "failover",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            dr,
+            "--namespace",
+            namespace,
+            "--prefix-map",
+            &map,
+            "--state",
+            &st,
+            "--route",
+            &route,
+            "--failover-id",
+            "fo-1",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
+    assert_eq!(table(&p, &orders)["positions_behind"], 0, "{p}");
+    follow().fails(CONFLICT, &["fenced", "fo-1"]);
+
+    // The DR side writes on through the route; the old primary gets a commit the DR side never
+    // had. Resync walks it back and keeps what it walks over.
+    s.run(&["apply", "--journal", &journal, "--catalog", dr, "--route", &route])
+        .ok();
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        &orders,
+        "--where",
+        "order_version % 3 = 0",
+    ])
+    .ok();
+    let resync = |dry: bool| {
+        let mut args = vec![
+            "replica",
+            "resync",
+            "--demote",
+            &primary,
+            "--primary",
+            dr,
+            "--namespace",
+            namespace,
+            "--json",
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        s.run(&args).ok().json()
+    };
+    let plan = resync(true);
+    let t = table(&plan, &orders);
+    assert_eq!(t["action"], "walked_back", "{plan}");
+    assert!(
+        t["kept_files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["what"] == "manifest list"),
+        "{t}"
+    );
+    resync(false);
+    assert_eq!(table(&resync(false), &orders)["action"], "in_step");
+
+    // The roles turn once more: the DR side's commits since the failover are abandoned and it is
+    // demoted onto the resynced old primary: `resync --demote` of this catalog kind.
+    let demote = |dry: bool| {
+        let mut args = vec![
+            "replica",
+            "resync",
+            "--demote",
+            dr,
+            "--primary",
+            &primary,
+            "--namespace",
+            namespace,
+            "--json",
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        s.run(&args).ok().json()
+    };
+    let before = record("h4.json");
+    let plan = demote(true);
+    let t = table(&plan, &orders);
+    assert_eq!(t["action"], "walked_back", "{plan}");
+    let kept = t["kept_files"].clone();
+    assert!(kept.as_array().unwrap().iter().any(|f| f["what"] == "data file"), "{t}");
+    assert!(!t["diverged_snapshots"].as_array().unwrap().is_empty(), "{t}");
+    // The plan changed nothing.
+    assert_eq!(snap(&record("h5.json"), &orders), snap(&before, &orders));
+    let done = demote(false);
+    let t = table(&done, &orders);
+    assert_eq!(t["action"], "walked_back", "{done}");
+    assert_eq!(t["kept_files"], kept, "{t}");
+    // Every file it walked over is still there (kept, never deleted): local ones checked here.
+    for f in kept.as_array().unwrap() {
+        if let Some(local) = f["path"].as_str().unwrap().strip_prefix("file://") {
+            assert!(std::path::Path::new(local).exists(), "{f}");
+        }
+    }
+    let after = record("h6.json");
+    let hp2 = s.path_str("hp2.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--namespace",
+        namespace,
+        "--out",
+        &hp2,
+    ])
+    .ok();
+    let hp2: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp2).unwrap()).unwrap();
+    assert_ne!(snap(&after, &orders), snap(&before, &orders), "{after}");
+    assert_eq!(snap(&after, &orders), snap(&hp2, &orders), "{after}");
+    assert_eq!(table(&demote(false), &orders)["action"], "in_step");
+}
+
+#[test]
+fn warm_replica_into_s3tables() {
+    let Some(def) = s3tables_definition() else { return };
+    let mut s = Scratch::new();
+    s.env = def;
+    let root = s.path_str("sites");
+    // S3 Tables accepts metadata only inside the table's own bucket.
+    follow_into(&s, "st", &root, None, &ns("warm_st"), "--table-s3/metadata/");
+}
+
+#[test]
+fn warm_replica_into_a_rest_catalog() {
+    let (Some(mut s), Some(def)) = (Scratch::on_seaweedfs(), rest_definition()) else {
+        return;
+    };
+    s.env.extend(def);
+    let endpoint = seaweedfs_s3_endpoint();
+    let root = format!("s3://tidemark/warm-rest-{}", std::process::id());
+    // The REST server writes the metadata files, in its own warehouse.
+    follow_into(
+        &s,
+        "sw",
+        &root,
+        endpoint.as_deref(),
+        &ns("warm_rest"),
+        "s3://warehouse/",
+    );
+}
+
+/// The follower's lease and state live outside the replica warehouse: by default beside a SQLite
+/// DR catalog (`<file>.follower`, where `replica status --catalog FILE` finds them); a `--state`
+/// inside the replica or the `--prefix-map` target is refused (exit 2) unless
+/// `--state-in-replica`; a catalog with no place beside it needs `--state`.
+#[test]
+fn the_follower_state_lives_outside_the_replica_warehouse() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 20, 10);
+    let (primary_wh, replica) = (s.path_str("primary"), s.path_str("replica"));
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &s.path_str("p.db"),
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    replicate(&primary_wh, &replica, None, true);
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let dr = s.path_str("dr.db");
+    let follow = |extra: &[&str]| {
+        let mut args = vec![
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--once",
+        ];
+        args.extend(extra);
+        s.run(&args)
+    };
+    let inside = s.path_str("replica/.state");
+    follow(&["--state", &inside]).fails(2, &["inside", "--state-in-replica"]);
+    assert!(!s.path("replica/.state").exists() && !s.path("dr.db").exists());
+    follow(&["--state", &inside, "--state-in-replica"]).ok();
+    assert!(s.path("replica/.state/state.json").exists());
+
+    // The default: beside the SQLite file.
+    let dr2 = s.path_str("dr2.db");
+    s.run(&[
+        "replica",
+        "follow",
+        "--warehouse",
+        &replica,
+        "--catalog",
+        &dr2,
+        "--prefix-map",
+        &map,
+        "--once",
+    ])
+    .ok();
+    assert!(s.path("dr2.db.follower/state.json").exists());
+    let st = s.run(&["replica", "status", "--catalog", &dr2, "--json"]).ok().json();
+    assert_eq!(st["tables"][0]["status"], "ok", "{st}");
+
+    // A REST or S3 Tables DR catalog has no place beside it.
+    if let Some(def) = s3tables_definition() {
+        let mut s3 = Scratch::new();
+        s3.env = def;
+        s3.run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            "st",
+            "--once",
+        ])
+        .fails(2, &["give --state"]);
+    }
+}
