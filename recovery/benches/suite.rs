@@ -215,7 +215,7 @@ fn orchestrate(args: &[String]) {
         let rec = child(&dir, "recover", &[]);
         let mut by_engine = serde_json::Map::new();
         by_engine.insert("local".into(), rec.clone());
-        for e in engines.iter().filter(|e| *e != "local") {
+        for e in engines.iter().filter(|e| **e != "local") {
             eprintln!("suite: {s}: recovery on {e}");
             by_engine.insert(e.to_string(), child(&dir, "recover", &[e]));
         }
