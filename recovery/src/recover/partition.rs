@@ -298,7 +298,90 @@ impl PartitionPlan {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, NestedField, UnboundPartitionSpec};
+
     use super::*;
+
+    fn schema() -> Schema {
+        Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "k", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(2, "t", Type::Primitive(PrimitiveType::Timestamptz)).into(),
+            ])
+            .build()
+            .unwrap()
+    }
+
+    fn spec(transform: Transform) -> PartitionSpec {
+        UnboundPartitionSpec::builder()
+            .add_partition_field(2, "t_part", transform)
+            .unwrap()
+            .build()
+            .bind(schema())
+            .unwrap()
+    }
+
+    /// A file of `rows` rows whose column `t` spans `lo..=hi` (microseconds) with `nulls` nulls.
+    fn file(lo: i64, hi: i64, rows: u64, nulls: u64) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path("file:///t/data/x/_tidemark_p0=v1/f.parquet".into())
+            .file_format(DataFileFormat::Parquet)
+            .record_count(rows)
+            .file_size_in_bytes(10)
+            .null_value_counts(HashMap::from([(2, nulls)]))
+            .lower_bounds(HashMap::from([(2, Datum::timestamptz_micros(lo))]))
+            .upper_bounds(HashMap::from([(2, Datum::timestamptz_micros(hi))]))
+            .partition_spec_id(0)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_files_value_is_checked_against_its_bounds_with_icebergs_transform() {
+        let day = plan(&spec(Transform::Day), &schema()).unwrap();
+        let d = MICROS_PER_DAY;
+        // Day 1 holds [d, 2d): the folder's value holds for a file inside it.
+        let values = day.values_of("_tidemark_p0=v1/f.parquet").unwrap();
+        assert_eq!(values, vec![Some(Datum::date(1))]);
+        let p = day.partition_of(&file(d, 2 * d - 1, 5, 0), values.clone()).unwrap();
+        assert_eq!(p, Struct::from_iter([Some(Literal::date(1))]));
+        // A file spanning two days, or labelled with the wrong day, or holding nulls, is refused.
+        for (f, why) in [
+            (file(d, 2 * d, 5, 0), "gives Some"),
+            (file(0, 10, 5, 0), "gives Some"),
+            (file(d, d, 5, 1), "nulls"),
+        ] {
+            let err = day.partition_of(&f, values.clone()).unwrap_err().to_string();
+            assert!(err.contains("partition field t_part") && err.contains(why), "{err}");
+        }
+        // Before 1970 the day is floored, as Iceberg's (and the SQL's) is.
+        assert_eq!(
+            day.partition_of(&file(-1, -1, 1, 0), vec![Some(Datum::date(-1))])
+                .unwrap(),
+            Struct::from_iter([Some(Literal::date(-1))])
+        );
+        // A null value needs an all-null column.
+        assert!(day.partition_of(&file(d, d, 3, 3), vec![None]).is_ok());
+        assert!(day.partition_of(&file(d, d, 3, 2), vec![None]).is_err());
+        // Folders that are not the plan's are named.
+        assert!(day.values_of("f.parquet").is_err());
+        assert!(day.values_of("other=v1/f.parquet").is_err());
+    }
+
+    #[test]
+    fn transforms_without_an_exact_sql_form_are_refused_naming_field_and_transform() {
+        let err = plan(&spec(Transform::Bucket(8)), &schema()).unwrap_err().to_string();
+        assert!(
+            err.contains("partition field t_part is bucket[8](t)") && err.contains("--engine local"),
+            "{err}"
+        );
+        let void = plan(&spec(Transform::Void), &schema()).unwrap();
+        assert!(void.columns.is_empty());
+        assert_eq!(void.values_of("f.parquet").unwrap(), vec![None]);
+    }
 
     #[test]
     fn codes_decode_exactly_nulls_and_odd_strings_included() {
