@@ -215,6 +215,7 @@ pub async fn recover(
         &reference,
         &table,
         ref_events,
+        replay::events_in(&chain, reference.position, h),
         &super::spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )

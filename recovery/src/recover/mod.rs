@@ -303,6 +303,7 @@ pub async fn recover(
         &reference,
         &table,
         events,
+        replay::events_in(&chain, reference.position, h),
         &spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
