@@ -5,10 +5,13 @@
 //! resumed), someone else's commit as a conflict (the other table still advances), failover with
 //! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
 //! resync `--demote` of the DR catalog itself onto the old primary (its post-failover commits walked
-//! back, their files kept and listed). And where the follower's state may live.
+//! back, their files kept and listed), then a table dropped only in the DR catalog restored by the
+//! same resync (created again at the old primary's version; a run stopped after the create is
+//! finished by the next). And where the follower's state may live.
 
 use super::catalogs_remote::{ns, rest_definition, s3tables_definition};
 use super::replica_warm::{base, replicate};
+use super::support::python::PyIceberg;
 use super::support::*;
 
 const CONFLICT: i32 = 5;
@@ -22,9 +25,30 @@ fn table<'a>(state: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .unwrap_or_else(|| panic!("no {name} in {state}"))
 }
 
-/// The whole story into the DR catalog `dr` (a defined name in `s.env`), with the primary and
-/// the replica under `root`.
-fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namespace: &str, home: &str) {
+/// The kind of DR catalog a story runs on, for what the test does to it behind tidemark's back.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    S3Tables,
+    Rest,
+}
+
+/// Drops `table` from the DR catalog `dr` (of kind `kind`) behind tidemark's back, as an
+/// operator's mistake would; `false` when the tool that drops it is skipped.
+fn drop_table(s: &Scratch, dr: &str, kind: Kind, table: &str) -> bool {
+    let tool = match kind {
+        Kind::S3Tables => format!("s3tables:{dr}"),
+        Kind::Rest => format!("catalog:{dr}"),
+    };
+    let Some(py) = PyIceberg::on_defined(&tool, s.env.clone()) else {
+        return false;
+    };
+    py.run("drop", table, &[]).ok();
+    true
+}
+
+/// The whole story into the DR catalog `dr` (a defined name in `s.env`, of kind `kind`), with
+/// the primary and the replica under `root`.
+fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&str>, namespace: &str, home: &str) {
     let journal = s.path_str("journal");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.path_str("events.ndjson");
@@ -332,6 +356,46 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     assert_ne!(snap(&after, &orders), snap(&before, &orders), "{after}");
     assert_eq!(snap(&after, &orders), snap(&hp2, &orders), "{after}");
     assert_eq!(table(&demote(false), &orders)["action"], "in_step");
+
+    // A table deleted only on the demoted side, live on the primary, is restored there: created
+    // again at the primary's version (planned first, the plan changing nothing).
+    if drop_table(s, dr, kind, &other) {
+        let plan = demote(true);
+        let o = table(&plan, &other);
+        assert_eq!(o["action"], "restored", "{plan}");
+        assert!(o["demoted_pointer"].is_null(), "{o}");
+        assert!(
+            record("h7.json")["tables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|t| t["table"] != other.as_str())
+        );
+        // Stopped dead between the create and the move: the re-run finishes the restore.
+        let args = [
+            "replica",
+            "resync",
+            "--demote",
+            dr,
+            "--primary",
+            &primary,
+            "--namespace",
+            namespace,
+        ];
+        s.run_with(&[("TIDEMARK_FAILPOINT", "publish:after-create")], &args)
+            .fails(86, &["failpoint"]);
+        let done = demote(false);
+        let o = table(&done, &other);
+        assert_eq!(o["action"], "restored", "{done}");
+        assert!(o["reason"].as_str().unwrap().contains("a run before began"), "{o}");
+        assert_eq!(o["walked_back_to_snapshot"], snap(&hp2, &other).unwrap(), "{o}");
+        let restored = record("h8.json");
+        assert_eq!(snap(&restored, &other), snap(&hp2, &other), "{restored}");
+        // The restored table is at a version of the primary's: nothing more to do.
+        let again = demote(false);
+        assert_eq!(table(&again, &other)["action"], "in_step", "{again}");
+        assert_eq!(table(&again, &orders)["action"], "in_step", "{again}");
+    }
 }
 
 #[test]
@@ -341,7 +405,15 @@ fn warm_replica_into_s3tables() {
     s.env = def;
     let root = s.path_str("sites");
     // S3 Tables accepts metadata only inside the table's own bucket.
-    follow_into(&s, "st", &root, None, &ns("warm_st"), "--table-s3/metadata/");
+    follow_into(
+        &s,
+        "st",
+        Kind::S3Tables,
+        &root,
+        None,
+        &ns("warm_st"),
+        "--table-s3/metadata/",
+    );
 }
 
 #[test]
@@ -356,6 +428,7 @@ fn warm_replica_into_a_rest_catalog() {
     follow_into(
         &s,
         "sw",
+        Kind::Rest,
         &root,
         endpoint.as_deref(),
         &ns("warm_rest"),

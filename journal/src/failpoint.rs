@@ -15,6 +15,8 @@
 //! * `follow:after-table` — per table `replica follow` (or `failover`'s final scan) moved, before
 //!   the cycle's state is written; `follow:after-state` — per cycle, after its state is written
 //!   (before the lease is renewed or released).
+//! * `publish:after-create` — per table `replica follow` (or `resync`'s restore) created in an S3
+//!   Tables or REST catalog, before it is moved to a version.
 //! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;
