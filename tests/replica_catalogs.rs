@@ -327,10 +327,40 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     assert!(!t["diverged_snapshots"].as_array().unwrap().is_empty(), "{t}");
     // The plan changed nothing.
     assert_eq!(snap(&record("h5.json"), &orders), snap(&before, &orders));
+    // Another writer commits to the DR table between the resync's read and its move (S3 Tables:
+    // the pointer moved with its version token; REST: the commit's requirements; SQL: the
+    // compare-and-swap): refused (exit 5) naming the table, nothing of it moved; once that writer
+    // stopped, a re-run walks back over its commit too and keeps its files.
+    let args = [
+        "replica",
+        "resync",
+        "--demote",
+        dr,
+        "--primary",
+        &primary,
+        "--namespace",
+        namespace,
+        "--json",
+    ];
+    let mut theirs = None;
+    let raced = s.run_paused("resync:before-move", &args, || {
+        s.fault_delete(dr, &orders, "order_version % 5 = 1");
+        theirs = snap(&record("h5b.json"), &orders);
+    });
+    let raced = raced.fails(CONFLICT, &[&orders, "another writer", "again"]);
+    assert_eq!(table(&raced.json(), &orders)["action"], "conflict", "{}", raced.stdout);
+    assert!(theirs.is_some() && theirs != snap(&before, &orders));
+    assert_eq!(snap(&record("h5c.json"), &orders), theirs, "nothing moved");
     let done = demote(false);
     let t = table(&done, &orders);
     assert_eq!(t["action"], "walked_back", "{done}");
-    assert_eq!(t["kept_files"], kept, "{t}");
+    let done_kept = t["kept_files"].as_array().unwrap();
+    assert!(kept.as_array().unwrap().iter().all(|f| done_kept.contains(f)), "{t}");
+    assert!(
+        done_kept.len() > kept.as_array().unwrap().len(),
+        "the other writer's files are kept too: {t}"
+    );
+    let kept = t["kept_files"].clone();
     // Every file it walked over is still there (kept, never deleted): local ones checked here.
     for f in kept.as_array().unwrap() {
         if let Some(local) = f["path"].as_str().unwrap().strip_prefix("file://") {

@@ -63,6 +63,39 @@ pub fn hit(name: &str) {
     }
 }
 
+/// Marks the boundary `name` where a test may act while the process waits (a pause point):
+/// with `TIDEMARK_PAUSEPOINT=NAME` and `TIDEMARK_PAUSE_DIR=DIR`, the first time the process
+/// reaches `NAME` it creates `DIR/reached` and waits (at most ten minutes) until `DIR/resume`
+/// exists. Tests use it to land another writer's commit between a read and the write it guards.
+/// The boundaries: `resync:before-move` (per table `replica resync` moves, after reading the
+/// demoted pointer and before the swap or commit from it).
+pub fn pause(name: &str) {
+    static PAUSED: OnceLock<()> = OnceLock::new();
+    if std::env::var("TIDEMARK_PAUSEPOINT").ok().as_deref() != Some(name) {
+        return;
+    }
+    let Some(dir) = std::env::var_os("TIDEMARK_PAUSE_DIR").map(std::path::PathBuf::from) else {
+        return;
+    };
+    if PAUSED.set(()).is_err() {
+        return;
+    }
+    let _ = std::fs::create_dir_all(&dir);
+    if std::fs::write(dir.join("reached"), name).is_err() {
+        return;
+    }
+    eprintln!(
+        "pause point {name} reached: waiting for {}",
+        dir.join("resume").display()
+    );
+    for _ in 0..6000 {
+        if dir.join("resume").exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse;

@@ -315,14 +315,20 @@ async fn resync_table(
         t.walked_over.len(),
         t.kept_files.len()
     );
-    if !dry_run
-        && !demoted
-            .swap_metadata_pointer(&ident, &start, &common_loc)
-            .await
-            .map_err(|e| e.to_string())?
+    if dry_run {
+        return Ok(());
+    }
+    tidemark_journal::failpoint::pause("resync:before-move");
+    if !demoted
+        .swap_metadata_pointer(&ident, &start, &common_loc)
+        .await
+        .map_err(|e| e.to_string())?
     {
         t.action = ResyncAction::Conflict;
-        t.reason = format!("the demoted pointer moved away from {start} while the resync ran; nothing moved");
+        t.reason = format!(
+            "the demoted pointer moved away from {start} while the resync ran (another writer); nothing of this table \
+             moved: run the resync again once that writer stops"
+        );
     }
     Ok(())
 }
