@@ -1,6 +1,7 @@
-//! The warm follower into the catalogs that cannot register a metadata file (issue 13, "every
-//! catalog kind"): moto's AWS S3 Tables (create, then UpdateTableMetadataLocation to copies in the
-//! table's warehouse) and SeaweedFS's Iceberg REST catalog (create, then snapshot commits). Per
+//! The warm follower into every catalog kind but SQLite (issue 13, "every catalog kind"; SQLite is
+//! `replica_warm`): moto's AWS S3 Tables (create, then UpdateTableMetadataLocation to copies in
+//! the table's warehouse), SeaweedFS's Iceberg REST catalog (create, then snapshot commits) and
+//! PostgreSQL (register, then compare-and-swap). Per
 //! kind: strict follow with files missing, advance (by a follower stopped at its failpoint, then
 //! resumed), someone else's commit as a conflict (the other table still advances), failover with
 //! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
@@ -9,7 +10,7 @@
 //! same resync (created again at the old primary's version; a run stopped after the create is
 //! finished by the next). And where the follower's state may live.
 
-use super::catalogs_remote::{ns, rest_definition, s3tables_definition};
+use super::catalogs_remote::{ns, pg_definition, rest_definition, s3tables_definition};
 use super::replica_warm::{base, replicate};
 use super::support::python::PyIceberg;
 use super::support::*;
@@ -30,6 +31,8 @@ fn table<'a>(state: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
 enum Kind {
     S3Tables,
     Rest,
+    /// A SQL catalog on PostgreSQL (`pg_definition`).
+    Postgres,
 }
 
 /// Drops `table` from the DR catalog `dr` (of kind `kind`) behind tidemark's back, as an
@@ -38,6 +41,26 @@ fn drop_table(s: &Scratch, dr: &str, kind: Kind, table: &str) -> bool {
     let tool = match kind {
         Kind::S3Tables => format!("s3tables:{dr}"),
         Kind::Rest => format!("catalog:{dr}"),
+        Kind::Postgres => {
+            // The venv has no PostgreSQL driver: the catalog row goes, as a drop takes it.
+            let (ns, name) = table.rsplit_once('.').unwrap();
+            let uri = std::env::var("TIDEMARK_TEST_PG_URI").unwrap();
+            let sql = format!(
+                "DELETE FROM iceberg_tables WHERE catalog_name = '{dr}' AND table_namespace = '{ns}' AND \
+                 table_name = '{name}'"
+            );
+            let out = std::process::Command::new("psql")
+                .args([uri.as_str(), "-v", "ON_ERROR_STOP=1", "-c", &sql])
+                .output()
+                .expect("run psql");
+            assert!(
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("DELETE 1"),
+                "psql: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return true;
+        }
     };
     let Some(py) = PyIceberg::on_defined(&tool, s.env.clone()) else {
         return false;
@@ -401,23 +424,28 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
                 .iter()
                 .all(|t| t["table"] != other.as_str())
         );
-        // Stopped dead between the create and the move: the re-run finishes the restore.
-        let args = [
-            "replica",
-            "resync",
-            "--demote",
-            dr,
-            "--primary",
-            &primary,
-            "--namespace",
-            namespace,
-        ];
-        s.run_with(&[("TIDEMARK_FAILPOINT", "publish:after-create")], &args)
-            .fails(86, &["failpoint"]);
+        // Stopped dead between the create and the move (S3 Tables, REST; a SQL catalog registers
+        // in one step): the re-run finishes the restore.
+        if kind != Kind::Postgres {
+            let args = [
+                "replica",
+                "resync",
+                "--demote",
+                dr,
+                "--primary",
+                &primary,
+                "--namespace",
+                namespace,
+            ];
+            s.run_with(&[("TIDEMARK_FAILPOINT", "publish:after-create")], &args)
+                .fails(86, &["failpoint"]);
+        }
         let done = demote(false);
         let o = table(&done, &other);
         assert_eq!(o["action"], "restored", "{done}");
-        assert!(o["reason"].as_str().unwrap().contains("a run before began"), "{o}");
+        if kind != Kind::Postgres {
+            assert!(o["reason"].as_str().unwrap().contains("a run before began"), "{o}");
+        }
         assert_eq!(o["walked_back_to_snapshot"], snap(&hp2, &other).unwrap(), "{o}");
         let restored = record("h8.json");
         assert_eq!(snap(&restored, &other), snap(&hp2, &other), "{restored}");
@@ -464,6 +492,19 @@ fn warm_replica_into_a_rest_catalog() {
         &ns("warm_rest"),
         "s3://warehouse/",
     );
+}
+
+/// The same story into a PostgreSQL SQL catalog (sandbox/postgres.sh): register and swap.
+#[test]
+fn warm_replica_into_postgresql() {
+    let mut s = Scratch::new();
+    let root = s.path_str("sites");
+    let Some(def) = pg_definition(&base(&format!("{root}/replica"))) else {
+        return;
+    };
+    s.env = def;
+    // What a SQL DR catalog registers is the rewrite beside the replica's file.
+    follow_into(&s, "pg", Kind::Postgres, &root, None, &ns("warm_pg"), "/sites/replica/");
 }
 
 /// The follower's lease and state live outside the replica warehouse: by default beside a SQLite

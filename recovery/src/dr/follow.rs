@@ -336,7 +336,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
         }
         (None, None) => held_name = None,
         (mine, Some(p)) => {
-            let holds = publish::recognise(&ctx.target(), &table, p, &chain, &key_of, &by_name).await?;
+            let holds = publish::recognise(&ctx.target(), &table, p, mine.is_some(), &chain, &key_of, &by_name).await?;
             // A version at or after the one the state records is this follower's own write, from
             // a run stopped before it wrote its state: adopted. Anything else is someone else's.
             let pos = |n: &str| chain.iter().position(|c| *c == n);

@@ -114,11 +114,13 @@ fn dir_of(path: &str) -> &str {
 }
 
 /// What the DR table whose pointer is `pointer` holds. `chain` is newest first; the newest
-/// version that matches is taken.
+/// version that matches is taken. `registered`: this follower's state records a version it
+/// registered for this table.
 pub(super) async fn recognise<'c>(
     ctx: &Target<'_>,
     table: &str,
     pointer: &str,
+    registered: bool,
     chain: &[&'c str],
     key_of: &HashMap<&str, &str>,
     by_name: &HashMap<&str, &Value>,
@@ -127,12 +129,20 @@ pub(super) async fn recognise<'c>(
     let head = chain.first().and_then(|n| by_name.get(n)).copied();
     match way(ctx.handle) {
         Way::Pointer => {
+            // With a prefix map this follower registers only its rewrites, never the replica's own
+            // file: once it registered one, a pointer at a replica file is someone else's (a commit
+            // on the DR table writes its metadata file beside the replica's, naming the follower's
+            // rewrite as its predecessor, and would pass for a replicated version). The first time,
+            // a replica file (a `catalog rebuild`, a resync walked back to it) is accepted.
             let hit = chain.iter().find(|n| {
                 let own = format!("{}/{}", ctx.base, key(n));
-                own == pointer
-                    || (ctx.prefix_map.is_some()
-                        && dir_of(&own) == dir_of(pointer)
-                        && rewrite_name(key(n)).is_some_and(|r| r == file_name(pointer)))
+                let rewrite =
+                    || dir_of(&own) == dir_of(pointer) && rewrite_name(key(n)).is_some_and(|r| r == file_name(pointer));
+                match ctx.prefix_map {
+                    None => own == pointer,
+                    Some(_) if registered => rewrite(),
+                    Some(_) => own == pointer || rewrite(),
+                }
             });
             Ok(hit.map_or(Holds::Foreign, |n| Holds::At(n)))
         }
