@@ -330,6 +330,13 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             let store = follower::open_state(&state_url).await?;
             let id = failover_id.unwrap_or_else(|| format!("failover-{}", SystemClock.now().format("%Y%m%dT%H%M%SZ")));
             let p = failover::failover(&opts, &handle, store, &routes, &id, &reason, &SystemClock).await?;
+            if p.already_recorded {
+                eprintln!(
+                    "failover {id} is already recorded ({state_url}/promotions/{id}.json, at {}): nothing done again; \
+                     its promotion follows",
+                    p.at
+                );
+            }
             if common.json {
                 print_json(&p)?;
             } else {
