@@ -283,19 +283,27 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     // side never got (a direct write outside the journal).
     s.run(&["apply", "--journal", &journal, "--catalog", &dr, "--route", &route])
         .ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &primary,
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        "shop.orders",
-        "--where",
+    // Three divergent commits: the old primary's own branch since the fork is longer than the
+    // new primary's (one commit), so a head chosen by the longest chain would be the old one's.
+    for predicate in [
         "order_version % 2 = 0",
-    ])
-    .ok();
+        "order_version % 7 = 1",
+        "order_version % 11 = 3",
+    ] {
+        s.run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--table",
+            "shop.orders",
+            "--where",
+            predicate,
+        ])
+        .ok();
+    }
     let plan = s
         .run(&[
             "replica",
@@ -318,8 +326,12 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             .any(|f| f["what"] == "data file" || f["what"] == "delete file"),
         "{t}"
     );
-    s.run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
-        .ok();
+    let walked = s
+        .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
+        .ok()
+        .json();
+    let walked_over = walked["tables"][0]["walked_over"].as_array().unwrap().clone();
+    assert_eq!(walked_over.len(), 3, "{walked}");
     let again = s
         .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
         .ok()
@@ -350,6 +362,41 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         (&t["status"], &t["verified_position"]),
         (&"ok".into(), &600.into()),
         "{back}"
+    );
+    // The defect's test (issue 13, found after h13c): the files the resync walked over stay in
+    // the old primary's warehouse and their chain is the longer one; the reversed follow must
+    // not choose them (nor move the table back to them): they are strays, with the reason.
+    let strays = t["strays"].as_array().unwrap();
+    for w in &walked_over {
+        let name = w.as_str().unwrap().rsplit('/').next().unwrap();
+        assert!(
+            strays.iter().any(|s| s.as_str().unwrap().ends_with(name)),
+            "{name} walked over but not a stray: {back}"
+        );
+    }
+    assert!(t["head_choice"].as_str().unwrap().contains("walked over"), "{back}");
+    // Row for row as the new primary: the same current snapshot and row count.
+    let record = |catalog: &str, wh: &str, out: &str| {
+        let out = s.path_str(out);
+        s.run(&[
+            "history",
+            "record",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            wh,
+            "--out",
+            &out,
+        ])
+        .ok();
+        let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let t = &h["tables"][0];
+        (t["current_snapshot_id"].clone(), t["row_count"].clone())
+    };
+    assert_eq!(
+        record(&primary, &primary_wh, "h-old.json"),
+        record(&dr, &replica, "h-new.json"),
+        "the old primary is not at the new primary's head"
     );
     // Every file walked over is still there.
     let rt = tokio::runtime::Builder::new_current_thread()
