@@ -340,8 +340,8 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     // Replication reversed: the old primary follows the new one from where resync left it.
     replicate(&replica, &primary_wh, endpoint, true);
     let back_map = format!("{}={}", base(&replica), base(&primary_wh));
-    let back = s
-        .run(&[
+    let follow_back = || {
+        s.run(&[
             "replica",
             "follow",
             "--warehouse",
@@ -355,8 +355,8 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "--once",
             "--json",
         ])
-        .ok()
-        .json();
+    };
+    let back = follow_back().ok().json();
     let t = &back["tables"][0];
     assert_eq!(
         (&t["status"], &t["verified_position"]),
@@ -460,6 +460,13 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     let raced = raced.fails(CONFLICT, &["shop.orders", "another writer", "again"]);
     assert_eq!(raced.json()["tables"][0]["action"], "conflict", "{}", raced.stdout);
     assert_eq!(Some(pointer()), theirs, "nothing moved");
+    // The resync recorded what it walks over before its move, which lost: the reversed follow
+    // holds the table (its pointer descends from a walked-over version) and says what to do.
+    let held = follow_back().ok().json();
+    let t = &held["tables"][0];
+    assert_eq!(t["status"], "held", "{held}");
+    assert!(t["reason"].as_str().unwrap().contains("replica resync again"), "{held}");
+    assert_eq!(Some(pointer()), theirs, "nothing moved");
     let done = s.run(&resync_args).ok().json();
     let t = &done["tables"][0];
     assert_eq!(t["action"], "walked_back", "{done}");
@@ -472,6 +479,14 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     assert_eq!(t["walked_over"].as_array().unwrap().len(), 2, "{t}");
     let again = s.run(&resync_args).ok().json();
     assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
+    // And the reversed follow goes on from the new primary's head.
+    let back = follow_back().ok().json();
+    let t = &back["tables"][0];
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &600.into()),
+        "{back}"
+    );
 }
 
 #[test]
