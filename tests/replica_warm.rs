@@ -412,6 +412,18 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
                 .await
                 .unwrap_or_else(|e| panic!("{path} is gone: {e}"));
         }
+        // The record the resync left beside them (schema resync-record).
+        let got = src
+            .get("shop/orders/metadata/tidemark-resync.json", None)
+            .await
+            .unwrap();
+        let rec: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+        assert_eq!(rec["format_version"], 1, "{rec}");
+        assert_eq!(
+            rec["walks"][0]["walked_over"],
+            serde_json::Value::from(walked_over.clone()),
+            "{rec}"
+        );
     });
 
     // The old primary diverges again, and another writer commits to it between the resync's

@@ -17,7 +17,6 @@
 
 use std::collections::HashSet;
 
-use chrono::{SecondsFormat, Utc};
 use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,8 +41,6 @@ pub struct ResyncRecord {
 /// One walk back.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Walk {
-    /// When the resync recorded it (before it moved the pointer).
-    pub recorded_at: String,
     /// The demoted pointer the walk started from.
     pub from: String,
     /// The version the pointer is moved back to.
@@ -89,7 +86,6 @@ pub async fn record(io: &FileIO, table: &str, from: &str, to: &str, walked_over:
         return Ok(());
     }
     rec.walks.push(Walk {
-        recorded_at: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
         from: from.to_string(),
         walked_back_to: to.to_string(),
         walked_over: walked_over.to_vec(),
