@@ -11,7 +11,7 @@ use super::super::assert_same_rows;
 use super::{Shared, by_key, ev, merge_reshaped, values};
 
 /// PyIceberg creates shop.orders (unpartitioned) with o-1 and o-2, written by PyIceberg.
-fn pyiceberg_table(t: &Shared) {
+pub(super) fn pyiceberg_table(t: &Shared) {
     let rows: String = ["o-1", "o-2"]
         .iter()
         .map(|k| {

@@ -11,6 +11,7 @@ mod defects;
 mod equality;
 mod evolution;
 mod fault_delete;
+mod manifests;
 mod rest;
 mod transforms;
 

@@ -41,6 +41,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
+use super::avro_codec::AvroCodec;
 use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies, unbounded_position_paths};
 use super::{TableError, arrow_schema, iceberg_err};
 use crate::catalog::{CatalogHandle, CommitRequest};
@@ -388,6 +389,7 @@ pub async fn commit_row_delta(
     let name = ident.to_string();
     let meta = table.metadata();
     check_supported(&name, meta)?;
+    use_avro_codec(&name, meta)?;
     if removed.is_empty() && added.is_empty() && added_deletes.is_empty() {
         return Err(TableError::EmptyCommit { table: name });
     }
@@ -744,6 +746,7 @@ pub(crate) async fn commit_delete_files(
         .metadata_location_result()
         .map_err(io_err("metadata location"))?
         .to_string();
+    use_avro_codec(&name, meta)?;
     let snapshot = meta.current_snapshot().expect("a table with data");
     let existing = table
         .manifest_list_reader(snapshot)
@@ -906,8 +909,8 @@ fn commit_request(table: &Table, new: &TableMetadata) -> Result<CommitRequest, T
 }
 
 /// The hand-made snapshot supports format v2 tables (partitioned or not: files are written per
-/// partition of the default spec). Writers call it before they write anything, so that a
-/// refused table gets no unreferenced file.
+/// partition of the default spec) whose `write.avro.compression-codec` this build writes. Writers
+/// call it before they write anything, so that a refused table gets no unreferenced file.
 pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     let unsupported = |reason: String| {
         Err(TableError::Unsupported {
@@ -918,6 +921,20 @@ pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableErro
     if meta.format_version() != FormatVersion::V2 {
         return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
     }
+    if let Err(reason) = AvroCodec::from_properties(meta.properties()) {
+        return unsupported(reason);
+    }
+    Ok(())
+}
+
+/// Makes the manifests and manifest list that a commit to `meta`'s table writes next use the
+/// codec of its `write.avro.compression-codec` (see [`crate::catalog::avro_io`]).
+fn use_avro_codec(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+    let codec = AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
+        table: name.to_string(),
+        reason,
+    })?;
+    crate::catalog::avro_io::set_table_codec(meta.location(), codec);
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 //! Tables are format version 2, unpartitioned, sorted by the key column, Parquet. A table name is
 //! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
 
+pub mod avro_codec;
 pub mod commit;
 pub mod files;
 pub mod key_index;
