@@ -106,3 +106,40 @@ fn tidemark_and_pyiceberg_commits_interleave_with_compressed_manifests() {
     assert_eq!(keys, ["o-1", "o-2", "o-3", "o-4"]);
     assert_eq!(found[3]["order_version"], 2, "{:?}", found[3]);
 }
+
+/// A manifest codec this build does not write (bzip2: PyIceberg writes it, Java does not) is
+/// refused with exit 3 by apply, fault delete and recover, before anything is written: no new
+/// snapshot, no recovered table; the table's other readers are not affected.
+#[test]
+fn a_manifest_codec_this_build_does_not_write_is_refused_before_anything_is_written() {
+    let Some(mut t) = Shared::new() else { return };
+    t.apply(&(ev(1, "o-1", 1, "placed", "EUR") + &ev(2, "o-2", 1, "placed", "EUR")));
+    t.py("set-property", &["write.avro.compression-codec", "bzip2"]);
+    let before = manifests(&t, "shop.orders").len();
+    let input = t.s.write("more.ndjson", &ev(3, "o-3", 1, "placed", "EUR"));
+    t.s.append(&t.journal, input.to_str().unwrap());
+    let says = ["write.avro.compression-codec", "bzip2"];
+    t.s.run(&["apply", "--journal", &t.journal, "--catalog", &t.catalog, "--table", "shop.orders"])
+        .fails(3, &says);
+    t.s.run(&[
+        "fault", "delete", "--catalog", &t.catalog, "--table", "shop.orders", "--where", "order_id = 'o-1'",
+    ])
+    .fails(3, &says);
+    t.s.run(&[
+        "recover",
+        "--journal",
+        &t.journal,
+        "--catalog",
+        &t.catalog,
+        "--source-table",
+        "shop.orders",
+        "--into",
+        "shop.recovered",
+    ])
+    .fails(3, &says);
+    assert_eq!(manifests(&t, "shop.orders").len(), before);
+    let state = t.s.run(&["catalog", "state", "--catalog", &t.catalog, "--json"]).ok().json();
+    assert!(state["tables"].get("shop.recovered").is_none(), "{state}");
+    let rows = t.py.read("shop.orders");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+}

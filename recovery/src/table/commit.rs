@@ -909,7 +909,7 @@ fn commit_request(table: &Table, new: &TableMetadata) -> Result<CommitRequest, T
 }
 
 /// The hand-made snapshot supports format v2 tables (partitioned or not: files are written per
-/// partition of the default spec) whose `write.avro.compression-codec` this build writes. Writers
+/// partition of the default spec) whose codecs this build writes ([`check_codecs`]). Writers
 /// call it before they write anything, so that a refused table gets no unreferenced file.
 pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     let unsupported = |reason: String| {
@@ -921,9 +921,20 @@ pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableErro
     if meta.format_version() != FormatVersion::V2 {
         return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
     }
-    if let Err(reason) = AvroCodec::from_properties(meta.properties()) {
-        return unsupported(reason);
-    }
+    check_codecs(name, meta)
+}
+
+/// Refuses a table whose properties ask for a Parquet or an Avro (manifest) codec this build
+/// does not write (see [`writer_properties`], [`AvroCodec::from_properties`]).
+pub fn check_codecs(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+    let props = meta
+        .table_properties()
+        .map_err(iceberg_err(format!("read the properties of {name}")))?;
+    writer_properties(name, meta.properties(), &props)?;
+    AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
+        table: name.to_string(),
+        reason,
+    })?;
     Ok(())
 }
 
