@@ -119,10 +119,25 @@ fn a_manifest_codec_this_build_does_not_write_is_refused_before_anything_is_writ
     let input = t.s.write("more.ndjson", &ev(3, "o-3", 1, "placed", "EUR"));
     t.s.append(&t.journal, input.to_str().unwrap());
     let says = ["write.avro.compression-codec", "bzip2"];
-    t.s.run(&["apply", "--journal", &t.journal, "--catalog", &t.catalog, "--table", "shop.orders"])
-        .fails(3, &says);
     t.s.run(&[
-        "fault", "delete", "--catalog", &t.catalog, "--table", "shop.orders", "--where", "order_id = 'o-1'",
+        "apply",
+        "--journal",
+        &t.journal,
+        "--catalog",
+        &t.catalog,
+        "--table",
+        "shop.orders",
+    ])
+    .fails(3, &says);
+    t.s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &t.catalog,
+        "--table",
+        "shop.orders",
+        "--where",
+        "order_id = 'o-1'",
     ])
     .fails(3, &says);
     t.s.run(&[
@@ -138,7 +153,10 @@ fn a_manifest_codec_this_build_does_not_write_is_refused_before_anything_is_writ
     ])
     .fails(3, &says);
     assert_eq!(manifests(&t, "shop.orders").len(), before);
-    let state = t.s.run(&["catalog", "state", "--catalog", &t.catalog, "--json"]).ok().json();
+    let state =
+        t.s.run(&["catalog", "state", "--catalog", &t.catalog, "--json"])
+            .ok()
+            .json();
     assert!(state["tables"].get("shop.recovered").is_none(), "{state}");
     let rows = t.py.read("shop.orders");
     assert_eq!(rows.len(), 2, "{rows:?}");

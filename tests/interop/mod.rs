@@ -12,6 +12,7 @@ mod equality;
 mod evolution;
 mod fault_delete;
 mod manifests;
+mod renames;
 mod rest;
 mod transforms;
 

@@ -144,7 +144,7 @@ pub async fn recover(
         });
     }
     let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
-    table::check_schema(&journal.spec, &snap.schema)?;
+    table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
     step("boundary", t, format!("H = {h}"), &mut steps);
 
     let t = Instant::now();

@@ -218,7 +218,7 @@ pub async fn recover(
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await?;
-    crate::table::check_schema(&journal.spec, &snap.schema)?;
+    crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
     // The recovered table gets the snapshot's properties: a codec this build cannot write is
     // refused now, not after the seed made the table.
     crate::table::commit::check_codecs(&opts.into, &snap.metadata)?;

@@ -303,6 +303,8 @@ pub fn writer_properties(
 }
 
 /// Gives `batch` the table's Arrow schema (field ids in the metadata), checking names and types.
+/// A batch whose columns carry the table's field ids in order (the table's schema under the
+/// journal's names, [`super::spec_arrow_schema`]) matches by id instead of by name.
 fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, TableError> {
     let fail = |detail: String| TableError::BatchSchema {
         table: table.to_string(),
@@ -310,7 +312,11 @@ fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -
     };
     let found: Vec<&str> = batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
     let wanted: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    if found != wanted {
+    let ids = |s: &arrow_schema::Schema| -> Vec<Option<i32>> {
+        s.fields().iter().map(|f| super::files::field_id(f)).collect()
+    };
+    let by_id = ids(schema).iter().all(Option::is_some) && ids(schema) == ids(batch.schema_ref());
+    if found != wanted && !by_id {
         return Err(fail(format!("columns {found:?}, the table has {wanted:?}")));
     }
     RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| fail(e.to_string()))
