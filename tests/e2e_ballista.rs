@@ -104,6 +104,12 @@ fn same_as_local(engine: &str, root: Option<&str>) {
     for k in ["keys_expected", "rows_found", "tombstones_expected"] {
         assert_eq!(dist["validation"][k], local["validation"][k], "{k}");
     }
+    // Every key was also checked on the cluster, by the distributed validation.
+    let d = &dist["validation"]["distributed"];
+    assert_eq!(d["ok"], true, "{dist}");
+    assert_eq!(d["keys_expected"], local["validation"]["keys_expected"], "{dist}");
+    assert_eq!(d["rows_found"], local["validation"]["rows_found"], "{dist}");
+    assert!(local["validation"].get("distributed").is_none(), "{local}");
     for k in ["events", "inserted", "updated", "unchanged"] {
         assert_eq!(dist["replay"][k], local["replay"][k], "{k}");
     }

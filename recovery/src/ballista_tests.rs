@@ -228,3 +228,97 @@ async fn an_unreachable_cluster_is_a_cluster_error() {
     let code = crate::exit::code_of(&anyhow::Error::new(err));
     assert_eq!(code, crate::exit::CLUSTER);
 }
+
+/// The distributed validation is independent of the merge it checks: a merge broken on purpose
+/// (the oldest version of each key wins; `ballista::sabotage`, test build only) is caught on the
+/// cluster before the commit, and nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_distributed_merge_is_caught_by_the_distributed_validation() {
+    let s = story().await;
+    append_text(&s.journal, &generated_tail(27, 300)).await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let mut opts = s.opts(&meta, "shop.broken", None);
+    opts.recovery_id = format!("{}broken", crate::recover::ballista::sabotage::PREFIX);
+    let err = run(&s, &target, &opts, &Engine::Standalone, 45).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, RecoverError::Validation { .. }) && msg.contains("the distributed validation found"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("nothing was committed") && msg.contains("first keys [\""),
+        "{msg}"
+    );
+    let t = table::load_table(&target, "shop.broken").await.unwrap();
+    assert!(t.metadata().current_snapshot().is_none(), "nothing committed");
+    assert_eq!(
+        crate::exit::code_of(&anyhow::Error::new(err)),
+        crate::exit::VERIFY_FAILED
+    );
+}
+
+/// A distributed recovery reports its distributed check of every key, and the reference on a
+/// sample of the key partitions once the table spans more than one (here: 4 rows a partition).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_distributed_recovery_checks_every_key_on_the_cluster_and_a_sample_by_the_reference() {
+    let s = story().await;
+    append_text(&s.journal, &generated_tail(27, 300)).await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let mut opts = s.opts(&meta, "shop.sampled", None);
+    opts.partition_rows = Some(4);
+    let (r, t) = run(&s, &target, &opts, &Engine::Standalone, 46).await.unwrap();
+    let rows = rows(&s, &t).await.len() as u64;
+    let d = r.validation.distributed.as_ref().expect("the distributed check ran");
+    assert!(d.ok && r.validation.ok, "{:?}", r.validation);
+    assert_eq!((d.keys_expected, d.rows_found, d.duplicate_keys), (rows, rows, 0));
+    let sample = r.validation.sample.as_ref().expect("a sample");
+    assert!(sample.of >= validate::MIN_SAMPLE_PARTITIONS && !sample.partitions.is_empty());
+    assert!(sample.partitions.len() < sample.of);
+    assert!(
+        r.validation.keys_expected > 0 && r.validation.keys_expected < rows,
+        "the sample's keys: {} of {rows}",
+        r.validation.keys_expected
+    );
+    // A table that fits one partition is compared whole.
+    let (whole, _) = run(&s, &target, &s.opts(&meta, "shop.whole", None), &Engine::Standalone, 47)
+        .await
+        .unwrap();
+    assert!(whole.validation.sample.is_none() && whole.validation.keys_expected == rows);
+}
+
+/// The distributed plan reads the snapshot's files as Parquet listings, by column name: a
+/// snapshot whose schema names a field otherwise than its files do (another writer renamed the
+/// column) is refused before anything is created (exit 3), instead of reading it as nulls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_whose_files_name_a_column_otherwise_is_refused() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let opts = s.opts(&meta, "shop.renamed", None);
+    let mut snap = crate::recover::snapshot::choose(&s.journal, &opts.source, &opts.choice)
+        .await
+        .unwrap();
+    let runtime = datafusion::execution::runtime_env::RuntimeEnv::default();
+    // iceberg-rust's files carry field ids that agree with the schema.
+    crate::recover::footer::check_field_names(&runtime, &snap)
+        .await
+        .unwrap();
+    let mut fields: Vec<_> = snap.schema.as_struct().fields().iter().map(|f| (**f).clone()).collect();
+    let old = fields[1].name.clone();
+    fields[1].name = format!("{old}_renamed");
+    snap.schema = iceberg::spec::Schema::builder()
+        .with_schema_id(snap.schema.schema_id() + 1)
+        .with_fields(fields.into_iter().map(std::sync::Arc::new))
+        .build()
+        .unwrap();
+    let err = crate::recover::footer::check_field_names(&runtime, &snap)
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("is `{old}` in the file but `{old}_renamed`")) && msg.contains(&snap.data_files[0]),
+        "{msg}"
+    );
+    assert_eq!(crate::exit::code_of(&anyhow::Error::new(err)), crate::exit::BAD_INPUT);
+}

@@ -18,13 +18,21 @@
 //!    [`crate::merge::decided_sql`]): a conflict stops the job and nothing is committed; the new
 //!    table's rows (winners that insert or update, tombstones included, and every snapshot row
 //!    whose key no winner updates) are written as Parquet into `data/tidemark-<attempt>/`;
-//! 6. build the manifests from the written files' footers ([`super::footer`]) and commit them
+//! 6. build the manifests from the written files' footers ([`super::footer`]), check every key
+//!    of the written files on the cluster against a second, differently formulated plan
+//!    ([`super::distributed_check`]; a difference stops here, nothing committed), and commit them
 //!    through the catalog contract in one snapshot whose summary carries the seed's and the
 //!    replay's provenance (step `replay`, source snapshot and metadata, journal range, H,
 //!    manifest digest, and `tidemark.recovery-engine`);
-//! 7. validate with the local engine's validation: the independent reference
-//!    ([`crate::reference`], no DataFusion) recomputed from the snapshot and the events, against
-//!    the rows read back from the committed table's files.
+//! 7. validate with the local engine's independent reference ([`crate::reference`], no
+//!    DataFusion) recomputed from the snapshot and the events, against the rows read back from
+//!    the committed table's files, on a sample of the key partitions ([`REFERENCE_ONE_IN`]; every
+//!    key when the table fits one validation partition, or when the recovery was already
+//!    committed). README "Scale-out" says what the two prove together and what they do not.
+//!
+//! Before anything is created, a snapshot whose files name a column otherwise than its schema
+//! (by Parquet field id) is refused: the listings match columns by name
+//! ([`super::footer::check_field_names`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,7 +58,8 @@ use super::seed::{
     PROP_RECOVERY_ID, PROP_REFUSED, PROP_SOURCE_METADATA, PROP_SOURCE_SNAPSHOT, PROP_STEP, mark_refused,
 };
 use super::snapshot::{self, TrustedSnapshot};
-use super::{RecoverError, RecoverOptions, RecoveryReport, StepTiming, replay, validate};
+use super::validate::DistributedCheck;
+use super::{RecoverError, RecoverOptions, RecoveryReport, StepTiming, distributed_check, replay, validate};
 use crate::apply::{
     PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
 };
@@ -58,6 +67,10 @@ use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::table::{self, CommitStamp, commit_overwrite, parse_ident};
+
+/// The reference validation of a distributed recovery compares about one key partition in this
+/// many (the distributed check covers every key).
+pub const REFERENCE_ONE_IN: usize = 8;
 
 /// The summary key naming the engine that produced a recovery's commit.
 pub const PROP_ENGINE: &str = "tidemark.recovery-engine";
@@ -117,32 +130,10 @@ pub async fn recover(
             ),
         });
     }
-    step(
-        "choose snapshot",
-        t,
-        format!(
-            "snapshot {} at position {}, {} files, {} rows",
-            snap.snapshot_id,
-            snap.position,
-            snap.data_files.len(),
-            snap.record_count
-        ),
-        &mut steps,
-    );
+    step("choose snapshot", t, super::snapshot_detail(&snap), &mut steps);
 
     let t = Instant::now();
-    let h = match opts.to {
-        Some(h) => h,
-        None => {
-            let chain = tidemark_journal::verify::verify(journal, &Default::default(), &mut |_| {}).await?;
-            chain.report.verified_last_position.unwrap_or(snap.position)
-        }
-    };
-    if h < snap.position {
-        return Err(RecoverError::Validation {
-            message: format!("H = {h} is before the snapshot's position {}", snap.position),
-        });
-    }
+    let h = super::boundary(journal, opts.to, &snap).await?;
     let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
     table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
     step("boundary", t, format!("H = {h}"), &mut steps);
@@ -153,9 +144,12 @@ pub async fn recover(
     buckets.sort();
     buckets.dedup();
     let ctx = engine::session(engine, &buckets, &opts.source.file_io_props).await?;
+    // The listings match Parquet columns by name: refuse files whose field ids name another
+    // column than the snapshot's schema does, before anything is created.
+    super::footer::check_field_names(&ctx.runtime_env(), &snap).await?;
     let (table, resumed) = prepare_target(handle, opts, &snap, &journal.header.journal_id, h).await?;
-    let (table, stats) = if resumed {
-        (table, MergeStats::default())
+    let (table, stats, distributed) = if resumed {
+        (table, MergeStats::default(), None)
     } else {
         let mut summary = HashMap::new();
         summary.insert(PROP_STEP.to_string(), "replay".to_string());
@@ -184,7 +178,7 @@ pub async fn recover(
         )
         .await;
         match run {
-            Ok(r) => r,
+            Ok((table, stats, check)) => (table, stats, Some(check)),
             Err(e) => {
                 mark_refused(handle, &opts.into, &e.to_string()).await;
                 return Err(e);
@@ -207,40 +201,17 @@ pub async fn recover(
     );
 
     let t = Instant::now();
-    let reference = super::reference_snapshot(&opts.source, &snap).await?;
-    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
-    let ref_events = replay::events_of(journal, &chain, reference.position, h).await?;
-    let validation = validate::validate(
-        &journal.spec,
-        &reference,
-        &table,
-        ref_events,
-        &super::spill_dir_for("validate"),
-        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
-    )
-    .await;
-    let validation = match validation {
-        Ok(v) if v.ok => v,
-        Ok(v) => {
-            let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
-            mark_refused(handle, &opts.into, &why).await;
-            v
-        }
-        Err(e) => {
-            mark_refused(handle, &opts.into, &e.to_string()).await;
-            return Err(e);
-        }
-    };
-    step(
-        "validate",
-        t,
-        format!(
-            "{} keys: {}",
-            validation.keys_expected,
-            if validation.ok { "all match" } else { "MISMATCH" }
-        ),
-        &mut steps,
-    );
+    // Every key was checked on the cluster before the commit (`distributed_check`); the
+    // independent reference rereads the snapshot and the journal here on a sample of the key
+    // partitions (all of them when the table fits one partition).
+    // (A resumed recovery ran no distributed check in this process: every key then.)
+    let sample = distributed.is_some().then(|| validate::SampleRequest {
+        seed: opts.recovery_id.clone(),
+        one_in: REFERENCE_ONE_IN,
+    });
+    let mut validation = super::validate_step(journal, handle, opts, &snap, &table, h, sample.as_ref()).await?;
+    validation.distributed = distributed;
+    step("validate", t, super::validation_detail(&validation), &mut steps);
     let report = RecoveryReport {
         format_version: FORMAT_VERSION,
         recovery_id: opts.recovery_id.clone(),
@@ -411,7 +382,7 @@ async fn distributed_replay(
     summary: HashMap<String, String>,
     clock: &dyn Clock,
     ids: &dyn Ids,
-) -> Result<(Table, MergeStats), RecoverError> {
+) -> Result<(Table, MergeStats, DistributedCheck), RecoverError> {
     let attempt = ids.uuid();
     let location = table.metadata().location().trim_end_matches('/').to_string();
     let staged = format!("{location}/tidemark-staging/{attempt}/events.parquet");
@@ -461,10 +432,10 @@ async fn distributed_replay(
         }
     }
 
-    let decided = ctx
-        .sql(&merge::decided_sql(spec, &output, ""))
-        .await
-        .map_err(job(engine, "plan the merge"))?;
+    let decided_sql = merge::decided_sql(spec, &output, "");
+    #[cfg(test)]
+    let decided_sql = sabotage::merge_sql(&summary, decided_sql);
+    let decided = ctx.sql(&decided_sql).await.map_err(job(engine, "plan the merge"))?;
     let as_output = || -> Vec<_> {
         output
             .fields()
@@ -579,6 +550,18 @@ async fn distributed_replay(
             ),
         });
     }
+    // Every key checked on the cluster, before anything is committed.
+    let paths: Vec<String> = added.iter().map(|f| f.file_path().to_string()).collect();
+    register_parquet(ctx, "rec", &paths, output.clone(), engine).await?;
+    let check = distributed_check::check(ctx, spec, &output, &|stage, e| job(engine, stage)(e)).await?;
+    if !check.ok {
+        return Err(RecoverError::Validation {
+            message: format!(
+                "the distributed validation found the written table different from the expected one ({} expected rows missing or different, {} written rows extra or different, {} duplicate keys; first keys {:?}); nothing was committed",
+                check.missing_or_different, check.extra_or_different, check.duplicate_keys, check.first_keys
+            ),
+        });
+    }
     stats.files_rewritten = 0;
     let stamp = CommitStamp {
         id: ids.uuid(),
@@ -592,5 +575,19 @@ async fn distributed_replay(
     {
         let _ = store.delete(&p).await;
     }
-    Ok((table, stats))
+    Ok((table, stats, check))
+}
+
+/// A deliberately broken merge for the tests (only in the test build): a recovery whose id
+/// starts with [`sabotage::PREFIX`] picks the oldest version of each key instead of the newest.
+#[cfg(test)]
+pub(crate) mod sabotage {
+    pub const PREFIX: &str = "sabotage-";
+
+    pub fn merge_sql(summary: &std::collections::HashMap<String, String>, sql: String) -> String {
+        match summary.get(super::PROP_RECOVERY_ID) {
+            Some(id) if id.starts_with(PREFIX) => sql.replacen(" DESC, ", " ASC, ", 1),
+            _ => sql,
+        }
+    }
 }

@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballista::prelude::{SessionConfigExt, SessionContextExt};
+use ballista_core::extension::SessionStateExt;
+use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -124,12 +126,13 @@ pub async fn session(
     match engine {
         Engine::Local => Ok(SessionContext::new_with_state(state)),
         Engine::Standalone => {
-            SessionContext::standalone_with_state(state)
-                .await
-                .map_err(|e| EngineError::Unreachable {
-                    url: "the in-process standalone scheduler".into(),
-                    message: e.to_string(),
-                })
+            let unreachable = |e: &dyn std::fmt::Display| EngineError::Unreachable {
+                url: "the in-process standalone scheduler".into(),
+                message: e.to_string(),
+            };
+            let url = standalone_cluster(&state).await.map_err(|e| unreachable(&e))?;
+            let state = state.upgrade_for_ballista(url).map_err(|e| unreachable(&e))?;
+            Ok(SessionContext::new_with_state(state))
         }
         Engine::Cluster { url } => {
             let ctx = SessionContext::remote_with_state(url, state)
@@ -148,6 +151,36 @@ pub async fn session(
             Ok(ctx)
         }
     }
+}
+
+/// Starts a scheduler and one executor in this process on 127.0.0.1, both over `state` (its
+/// object stores and codecs), and returns the scheduler's URL. This is what `ballista`'s own
+/// `SessionContext::standalone_with_state` does; tidemark does it itself because that function
+/// lives behind `ballista`'s `standalone` feature, which turns on ballista-scheduler's default
+/// features and with them `substrait`, whose build script needs `protoc` (Cargo.toml).
+async fn standalone_cluster(state: &datafusion::execution::SessionState) -> Result<String, String> {
+    let addr = ballista_scheduler::standalone::new_standalone_scheduler_from_state(state)
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!("http://localhost:{}", addr.port());
+    // The scheduler's listener is up when the function returns; its gRPC service may take a
+    // moment to answer.
+    let mut tries = 0;
+    let scheduler = loop {
+        match SchedulerGrpcClient::connect(url.clone()).await {
+            Ok(s) => break s,
+            Err(e) if tries >= 100 => return Err(format!("{url}: {e}")),
+            Err(_) => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let tasks = state.config().ballista_standalone_parallelism();
+    ballista_executor::new_standalone_executor_from_state(scheduler, tasks, state)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(url)
 }
 
 /// A runtime with an S3 store per bucket.

@@ -3,7 +3,8 @@
 //! lower/upper bounds, all read from the Parquet footer, never from the job's own report.
 //!
 //! Columns are matched to the table's fields by name (the writer does not carry Iceberg field
-//! ids). A bound is recorded only when the footer's statistic is exact and its type maps to the
+//! ids). [`check_field_names`] refuses a snapshot whose files' field ids name other columns than
+//! its schema does (the listings that read them match by name). A bound is recorded only when the footer's statistic is exact and its type maps to the
 //! field's Iceberg type; a missing bound only costs pruning, never correctness.
 
 use std::collections::HashMap;
@@ -191,6 +192,76 @@ pub async fn data_files_under(
     Ok(out)
 }
 
+/// How the top-level columns of a Parquet file disagree with `schema` by field id, if they do:
+/// a field id the file names otherwise than the schema (a column renamed after the file was
+/// written), or a name the schema gives another field id (a dropped column's name reused).
+/// Columns without a field id are matched by name by every reader, so they never disagree.
+pub fn name_clash(meta: &ParquetMetaData, schema: &Schema) -> Option<String> {
+    for f in meta.file_metadata().schema_descr().root_schema().get_fields() {
+        let info = f.get_basic_info();
+        if !info.has_id() {
+            continue;
+        }
+        let (id, name) = (info.id(), info.name());
+        if let Some(s) = schema.field_by_id(id)
+            && s.name != name
+        {
+            return Some(format!(
+                "field id {id} is `{name}` in the file but `{}` in the snapshot's schema (renamed after the file was written)",
+                s.name
+            ));
+        }
+        if let Some(s) = schema.field_by_name(name)
+            && s.id != id
+        {
+            return Some(format!(
+                "column `{name}` has field id {id} in the file but {} in the snapshot's schema (another column of that name)",
+                s.id
+            ));
+        }
+    }
+    None
+}
+
+/// Refuses (exit 3) a snapshot whose data files a listing would misread: the distributed plan
+/// reads them as Parquet listings, which match columns by name, so a column another writer
+/// renamed would read as nulls from the files written before. Every data file's footer is read
+/// (eight at a time) from the stores of `runtime`.
+pub async fn check_field_names(
+    runtime: &datafusion::execution::runtime_env::RuntimeEnv,
+    snap: &super::snapshot::TrustedSnapshot,
+) -> Result<(), super::RecoverError> {
+    use futures::{StreamExt, TryStreamExt};
+    let footers = futures::stream::iter(snap.data_files.iter())
+        .map(|path| async move {
+            let bad = |message: String| EngineError::Store {
+                location: path.clone(),
+                message,
+            };
+            let url = url::Url::parse(&super::engine::listing_url(path)).map_err(|e| bad(e.to_string()))?;
+            let store_url =
+                datafusion::execution::object_store::ObjectStoreUrl::parse(&url[..url::Position::BeforePath])
+                    .map_err(|e| bad(e.to_string()))?;
+            let store = runtime.object_store(&store_url).map_err(|e| bad(e.to_string()))?;
+            let p = Path::from_url_path(url.path()).map_err(|e| bad(e.to_string()))?;
+            let size = store.head(&p).await.map_err(store_err(path))?.size;
+            Ok::<_, EngineError>((path, read_footer(store.as_ref(), &p, size).await?))
+        })
+        .buffered(8);
+    let mut footers = std::pin::pin!(footers);
+    while let Some((path, meta)) = footers.try_next().await? {
+        if let Some(clash) = name_clash(&meta, &snap.schema) {
+            return Err(super::RecoverError::Unsupported {
+                reason: format!(
+                    "data file {path} of snapshot {}: {clash}; the distributed engine reads the snapshot's files as Parquet listings, which match columns by name and would read that column as nulls: recover with --engine local (it matches columns by field id), or rewrite the table's files first",
+                    snap.snapshot_id
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use arrow::array::{Int64Array, RecordBatch, StringArray};
@@ -212,6 +283,71 @@ mod tests {
         }
         w.close().unwrap();
         buf
+    }
+
+    fn with_id(name: &str, t: DataType, id: i32) -> Field {
+        Field::new(name, t, true).with_metadata(HashMap::from([(
+            parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+            id.to_string(),
+        )]))
+    }
+
+    async fn footer_of(fields: Vec<Field>) -> ParquetMetaData {
+        let schema = Arc::new(ArrowSchema::new(fields));
+        let cols: Vec<arrow::array::ArrayRef> = schema
+            .fields()
+            .iter()
+            .map(|f| arrow::array::new_null_array(f.data_type(), 1))
+            .collect();
+        let bytes = parquet(&[RecordBatch::try_new(schema, cols).unwrap()]);
+        let store = InMemory::new();
+        let p = Path::from("f.parquet");
+        store.put(&p, PutPayload::from(bytes.clone())).await.unwrap();
+        read_footer(&store, &p, bytes.len() as u64).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn field_ids_that_name_other_columns_are_found() {
+        let ice = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "k", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(2, "amount", Type::Primitive(PrimitiveType::Long)).into(),
+            ])
+            .build()
+            .unwrap();
+        let same = footer_of(vec![
+            with_id("k", DataType::Utf8, 1),
+            with_id("amount", DataType::Int64, 2),
+        ])
+        .await;
+        assert_eq!(name_clash(&same, &ice), None);
+        // No field ids (e.g. the distributed job's own output): matched by name, no clash.
+        let plain = footer_of(vec![
+            Field::new("k", DataType::Utf8, true),
+            Field::new("amount", DataType::Int64, true),
+        ])
+        .await;
+        assert_eq!(name_clash(&plain, &ice), None);
+        // Field 2 was `amt` when this file was written, and renamed since.
+        let renamed = footer_of(vec![
+            with_id("k", DataType::Utf8, 1),
+            with_id("amt", DataType::Int64, 2),
+        ])
+        .await;
+        let why = name_clash(&renamed, &ice).unwrap();
+        assert!(why.contains("field id 2 is `amt`") && why.contains("`amount`"), "{why}");
+        // `amount` in the file is field 7, a column the schema no longer has (dropped, and the
+        // name reused by field 2).
+        let reused = footer_of(vec![
+            with_id("k", DataType::Utf8, 1),
+            with_id("amount", DataType::Int64, 7),
+        ])
+        .await;
+        let why = name_clash(&reused, &ice).unwrap();
+        assert!(
+            why.contains("field id 7") && why.contains("2 in the snapshot's schema"),
+            "{why}"
+        );
     }
 
     #[tokio::test]

@@ -15,9 +15,11 @@ pub mod columnar;
 #[cfg(test)]
 mod columnar_tests;
 #[cfg(feature = "ballista-engine")]
+pub mod distributed_check;
+#[cfg(feature = "ballista-engine")]
 pub mod engine;
 #[cfg(feature = "ballista-engine")]
-mod footer;
+pub(crate) mod footer;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
@@ -181,32 +183,10 @@ pub async fn recover(
 
     let t = Instant::now();
     let snap: TrustedSnapshot = snapshot::choose(journal, &opts.source, &opts.choice).await?;
-    step(
-        "choose snapshot",
-        t,
-        format!(
-            "snapshot {} at position {}, {} files, {} rows",
-            snap.snapshot_id,
-            snap.position,
-            snap.data_files.len(),
-            snap.record_count
-        ),
-        &mut steps,
-    );
+    step("choose snapshot", t, snapshot_detail(&snap), &mut steps);
 
     let t = Instant::now();
-    let h = match opts.to {
-        Some(h) => h,
-        None => {
-            let chain = tidemark_journal::verify::verify(journal, &Default::default(), &mut |_| {}).await?;
-            chain.report.verified_last_position.unwrap_or(snap.position)
-        }
-    };
-    if h < snap.position {
-        return Err(RecoverError::Validation {
-            message: format!("H = {h} is before the snapshot's position {}", snap.position),
-        });
-    }
+    let h = boundary(journal, opts.to, &snap).await?;
     // Everything that can be checked is checked before the seed writes anything: the events
     // after the snapshot verify from its recorded manifest digest up to H, the snapshot holds
     // the journal's columns, and its codecs are ones this build writes.
@@ -296,43 +276,9 @@ pub async fn recover(
     );
 
     let t = Instant::now();
-    // The reference starts from the position the snapshot records itself, read again from its
-    // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
-    let reference = reference_snapshot(&opts.source, &snap).await?;
-    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
-    let events = replay::events_of(journal, &chain, reference.position, h).await?;
-    let validation = validate::validate(
-        &journal.spec,
-        &reference,
-        &table,
-        events,
-        &spill_dir_for("validate"),
-        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
-    )
-    .await;
-    let validation = match validation {
-        Ok(v) if v.ok => v,
-        Ok(v) => {
-            let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
-            seed::mark_refused(handle, &opts.into, &why).await;
-            v
-        }
-        Err(e) => {
-            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
-            return Err(e);
-        }
-    };
+    let validation = validate_step(journal, handle, opts, &snap, &table, h, None).await?;
     tidemark_journal::failpoint::hit("recover:after-validate");
-    step(
-        "validate",
-        t,
-        format!(
-            "{} keys: {}",
-            validation.keys_expected,
-            if validation.ok { "all match" } else { "MISMATCH" }
-        ),
-        &mut steps,
-    );
+    step("validate", t, validation_detail(&validation), &mut steps);
 
     let report = RecoveryReport {
         format_version: FORMAT_VERSION,
@@ -353,6 +299,102 @@ pub async fn recover(
         total_ms: started.elapsed().as_millis() as u64,
     };
     Ok((report, table))
+}
+
+/// The "choose snapshot" step's detail (both engines).
+pub(crate) fn snapshot_detail(snap: &TrustedSnapshot) -> String {
+    format!(
+        "snapshot {} at position {}, {} files, {} rows",
+        snap.snapshot_id,
+        snap.position,
+        snap.data_files.len(),
+        snap.record_count
+    )
+}
+
+/// The boundary H (both engines): `to`, or else the end of the journal's verified range when the
+/// job starts; refused when it lies before the snapshot's position.
+pub(crate) async fn boundary(journal: &Journal, to: Option<u64>, snap: &TrustedSnapshot) -> Result<u64, RecoverError> {
+    let h = match to {
+        Some(h) => h,
+        None => {
+            let chain = tidemark_journal::verify::verify(journal, &Default::default(), &mut |_| {}).await?;
+            chain.report.verified_last_position.unwrap_or(snap.position)
+        }
+    };
+    if h < snap.position {
+        return Err(RecoverError::Validation {
+            message: format!("H = {h} is before the snapshot's position {}", snap.position),
+        });
+    }
+    Ok(h)
+}
+
+/// Step 5 (both engines): `table` against the independent reference ([`validate`]), on every key
+/// or on `sample`'s key partitions. A failure, or a validation that does not pass, marks `opts.into`
+/// refused (a rerun of the same recovery then drops it and starts again).
+pub(crate) async fn validate_step(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+    sample: Option<&validate::SampleRequest>,
+) -> Result<ValidationReport, RecoverError> {
+    // The reference starts from the position the snapshot records itself, read again from its
+    // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
+    let reference = reference_snapshot(&opts.source, snap).await?;
+    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
+    let events = replay::events_of(journal, &chain, reference.position, h).await?;
+    let validation = validate::validate_keys(
+        &journal.spec,
+        &reference,
+        table,
+        events,
+        &spill_dir_for("validate"),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+        sample,
+    )
+    .await;
+    match validation {
+        Ok(v) => {
+            if !v.ok {
+                let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
+                seed::mark_refused(handle, &opts.into, &why).await;
+            }
+            Ok(v)
+        }
+        Err(e) => {
+            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
+            Err(e)
+        }
+    }
+}
+
+/// The "validate" step's detail (both engines).
+pub(crate) fn validation_detail(v: &ValidationReport) -> String {
+    let sample = v
+        .sample
+        .as_ref()
+        .map(|s| format!(" (reference on {} of {} key partitions)", s.partitions.len(), s.of))
+        .unwrap_or_default();
+    let distributed = v
+        .distributed
+        .as_ref()
+        .map(|d| {
+            format!(
+                ", distributed check of {} keys: {}",
+                d.keys_expected,
+                if d.ok { "all match" } else { "MISMATCH" }
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{} keys{sample}: {}{distributed}",
+        v.keys_expected,
+        if v.ok { "all match" } else { "MISMATCH" }
+    )
 }
 
 /// `snap` with the journal position its own summary records, read afresh from the source's

@@ -3,7 +3,9 @@
 //! DataFusion plan that produced the table), over the trusted snapshot's rows (read from the
 //! snapshot's own files, not from the seeded table) and the verified events up to H. Every key is compared: missing, extra,
 //! different values, different version, different delete flag, duplicate keys. Equal counts prove
-//! nothing, so counts are only reported beside the per-key verdict.
+//! nothing, so counts are only reported beside the per-key verdict. A distributed recovery asks
+//! for a sample of the key partitions instead ([`validate_keys`], [`SampleRequest`]): it checks
+//! every key on the cluster itself (`recover::distributed_check`).
 
 use arrow::array::Array;
 
@@ -51,6 +53,64 @@ pub struct ValidationReport {
     pub value_mismatches: u64,
     pub duplicate_keys: u64,
     pub first_mismatches: Vec<Mismatch>,
+    /// Set when only a sample of the key partitions was compared with the reference (a
+    /// distributed recovery; README "Scale-out"): the counts above are the sample's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<Sample>,
+    /// The distributed recovery's own check of every key, run on the cluster (README "Scale-out").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<DistributedCheck>,
+}
+
+/// The key partitions (by the hash of the key, as the partitioned validation splits them) that
+/// a sampled validation compared: `partitions` of `0..of`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct Sample {
+    pub partitions: Vec<usize>,
+    pub of: usize,
+}
+
+/// Asks for a sampled validation: about one key partition in `one_in`, chosen from `seed`.
+#[derive(Debug, Clone)]
+pub struct SampleRequest {
+    pub seed: String,
+    pub one_in: usize,
+}
+
+/// A sampled validation splits the keys into at least this many partitions.
+pub const MIN_SAMPLE_PARTITIONS: usize = 16;
+
+impl SampleRequest {
+    /// The sample of `parts` partitions: `max(1, parts / one_in)` of them, evenly spaced from
+    /// a start drawn from the seed (the same seed gives the same sample).
+    pub fn pick(&self, parts: usize) -> Sample {
+        use std::hash::{Hash, Hasher};
+        let k = (parts / self.one_in.max(1)).clamp(1, parts);
+        let mut h = std::hash::DefaultHasher::new();
+        self.seed.hash(&mut h);
+        let start = (h.finish() % parts as u64) as usize;
+        let mut partitions: Vec<usize> = (0..k).map(|i| (start + i * parts / k) % parts).collect();
+        partitions.sort_unstable();
+        Sample { partitions, of: parts }
+    }
+}
+
+/// The verdict of the distributed validation (every key, computed on the cluster by a
+/// formulation other than the merge's; see `recover::distributed_check`).
+#[derive(Debug, Clone, Serialize, Default, PartialEq, Eq, schemars::JsonSchema)]
+pub struct DistributedCheck {
+    pub ok: bool,
+    /// Rows the check expects (one per key) and the distinct keys among them.
+    pub keys_expected: u64,
+    pub rows_found: u64,
+    /// Keys the table holds more than once.
+    pub duplicate_keys: u64,
+    /// Expected rows the table lacks or holds with other values, and the table's rows no
+    /// expected row equals.
+    pub missing_or_different: u64,
+    pub extra_or_different: u64,
+    /// Keys of the first differing rows (at most [`FIRST_MISMATCHES`]).
+    pub first_keys: Vec<String>,
 }
 
 impl ValidationReport {
@@ -98,9 +158,25 @@ pub async fn validate(
     spec: &CompiledSpec,
     snap: &TrustedSnapshot,
     table: &Table,
+    events: EventStream<'_>,
+    spill_dir: &std::path::Path,
+    partition_rows: u64,
+) -> Result<ValidationReport, RecoverError> {
+    validate_keys(spec, snap, table, events, spill_dir, partition_rows, None).await
+}
+
+/// [`validate`] on every key, or with `sample` on a sample of the key partitions only: the keys
+/// are split into at least [`MIN_SAMPLE_PARTITIONS`] partitions and only the rows of the sampled
+/// ones are spilled, folded and compared (every file is still read once, to find them). A table
+/// that fits one partition is compared whole even when a sample is asked.
+pub async fn validate_keys(
+    spec: &CompiledSpec,
+    snap: &TrustedSnapshot,
+    table: &Table,
     mut events: EventStream<'_>,
     spill_dir: &std::path::Path,
     partition_rows: u64,
+    sample: Option<&SampleRequest>,
 ) -> Result<ValidationReport, RecoverError> {
     // Both sides under the journal's column names (a spec column another writer renamed is
     // read by its field id).
@@ -128,6 +204,13 @@ pub async fn validate(
         .max(snap.record_count);
     let parts = rows.div_ceil(partition_rows.max(1)).max(1) as usize;
     let extra = Extra::of(spec, &snap_schema)?;
+    let (parts, sample) = match sample {
+        Some(req) if parts > 1 => {
+            let parts = parts.max(MIN_SAMPLE_PARTITIONS);
+            (parts, Some(req.pick(parts)))
+        }
+        _ => (parts, None),
+    };
     if parts == 1 {
         let paths: Vec<&str> = snap.data_files.iter().map(String::as_str).collect();
         let seed = read_paths(
@@ -146,7 +229,15 @@ pub async fn validate(
         }
         return columnar::check(spec, &extra, &seed, &all, &found);
     }
-    let spill = Spill::create(spill_dir, parts)?;
+    let todo: Vec<usize> = match &sample {
+        Some(s) => s.partitions.clone(),
+        None => (0..parts).collect(),
+    };
+    let mut keep = vec![sample.is_none(); parts];
+    for &p in &todo {
+        keep[p] = true;
+    }
+    let spill = Spill::create(spill_dir, parts, keep)?;
     let io_err = |e: std::io::Error| RecoverError::Validation {
         message: format!("validation spill under {}: {e}", spill_dir.display()),
     };
@@ -191,17 +282,18 @@ pub async fn validate(
     // allocator arenas) are reused, which keeps the resident memory at a partition's worth per
     // worker instead of growing with the number of partitions.
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let workers: Vec<_> = (0..PARTITIONS_AT_ONCE.min(parts))
+    let todo = std::sync::Arc::new(todo);
+    let workers: Vec<_> = (0..PARTITIONS_AT_ONCE.min(todo.len()))
         .map(|_| {
-            let (spec, spill, next) = (spec.clone(), spill.clone(), next.clone());
+            let (spec, spill, next, todo) = (spec.clone(), spill.clone(), next.clone(), todo.clone());
             let extra = extra.clone();
             tokio::task::spawn_blocking(move || {
                 let mut reports = Vec::new();
                 loop {
-                    let p = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if p >= parts {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&p) = todo.get(i) else {
                         return Ok(reports);
-                    }
+                    };
                     reports.push((p, validate_partition(&spec, &extra, &spill, p)?));
                 }
             })
@@ -224,6 +316,7 @@ pub async fn validate(
     for (_, r) in reports {
         total.add(r);
     }
+    total.sample = sample;
     Ok(total)
 }
 
@@ -258,6 +351,8 @@ enum Side {
 struct Spill {
     dir: SpillDir,
     parts: usize,
+    /// The partitions whose rows are kept (all but a sample's are dropped).
+    keep: Vec<bool>,
     writers: std::sync::Mutex<Vec<Option<arrow::ipc::writer::FileWriter<std::io::BufWriter<std::fs::File>>>>>,
 }
 
@@ -288,13 +383,14 @@ impl SpillDir {
 }
 
 impl Spill {
-    fn create(dir: &std::path::Path, parts: usize) -> Result<Spill, RecoverError> {
+    fn create(dir: &std::path::Path, parts: usize, keep: Vec<bool>) -> Result<Spill, RecoverError> {
         std::fs::create_dir_all(dir).map_err(|e| RecoverError::Validation {
             message: format!("cannot create the validation spill folder {}: {e}", dir.display()),
         })?;
         Ok(Spill {
             dir: SpillDir(dir.to_path_buf()),
             parts,
+            keep,
             writers: std::sync::Mutex::new((0..3 * parts).map(|_| None).collect()),
         })
     }
@@ -303,6 +399,9 @@ impl Spill {
         let mut writers = self.writers.lock().expect("spill lock");
         for b in batches {
             for (p, part) in split(spec, b, self.parts)? {
+                if !self.keep[p] {
+                    continue;
+                }
                 let slot = &mut writers[side as usize * self.parts + p];
                 if slot.is_none() {
                     let f = std::io::BufWriter::new(std::fs::File::create(self.dir.file(side, p))?);
@@ -363,4 +462,25 @@ fn split(spec: &CompiledSpec, batch: &RecordBatch, parts: usize) -> std::io::Res
         (h.finish() % parts as u64) as usize
     })
     .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SampleRequest;
+
+    #[test]
+    fn a_sample_is_a_few_distinct_partitions_fixed_by_its_seed() {
+        let req = |seed: &str| SampleRequest {
+            seed: seed.into(),
+            one_in: 8,
+        };
+        let s = req("rec-1").pick(40);
+        assert_eq!((s.of, s.partitions.len()), (40, 5));
+        assert!(s.partitions.windows(2).all(|w| w[0] < w[1]) && s.partitions.iter().all(|&p| p < 40));
+        assert_eq!(req("rec-1").pick(40), s, "the same seed, the same sample");
+        assert_eq!(req("rec-1").pick(3).partitions.len(), 1, "at least one partition");
+        let starts: std::collections::BTreeSet<_> =
+            (0..20).map(|i| req(&format!("r{i}")).pick(16).partitions).collect();
+        assert!(starts.len() > 1, "seeds choose different samples");
+    }
 }
