@@ -178,10 +178,9 @@ pub async fn validate_keys(
     partition_rows: u64,
     sample: Option<&SampleRequest>,
 ) -> Result<ValidationReport, RecoverError> {
-    // Both sides under the journal's column names (a spec column another writer renamed is
-    // read by its field id).
-    // (The recovered table has the snapshot's schema: the renames are found in the snapshot's
-    // schema history.)
+    // Both sides under the journal's column names: a spec column another writer renamed is
+    // read by its field id, found in the snapshot's schema history (the recovered table has the
+    // snapshot's schema, not its history).
     let renames = crate::table::check_schema_in(spec, &snap.schema, snap.metadata.schemas_iter())?;
     let schema = renames.spec_view(&arrow_schema(table)?);
     let snap_schema = renames.spec_view(&snapshot_arrow_schema(snap)?);
