@@ -77,6 +77,20 @@ pub fn s3tables_definition() -> Option<Vec<(String, String)>> {
     Some(definition("st", &props))
 }
 
+/// The PostgreSQL SQL catalog of sandbox/postgres.sh defined as `pg` (catalog name `pg`), with
+/// `warehouse` as its warehouse, or `None` when TIDEMARK_SKIP_POSTGRES=1.
+pub fn pg_definition(warehouse: &str) -> Option<Vec<(String, String)>> {
+    if skipped("TIDEMARK_SKIP_POSTGRES") {
+        return None;
+    }
+    let props = vec![
+        ("type", "sql".to_string()),
+        ("uri", env("TIDEMARK_TEST_PG_URI")),
+        ("warehouse", warehouse.to_string()),
+    ];
+    Some(definition("pg", &props))
+}
+
 /// A namespace of this run (S3 Tables' naming rules: lowercase, digits, `_`).
 pub fn ns(purpose: &str) -> String {
     format!("e2e_{purpose}_{}", std::process::id())

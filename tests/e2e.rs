@@ -813,13 +813,36 @@ fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
     let (a, b) = (s.path_str("a.json"), s.path_str("b.json"));
     s.run(&["history", "record", "--catalog", &catalog, "--out", &a]).ok();
     s.run(&["history", "compare", &a, &a]).ok();
+    let same = s.run(&["history", "compare", &a, &a, "--json"]).ok().json();
+    assert_eq!(
+        (&same["same"], &same["differences"]),
+        (&true.into(), &serde_json::json!([])),
+        "{same}"
+    );
     s.fault_delete(&catalog, "shop.orders", "order_version = 1");
     s.run(&["history", "record", "--catalog", &catalog, "--out", &b]).ok();
+    // People get one line per difference; --json one versioned object (schema
+    // history-comparison) naming both records.
+    let human = s.run(&["history", "compare", &a, &b]).fails(4, &["differences"]);
+    assert!(
+        human
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("shop.orders") && l.contains("row count")),
+        "{}",
+        human.stdout
+    );
     let diff = s
         .run(&["history", "compare", &a, &b, "--json"])
-        .fails(4, &["differences"]);
-    let whats: Vec<String> = diff
-        .json()
+        .fails(4, &["differences"])
+        .json();
+    assert_eq!(diff["format_version"], 1, "{diff}");
+    assert_eq!(
+        (diff["a"].as_str(), diff["b"].as_str()),
+        (Some(a.as_str()), Some(b.as_str()))
+    );
+    assert_eq!(diff["same"], false, "{diff}");
+    let whats: Vec<String> = diff["differences"]
         .as_array()
         .unwrap()
         .iter()

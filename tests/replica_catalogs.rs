@@ -1,14 +1,18 @@
-//! The warm follower into the catalogs that cannot register a metadata file (issue 13, "every
-//! catalog kind"): moto's AWS S3 Tables (create, then UpdateTableMetadataLocation to copies in the
-//! table's warehouse) and SeaweedFS's Iceberg REST catalog (create, then snapshot commits). Per
+//! The warm follower into every catalog kind but SQLite (issue 13, "every catalog kind"; SQLite is
+//! `replica_warm`): moto's AWS S3 Tables (create, then UpdateTableMetadataLocation to copies in
+//! the table's warehouse), SeaweedFS's Iceberg REST catalog (create, then snapshot commits) and
+//! PostgreSQL (register, then compare-and-swap). Per
 //! kind: strict follow with files missing, advance (by a follower stopped at its failpoint, then
 //! resumed), someone else's commit as a conflict (the other table still advances), failover with
 //! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
 //! resync `--demote` of the DR catalog itself onto the old primary (its post-failover commits walked
-//! back, their files kept and listed). And where the follower's state may live.
+//! back, their files kept and listed), then a table dropped only in the DR catalog restored by the
+//! same resync (created again at the old primary's version; a run stopped after the create is
+//! finished by the next). And where the follower's state may live.
 
-use super::catalogs_remote::{ns, rest_definition, s3tables_definition};
+use super::catalogs_remote::{ns, pg_definition, rest_definition, s3tables_definition};
 use super::replica_warm::{base, replicate};
+use super::support::python::PyIceberg;
 use super::support::*;
 
 const CONFLICT: i32 = 5;
@@ -22,9 +26,52 @@ fn table<'a>(state: &'a serde_json::Value, name: &str) -> &'a serde_json::Value 
         .unwrap_or_else(|| panic!("no {name} in {state}"))
 }
 
-/// The whole story into the DR catalog `dr` (a defined name in `s.env`), with the primary and
-/// the replica under `root`.
-fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namespace: &str, home: &str) {
+/// The kind of DR catalog a story runs on, for what the test does to it behind tidemark's back.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    S3Tables,
+    Rest,
+    /// A SQL catalog on PostgreSQL (`pg_definition`).
+    Postgres,
+}
+
+/// Drops `table` from the DR catalog `dr` (of kind `kind`) behind tidemark's back, as an
+/// operator's mistake would; `false` when the tool that drops it is skipped.
+fn drop_table(s: &Scratch, dr: &str, kind: Kind, table: &str) -> bool {
+    let tool = match kind {
+        Kind::S3Tables => format!("s3tables:{dr}"),
+        Kind::Rest => format!("catalog:{dr}"),
+        Kind::Postgres => {
+            // The venv has no PostgreSQL driver: the catalog row goes, as a drop takes it.
+            let (ns, name) = table.rsplit_once('.').unwrap();
+            let uri = std::env::var("TIDEMARK_TEST_PG_URI").unwrap();
+            let sql = format!(
+                "DELETE FROM iceberg_tables WHERE catalog_name = '{dr}' AND table_namespace = '{ns}' AND \
+                 table_name = '{name}'"
+            );
+            let out = std::process::Command::new("psql")
+                .args([uri.as_str(), "-v", "ON_ERROR_STOP=1", "-c", &sql])
+                .output()
+                .expect("run psql");
+            assert!(
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("DELETE 1"),
+                "psql: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return true;
+        }
+    };
+    let Some(py) = PyIceberg::on_defined(&tool, s.env.clone()) else {
+        return false;
+    };
+    py.run("drop", table, &[]).ok();
+    true
+}
+
+/// The whole story into the DR catalog `dr` (a defined name in `s.env`, of kind `kind`), with
+/// the primary and the replica under `root`.
+fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&str>, namespace: &str, home: &str) {
     let journal = s.path_str("journal");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.path_str("events.ndjson");
@@ -303,10 +350,40 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     assert!(!t["diverged_snapshots"].as_array().unwrap().is_empty(), "{t}");
     // The plan changed nothing.
     assert_eq!(snap(&record("h5.json"), &orders), snap(&before, &orders));
+    // Another writer commits to the DR table between the resync's read and its move (S3 Tables:
+    // the pointer moved with its version token; REST: the commit's requirements; SQL: the
+    // compare-and-swap): refused (exit 5) naming the table, nothing of it moved; once that writer
+    // stopped, a re-run walks back over its commit too and keeps its files.
+    let args = [
+        "replica",
+        "resync",
+        "--demote",
+        dr,
+        "--primary",
+        &primary,
+        "--namespace",
+        namespace,
+        "--json",
+    ];
+    let mut theirs = None;
+    let raced = s.run_paused("resync:before-move", &args, || {
+        s.fault_delete(dr, &orders, "order_version % 5 = 1");
+        theirs = snap(&record("h5b.json"), &orders);
+    });
+    let raced = raced.fails(CONFLICT, &[&orders, "another writer", "again"]);
+    assert_eq!(table(&raced.json(), &orders)["action"], "conflict", "{}", raced.stdout);
+    assert!(theirs.is_some() && theirs != snap(&before, &orders));
+    assert_eq!(snap(&record("h5c.json"), &orders), theirs, "nothing moved");
     let done = demote(false);
     let t = table(&done, &orders);
     assert_eq!(t["action"], "walked_back", "{done}");
-    assert_eq!(t["kept_files"], kept, "{t}");
+    let done_kept = t["kept_files"].as_array().unwrap();
+    assert!(kept.as_array().unwrap().iter().all(|f| done_kept.contains(f)), "{t}");
+    assert!(
+        done_kept.len() > kept.as_array().unwrap().len(),
+        "the other writer's files are kept too: {t}"
+    );
+    let kept = t["kept_files"].clone();
     // Every file it walked over is still there (kept, never deleted): local ones checked here.
     for f in kept.as_array().unwrap() {
         if let Some(local) = f["path"].as_str().unwrap().strip_prefix("file://") {
@@ -332,6 +409,51 @@ fn follow_into(s: &Scratch, dr: &str, root: &str, endpoint: Option<&str>, namesp
     assert_ne!(snap(&after, &orders), snap(&before, &orders), "{after}");
     assert_eq!(snap(&after, &orders), snap(&hp2, &orders), "{after}");
     assert_eq!(table(&demote(false), &orders)["action"], "in_step");
+
+    // A table deleted only on the demoted side, live on the primary, is restored there: created
+    // again at the primary's version (planned first, the plan changing nothing).
+    if drop_table(s, dr, kind, &other) {
+        let plan = demote(true);
+        let o = table(&plan, &other);
+        assert_eq!(o["action"], "restored", "{plan}");
+        assert!(o["demoted_pointer"].is_null(), "{o}");
+        assert!(
+            record("h7.json")["tables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|t| t["table"] != other.as_str())
+        );
+        // Stopped dead between the create and the move (S3 Tables, REST; a SQL catalog registers
+        // in one step): the re-run finishes the restore.
+        if kind != Kind::Postgres {
+            let args = [
+                "replica",
+                "resync",
+                "--demote",
+                dr,
+                "--primary",
+                &primary,
+                "--namespace",
+                namespace,
+            ];
+            s.run_with(&[("TIDEMARK_FAILPOINT", "publish:after-create")], &args)
+                .fails(86, &["failpoint"]);
+        }
+        let done = demote(false);
+        let o = table(&done, &other);
+        assert_eq!(o["action"], "restored", "{done}");
+        if kind != Kind::Postgres {
+            assert!(o["reason"].as_str().unwrap().contains("a run before began"), "{o}");
+        }
+        assert_eq!(o["walked_back_to_snapshot"], snap(&hp2, &other).unwrap(), "{o}");
+        let restored = record("h8.json");
+        assert_eq!(snap(&restored, &other), snap(&hp2, &other), "{restored}");
+        // The restored table is at a version of the primary's: nothing more to do.
+        let again = demote(false);
+        assert_eq!(table(&again, &other)["action"], "in_step", "{again}");
+        assert_eq!(table(&again, &orders)["action"], "in_step", "{again}");
+    }
 }
 
 #[test]
@@ -341,7 +463,15 @@ fn warm_replica_into_s3tables() {
     s.env = def;
     let root = s.path_str("sites");
     // S3 Tables accepts metadata only inside the table's own bucket.
-    follow_into(&s, "st", &root, None, &ns("warm_st"), "--table-s3/metadata/");
+    follow_into(
+        &s,
+        "st",
+        Kind::S3Tables,
+        &root,
+        None,
+        &ns("warm_st"),
+        "--table-s3/metadata/",
+    );
 }
 
 #[test]
@@ -356,11 +486,25 @@ fn warm_replica_into_a_rest_catalog() {
     follow_into(
         &s,
         "sw",
+        Kind::Rest,
         &root,
         endpoint.as_deref(),
         &ns("warm_rest"),
         "s3://warehouse/",
     );
+}
+
+/// The same story into a PostgreSQL SQL catalog (sandbox/postgres.sh): register and swap.
+#[test]
+fn warm_replica_into_postgresql() {
+    let mut s = Scratch::new();
+    let root = s.path_str("sites");
+    let Some(def) = pg_definition(&base(&format!("{root}/replica"))) else {
+        return;
+    };
+    s.env = def;
+    // What a SQL DR catalog registers is the rewrite beside the replica's file.
+    follow_into(&s, "pg", Kind::Postgres, &root, None, &ns("warm_pg"), "/sites/replica/");
 }
 
 /// The follower's lease and state live outside the replica warehouse: by default beside a SQLite

@@ -366,6 +366,65 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
                 .unwrap_or_else(|e| panic!("{path} is gone: {e}"));
         }
     });
+
+    // The old primary diverges again, and another writer commits to it between the resync's
+    // read of its pointer and the swap: refused (exit 5) naming the table, nothing of it moved;
+    // once that writer stopped, a re-run resyncs, keeping the other writer's files too.
+    let fault = |predicate: &str| {
+        s.run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--table",
+            "shop.orders",
+            "--where",
+            predicate,
+        ])
+        .ok();
+    };
+    fault("order_version % 3 = 0");
+    let resync_args = ["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"];
+    let plan = s.run(&[&resync_args[..], &["--dry-run"]].concat()).ok().json();
+    let kept = plan["tables"][0]["kept_files"].as_array().unwrap().clone();
+    let pointer = || {
+        let out = s.path_str("hr.json");
+        let args = [
+            "history",
+            "record",
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--out",
+            &out,
+        ];
+        s.run(&args).ok();
+        let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        h["tables"][0]["metadata_location"].clone()
+    };
+    let mut theirs = None;
+    let raced = s.run_paused("resync:before-move", &resync_args, || {
+        fault("order_version % 5 = 1");
+        theirs = Some(pointer());
+    });
+    let raced = raced.fails(CONFLICT, &["shop.orders", "another writer", "again"]);
+    assert_eq!(raced.json()["tables"][0]["action"], "conflict", "{}", raced.stdout);
+    assert_eq!(Some(pointer()), theirs, "nothing moved");
+    let done = s.run(&resync_args).ok().json();
+    let t = &done["tables"][0];
+    assert_eq!(t["action"], "walked_back", "{done}");
+    let done_kept = t["kept_files"].as_array().unwrap();
+    assert!(kept.iter().all(|f| done_kept.contains(f)), "{t}");
+    assert!(
+        done_kept.len() > kept.len(),
+        "the other writer's files are kept too: {t}"
+    );
+    assert_eq!(t["walked_over"].as_array().unwrap().len(), 2, "{t}");
+    let again = s.run(&resync_args).ok().json();
+    assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
 }
 
 #[test]

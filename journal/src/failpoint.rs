@@ -15,6 +15,8 @@
 //! * `follow:after-table` — per table `replica follow` (or `failover`'s final scan) moved, before
 //!   the cycle's state is written; `follow:after-state` — per cycle, after its state is written
 //!   (before the lease is renewed or released).
+//! * `publish:after-create` — per table `replica follow` (or `resync`'s restore) created in an S3
+//!   Tables or REST catalog, before it is moved to a version.
 //! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;
@@ -58,6 +60,39 @@ pub fn hit(name: &str) {
     if *n == *nth {
         eprintln!("failpoint {name}:{nth} reached: stopping as a crash would");
         std::process::exit(CRASH_EXIT_CODE);
+    }
+}
+
+/// Marks the boundary `name` where a test may act while the process waits (a pause point):
+/// with `TIDEMARK_PAUSEPOINT=NAME` and `TIDEMARK_PAUSE_DIR=DIR`, the first time the process
+/// reaches `NAME` it creates `DIR/reached` and waits (at most ten minutes) until `DIR/resume`
+/// exists. Tests use it to land another writer's commit between a read and the write it guards.
+/// The boundaries: `resync:before-move` (per table `replica resync` moves, after reading the
+/// demoted pointer and before the swap or commit from it).
+pub fn pause(name: &str) {
+    static PAUSED: OnceLock<()> = OnceLock::new();
+    if std::env::var("TIDEMARK_PAUSEPOINT").ok().as_deref() != Some(name) {
+        return;
+    }
+    let Some(dir) = std::env::var_os("TIDEMARK_PAUSE_DIR").map(std::path::PathBuf::from) else {
+        return;
+    };
+    if PAUSED.set(()).is_err() {
+        return;
+    }
+    let _ = std::fs::create_dir_all(&dir);
+    if std::fs::write(dir.join("reached"), name).is_err() {
+        return;
+    }
+    eprintln!(
+        "pause point {name} reached: waiting for {}",
+        dir.join("resume").display()
+    );
+    for _ in 0..6000 {
+        if dir.join("resume").exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 

@@ -152,7 +152,8 @@ fn warm_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             P::Route { .. } | P::Table { .. } => None, // the cause decides
             P::NoDrTable { .. } => Some(NOT_FOUND),
             P::NoPosition { .. } => Some(BAD_INPUT),
-            P::AlreadyRecorded { .. } => Some(CONFLICT),
+            P::RecordedForAnother { .. } => Some(CONFLICT),
+            P::BadRecord { .. } => Some(BAD_INPUT),
             P::Store(s) => Some(store_code(s)),
         };
     }

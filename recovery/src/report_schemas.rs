@@ -20,7 +20,10 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("fault-report", v(schema_for!(crate::fault::FaultReport))),
         ("rebuild-report", v(schema_for!(crate::dr::rebuild::RebuildReport))),
         ("history-record", v(schema_for!(crate::dr::history::HistoryRecord))),
-        ("history-diff", v(schema_for!(Vec<crate::dr::history::HistoryDiff>))),
+        (
+            "history-comparison",
+            v(schema_for!(crate::dr::history::HistoryComparison)),
+        ),
         ("replica-report", v(schema_for!(crate::dr::replica::ReplicaReport))),
         ("rewrite-report", v(schema_for!(crate::dr::rewrite::RewriteReport))),
         ("gameday-report", v(schema_for!(crate::gameday::GamedayReport))),

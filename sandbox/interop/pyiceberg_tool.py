@@ -49,6 +49,9 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
   pyiceberg_tool.py files CATALOG_DB WAREHOUSE TABLE
       The current snapshot's data files as a JSON array: path, partition (values), records.
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
+  pyiceberg_tool.py drop CATALOG_DB WAREHOUSE TABLE
+      Drops the table from the catalog (PyIceberg's drop_table, no purge; on `s3tables:NAME`
+      S3 Tables' DeleteTable with boto3). Prints {"dropped": TABLE}.
   pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE
       The current schema (fields with id, name, type, required) and its schema_id,
       last_column_id, the partition spec (fields with source_id, field_id), spec_id and
@@ -575,6 +578,26 @@ def cmd_set_property(db: str, warehouse: str, ident: str, key: str, value: str) 
     print(json.dumps({"set": key}))
 
 
+def cmd_drop(db: str, warehouse: str, ident: str) -> None:
+    if db.startswith("s3tables:"):
+        import boto3
+        from pyiceberg.utils.config import Config
+
+        props = Config().get_catalog_config(db[len("s3tables:"):])
+        arn = props["warehouse"]
+        region = props.get("s3tables.region") or arn.split(":")[3]
+        client = boto3.client("s3tables", endpoint_url=props.get("s3tables.endpoint"), region_name=region)
+        ns, table = split_ident(ident)
+        client.delete_table(tableBucketARN=arn, namespace=ns, name=table)
+    elif db.startswith("catalog:"):
+        from pyiceberg.catalog import load_catalog
+
+        load_catalog(db[len("catalog:"):]).drop_table(ident)
+    else:
+        catalog(db, warehouse).drop_table(ident)
+    print(json.dumps({"dropped": ident}))
+
+
 def cmd_describe(db: str, warehouse: str, ident: str) -> None:
     table = load_table(db, warehouse, ident)
     meta = table.metadata
@@ -795,7 +818,7 @@ USAGE = """usage:
   pyiceberg_tool.py drop-column CATALOG_DB WAREHOUSE TABLE NAME
   pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
-  pyiceberg_tool.py describe CATALOG_DB WAREHOUSE TABLE
+  pyiceberg_tool.py drop|describe CATALOG_DB WAREHOUSE TABLE
   pyiceberg_tool.py read-raw|live-files|manifests CATALOG_DB WAREHOUSE TABLE"""
 
 COMMANDS = {
@@ -813,6 +836,7 @@ COMMANDS = {
     "drop-column": (cmd_drop_column, 1),
     "add-partition": (cmd_add_partition, 1),
     "set-property": (cmd_set_property, 2),
+    "drop": (cmd_drop, 0),
     "describe": (cmd_describe, 0),
     "read-raw": (cmd_read_raw, 0),
     "live-files": (cmd_live_files, 0),

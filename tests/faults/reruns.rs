@@ -85,6 +85,16 @@ fn a_failover_stopped_after_its_flip_does_not_flip_again() {
     assert_eq!(generation(&s, &route).0, 2, "flipped again");
     // The follower fenced is the one the first run fenced, not the failover itself.
     assert_eq!(done["fenced_holder"], "f-crash", "{done}");
-    // Recorded now: the same failover again is refused, naming its promotion.
-    s.run(&failover).fails(5, &["fo-crash is already recorded"]);
+    // Recorded now: the same failover again reports the recorded promotion (exit 0) and does
+    // nothing again: no flip, no scan, the record unchanged.
+    let record = s.path("state/promotions/fo-crash.json");
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    let again = s.run(&failover).ok();
+    assert!(again.stderr.contains("already recorded"), "{}", again.stderr);
+    let mut again = again.json();
+    assert_eq!(again["already_recorded"], true, "{again}");
+    again["already_recorded"] = false.into();
+    assert_eq!(again, done, "the recorded promotion");
+    assert_eq!(generation(&s, &route).0, 2, "flipped again");
+    assert_eq!(std::fs::read_to_string(&record).unwrap(), recorded);
 }

@@ -105,6 +105,39 @@ impl Scratch {
         output(cmd)
     }
 
+    /// Runs `args` paused at the pause point `point` (`TIDEMARK_PAUSEPOINT`, see
+    /// `tidemark_journal::failpoint::pause`), runs `meanwhile` there (another writer), then lets
+    /// the command go on; when it ends without reaching the point, `meanwhile` is not run.
+    pub fn run_paused(&self, point: &str, args: &[&str], meanwhile: impl FnOnce()) -> Run {
+        let dir = tempfile::tempdir_in(self.dir.path()).unwrap();
+        let mut cmd = tidemark();
+        cmd.current_dir(self.dir.path())
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("TIDEMARK_PAUSEPOINT", point)
+            .env("TIDEMARK_PAUSE_DIR", dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().expect("run tidemark");
+        let reached = dir.path().join("reached");
+        while !reached.exists() {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if reached.exists() {
+            meanwhile();
+            std::fs::write(dir.path().join("resume"), "").unwrap();
+        }
+        let Output { status, stdout, stderr } = child.wait_with_output().expect("run tidemark");
+        Run {
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
+    }
+
     /// The steps most scenarios share, each required to succeed: `journal append`, `apply`,
     /// `fault delete` (the bad write).
     pub fn append(&self, journal: &str, input: &str) -> Run {

@@ -106,7 +106,8 @@ pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
             let (ra, rb) = (history::load(&a)?, history::load(&b)?);
             let diffs = history::compare(&ra, &rb);
             if common.json {
-                print_json(&diffs)?;
+                let (pa, pb) = (a.display().to_string(), b.display().to_string());
+                print_json(&history::HistoryComparison::new(&pa, &pb, diffs.clone()))?;
             } else if diffs.is_empty() {
                 println!("no differences");
             } else {

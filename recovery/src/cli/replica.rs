@@ -330,6 +330,13 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             let store = follower::open_state(&state_url).await?;
             let id = failover_id.unwrap_or_else(|| format!("failover-{}", SystemClock.now().format("%Y%m%dT%H%M%SZ")));
             let p = failover::failover(&opts, &handle, store, &routes, &id, &reason, &SystemClock).await?;
+            if p.already_recorded {
+                eprintln!(
+                    "failover {id} is already recorded ({state_url}/promotions/{id}.json, at {}): nothing done again; \
+                     its promotion follows",
+                    p.at
+                );
+            }
             if common.json {
                 print_json(&p)?;
             } else {
@@ -412,21 +419,35 @@ async fn run_resync(
             println!("dry run: nothing changed");
         }
     }
-    let held: Vec<&str> = r
-        .tables
-        .iter()
-        .filter(|t| {
-            matches!(
-                t.action,
-                ResyncAction::NoCommonVersion | ResyncAction::Conflict | ResyncAction::Failed
-            )
-        })
-        .map(|t| t.table.as_str())
-        .collect();
+    // Exit 4 when a table cannot be resynced as it is (or failed), else 5 when another writer moved
+    // a table while the resync ran (nothing of it moved; a re-run once that writer stops resyncs it).
+    let of = |actions: &[ResyncAction]| -> Vec<String> {
+        r.tables
+            .iter()
+            .filter(|t| actions.contains(&t.action))
+            .map(|t| {
+                let action = serde_json::to_value(t.action).unwrap_or_default();
+                format!("{} ({})", t.table, action.as_str().unwrap_or_default())
+            })
+            .collect()
+    };
+    let held = of(&[ResyncAction::NoCommonVersion, ResyncAction::Failed]);
+    let moved = of(&[ResyncAction::Conflict]);
     if !held.is_empty() {
+        let all: Vec<String> = held.into_iter().chain(moved).collect();
         return Err(exit_error(
             tidemark_recovery::exit::VERIFY_FAILED,
-            format!("not resynced: {}", held.join(", ")),
+            format!("not resynced: {}", all.join(", ")),
+        ));
+    }
+    if !moved.is_empty() {
+        return Err(exit_error(
+            tidemark_recovery::exit::CONFLICT,
+            format!(
+                "not resynced: {} moved while the resync ran (another writer); nothing of them moved: run the resync \
+                 again once that writer stops",
+                moved.join(", ")
+            ),
         ));
     }
     Ok(())

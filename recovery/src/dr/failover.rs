@@ -14,11 +14,15 @@
 //! 5. **record the promotion** (`promotions/<id>.json`, create-only) with what the DR side holds
 //!    versus the newest version the replica saw of the primary: commits and journal positions
 //!    behind, per table. `recover` from the DR table with the journal closes that gap.
+//!
+//! A failover whose id is already recorded (of this catalog) does nothing again: the recorded
+//! promotion is the result (`already_recorded`), as a finished recovery's id gives its result.
+//! Another catalog's promotion under the same id is refused.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{ObjectStore, PutMode, StoreError, put_resolved};
 use tidemark_router::{FlipRequest, RouteError, RouteStore};
@@ -33,7 +37,7 @@ use crate::table::{TableError, parse_ident};
 pub const FORMAT_VERSION: u32 = 1;
 
 /// One route flipped to the DR side.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RouteFlip {
     pub route: String,
     pub table: String,
@@ -47,7 +51,7 @@ pub struct RouteFlip {
 }
 
 /// One table: what the DR side holds versus the newest the replica saw of the primary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PromotedTable {
     pub table: String,
     pub status: TableStatus,
@@ -65,7 +69,7 @@ pub struct PromotedTable {
 }
 
 /// The promotion record (`promotions/<id>.json`; printed by `replica failover --json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Promotion {
     pub format_version: u32,
     pub failover_id: String,
@@ -77,6 +81,10 @@ pub struct Promotion {
     pub routes: Vec<RouteFlip>,
     pub tables: Vec<PromotedTable>,
     pub ms: u64,
+    /// `true` when this run found the promotion already recorded under its id and did nothing
+    /// again (the record itself says `false`).
+    #[serde(default)]
+    pub already_recorded: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -105,8 +113,18 @@ pub enum FailoverError {
         #[source]
         source: TableError,
     },
-    #[error("a promotion with id {id} is already recorded at {url}; choose another --failover-id")]
-    AlreadyRecorded { id: String, url: String },
+    #[error(
+        "a promotion with id {id} is already recorded at {url} for catalog {recorded}, not {catalog}; give this \
+         promotion an id of its own (--failover-id)"
+    )]
+    RecordedForAnother {
+        id: String,
+        url: String,
+        recorded: String,
+        catalog: String,
+    },
+    #[error("the promotion record {url} is not a valid promotion: {reason}")]
+    BadRecord { url: String, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -127,10 +145,18 @@ pub async fn failover(
     follow::require_capabilities(handle).map_err(FollowError::from)?;
     let catalog = handle.reference().to_string();
     let promotion_key = format!("promotions/{failover_id}.json");
-    if state_store.head(&promotion_key, None).await.is_ok() {
-        return Err(FailoverError::AlreadyRecorded {
-            id: failover_id.into(),
-            url: format!("{}/{promotion_key}", state_store.url()),
+    if let Some(recorded) = recorded(state_store.as_ref(), &promotion_key).await? {
+        if recorded.catalog != catalog {
+            return Err(FailoverError::RecordedForAnother {
+                id: failover_id.into(),
+                url: format!("{}/{promotion_key}", state_store.url()),
+                recorded: recorded.catalog,
+                catalog,
+            });
+        }
+        return Ok(Promotion {
+            already_recorded: true,
+            ..recorded
         });
     }
     // 1. The follower writes nothing more.
@@ -237,10 +263,26 @@ pub async fn failover(
         routes: flips,
         tables: promoted_tables(&state),
         ms: started.elapsed().as_millis() as u64,
+        already_recorded: false,
     };
     let body = Bytes::from(serde_json::to_vec_pretty(&promotion).expect("a promotion serializes"));
     put_resolved(state_store.as_ref(), &promotion_key, body, PutMode::Create).await?;
     Ok(promotion)
+}
+
+/// The promotion recorded at `key`, if any.
+async fn recorded(store: &dyn ObjectStore, key: &str) -> Result<Option<Promotion>, FailoverError> {
+    let got = match store.get(key, None).await {
+        Ok(got) => got,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    serde_json::from_slice(&got.body)
+        .map(Some)
+        .map_err(|e| FailoverError::BadRecord {
+            url: format!("{}/{key}", store.url().trim_end_matches('/')),
+            reason: e.to_string(),
+        })
 }
 
 /// The flip failover `failover_id` made of the route at `url` to the DR table `table_uuid`, from

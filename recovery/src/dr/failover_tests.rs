@@ -109,10 +109,44 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
         dr.metadata_pointer(&ident).await.unwrap().as_deref(),
         Some(dr_pointer.as_str())
     );
-    // The promotion is recorded once.
-    let again = failover(&opts, &dr, state.clone(), &[], "failover-1", "again", &c).await;
-    assert!(matches!(again, Err(FailoverError::AlreadyRecorded { .. })), "{again:?}");
-    assert!(state.get("promotions/failover-1.json", None).await.is_ok());
+    // The promotion is recorded once: the same id again is that record, and nothing is done
+    // again (no flip, no scan: the lease and the state are as they were).
+    let recorded = state.get("promotions/failover-1.json", None).await.unwrap();
+    let (lease_before, state_before) = (
+        state.head("lease.json", None).await.unwrap().etag,
+        state.head("state.json", None).await.unwrap().etag,
+    );
+    let again = failover(
+        &opts,
+        &dr,
+        state.clone(),
+        &[route_dir.display().to_string()],
+        "failover-1",
+        "again",
+        &c,
+    )
+    .await
+    .unwrap();
+    assert!(again.already_recorded);
+    assert_eq!(
+        Promotion {
+            already_recorded: false,
+            ..again
+        },
+        p
+    );
+    assert_eq!(routes.resolve().await.unwrap().generation, 2);
+    assert_eq!(state.head("lease.json", None).await.unwrap().etag, lease_before);
+    assert_eq!(state.head("state.json", None).await.unwrap().etag, state_before);
+    let now = state.get("promotions/failover-1.json", None).await.unwrap();
+    assert_eq!(now.body, recorded.body);
+    // Another DR catalog's promotion under the same id is refused, naming both.
+    let (other, _) = site.dr("dr-other").await;
+    let err = failover(&opts, &other, state.clone(), &[], "failover-1", "again", &c)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FailoverError::RecordedForAnother { .. }), "{err:?}");
+    assert!(err.to_string().contains("--failover-id"), "{err}");
 }
 
 #[tokio::test]

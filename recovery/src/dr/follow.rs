@@ -162,6 +162,19 @@ impl<T: std::fmt::Display> From<T> for Step {
     }
 }
 
+impl<'a> Ctx<'a> {
+    /// What [`publish`] needs of this cycle.
+    pub(super) fn target(&self) -> publish::Target<'a> {
+        publish::Target {
+            handle: self.handle,
+            base: self.base,
+            prefix_map: self.opts.prefix_map.as_ref(),
+            file_io_props: &self.opts.file_io_props,
+            lease: Some(self.lease),
+        }
+    }
+}
+
 pub(crate) fn stamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
@@ -323,7 +336,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
         }
         (None, None) => held_name = None,
         (mine, Some(p)) => {
-            let holds = publish::recognise(ctx, &table, p, &chain, &key_of, &by_name).await?;
+            let holds = publish::recognise(&ctx.target(), &table, p, mine.is_some(), &chain, &key_of, &by_name).await?;
             // A version at or after the one the state records is this follower's own write, from
             // a run stopped before it wrote its state: adopted. Anything else is someone else's.
             let pos = |n: &str| chain.iter().position(|c| *c == n);
@@ -426,7 +439,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     let target_json = by_name[target_name];
     if held_at != Some(t) {
         let held_json = held_name.and_then(|h| by_name.get(h)).copied();
-        let moved = publish::publish(ctx, &ident, &table, pointer.as_deref(), target_key, held_json).await?;
+        let moved = publish::publish(&ctx.target(), &ident, &table, pointer.as_deref(), target_key, held_json).await?;
         match moved {
             publish::Moved::To(location) => {
                 tidemark_journal::failpoint::hit("follow:after-table");

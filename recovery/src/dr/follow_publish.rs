@@ -38,15 +38,37 @@ use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use serde_json::Value;
 
-use super::follow::{Ctx, Step, rewrite_name, snapshot_id_of};
+use super::follow::{Step, rewrite_name, snapshot_id_of};
+use super::lease::Lease;
 use super::rebuild::file_name;
 use crate::catalog::{CatalogHandle, CatalogKind, CommitError, CommitRequest, INSTEAD_OF_REGISTER};
-use crate::recover::snapshot::file_io;
+use crate::recover::snapshot::{PrefixMap, file_io};
 use crate::table::{TableError, create_table_like, load_table};
 
 /// Set on a table the follower created (S3 Tables, REST): the replica table's uuid, so that a
 /// run killed after the create and before the first move recognises the table as its own.
 pub const SOURCE_UUID_PROP: &str = "tidemark.follower.source-uuid";
+
+/// Where a table is published and from what: the catalog written, the folder the source's
+/// metadata keys are under and how its files are read, and the lease checked before every write
+/// (the follower's; `None` for `replica resync`, which an operator runs by hand).
+pub(super) struct Target<'a> {
+    pub(super) handle: &'a CatalogHandle,
+    pub(super) base: &'a str,
+    pub(super) prefix_map: Option<&'a PrefixMap>,
+    pub(super) file_io_props: &'a HashMap<String, String>,
+    pub(super) lease: Option<&'a Lease>,
+}
+
+impl Target<'_> {
+    /// `Ok` while the lease (if any) is still held.
+    async fn guard(&self) -> Result<(), Step> {
+        match self.lease {
+            Some(lease) => lease.check().await.map_err(Step::Lease),
+            None => Ok(()),
+        }
+    }
+}
 
 /// How a DR catalog's table is moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,11 +114,13 @@ fn dir_of(path: &str) -> &str {
 }
 
 /// What the DR table whose pointer is `pointer` holds. `chain` is newest first; the newest
-/// version that matches is taken.
+/// version that matches is taken. `registered`: this follower's state records a version it
+/// registered for this table.
 pub(super) async fn recognise<'c>(
-    ctx: &Ctx<'_>,
+    ctx: &Target<'_>,
     table: &str,
     pointer: &str,
+    registered: bool,
     chain: &[&'c str],
     key_of: &HashMap<&str, &str>,
     by_name: &HashMap<&str, &Value>,
@@ -105,12 +129,20 @@ pub(super) async fn recognise<'c>(
     let head = chain.first().and_then(|n| by_name.get(n)).copied();
     match way(ctx.handle) {
         Way::Pointer => {
+            // With a prefix map this follower registers only its rewrites, never the replica's own
+            // file: once it registered one, a pointer at a replica file is someone else's (a commit
+            // on the DR table writes its metadata file beside the replica's, naming the follower's
+            // rewrite as its predecessor, and would pass for a replicated version). The first time,
+            // a replica file (a `catalog rebuild`, a resync walked back to it) is accepted.
             let hit = chain.iter().find(|n| {
                 let own = format!("{}/{}", ctx.base, key(n));
-                own == pointer
-                    || (ctx.opts.prefix_map.is_some()
-                        && dir_of(&own) == dir_of(pointer)
-                        && rewrite_name(key(n)).is_some_and(|r| r == file_name(pointer)))
+                let rewrite =
+                    || dir_of(&own) == dir_of(pointer) && rewrite_name(key(n)).is_some_and(|r| r == file_name(pointer));
+                match ctx.prefix_map {
+                    None => own == pointer,
+                    Some(_) if registered => rewrite(),
+                    Some(_) => own == pointer || rewrite(),
+                }
             });
             Ok(hit.map_or(Holds::Foreign, |n| Holds::At(n)))
         }
@@ -175,21 +207,21 @@ pub(super) enum Moved {
 /// metadata file `target_key`. `held` is the version the DR table holds (for properties removed
 /// since). The lease is checked before every write.
 pub(super) async fn publish(
-    ctx: &Ctx<'_>,
+    ctx: &Target<'_>,
     ident: &TableIdent,
     table: &str,
     pointer: Option<&str>,
     target_key: &str,
     held: Option<&Value>,
 ) -> Result<Moved, Step> {
-    ctx.lease.check().await.map_err(Step::Lease)?;
+    ctx.guard().await?;
     match way(ctx.handle) {
         Way::Pointer => {
-            let location = match ctx.opts.prefix_map {
+            let location = match ctx.prefix_map {
                 None => format!("{}/{target_key}", ctx.base),
                 Some(_) => replica_rewrite(ctx, target_key).await?,
             };
-            ctx.lease.check().await.map_err(Step::Lease)?;
+            ctx.guard().await?;
             let won = match pointer {
                 None => {
                     super::follow::ensure_namespace(ctx.handle, ident).await?;
@@ -218,8 +250,8 @@ fn moved_away(pointer: Option<&str>) -> String {
 
 /// The rewrite of `target_key` to the replica's paths, beside it in the replica (reused when a
 /// cycle that stopped before registering it wrote it already).
-async fn replica_rewrite(ctx: &Ctx<'_>, target_key: &str) -> Result<String, Step> {
-    let map = ctx.opts.prefix_map.as_ref().expect("called with a prefix map");
+async fn replica_rewrite(ctx: &Target<'_>, target_key: &str) -> Result<String, Step> {
+    let map = ctx.prefix_map.expect("called with a prefix map");
     let source = format!("{}/{target_key}", ctx.base);
     let name = rewrite_name(target_key).ok_or_else(|| {
         Step::Other(format!(
@@ -227,7 +259,7 @@ async fn replica_rewrite(ctx: &Ctx<'_>, target_key: &str) -> Result<String, Step
         ))
     })?;
     let location = format!("{}/{name}", dir_of(&source));
-    let io = file_io(&ctx.opts.file_io_props);
+    let io = file_io(ctx.file_io_props);
     match intact(&io, &location).await? {
         Some(true) => return Ok(location),
         // Torn by a process killed while writing it (a local file written in place): the name is
@@ -236,7 +268,7 @@ async fn replica_rewrite(ctx: &Ctx<'_>, target_key: &str) -> Result<String, Step
         None => {}
     }
     Ok(
-        super::rewrite::rewrite_paths_as(&source, &map.from, &map.to, &ctx.opts.file_io_props, Some(&name))
+        super::rewrite::rewrite_paths_as(&source, &map.from, &map.to, ctx.file_io_props, Some(&name))
             .await?
             .new_metadata,
     )
@@ -244,16 +276,16 @@ async fn replica_rewrite(ctx: &Ctx<'_>, target_key: &str) -> Result<String, Step
 
 /// The metadata to publish for `target_key`: the replica's file (its log extended by the file
 /// itself, which it derives from) or, with a prefix map, its rewrite.
-async fn published_json(ctx: &Ctx<'_>, target_key: &str) -> Result<Value, Step> {
+async fn published_json(ctx: &Target<'_>, target_key: &str) -> Result<Value, Step> {
     let source = format!("{}/{target_key}", ctx.base);
-    let read = match ctx.opts.prefix_map {
+    let read = match ctx.prefix_map {
         None => source.clone(),
         Some(_) => replica_rewrite(ctx, target_key).await?,
     };
-    let bytes = file_io(&ctx.opts.file_io_props).new_input(&read)?.read().await?;
+    let bytes = file_io(ctx.file_io_props).new_input(&read)?.read().await?;
     let mut json: Value =
         serde_json::from_slice(&bytes).map_err(|e| Step::Other(format!("metadata file {read}: {e}")))?;
-    if ctx.opts.prefix_map.is_none() {
+    if ctx.prefix_map.is_none() {
         let entry = serde_json::json!({
             "timestamp-ms": json.get("last-updated-ms").cloned().unwrap_or(Value::Null),
             "metadata-file": source,
@@ -281,17 +313,19 @@ fn metadata_of(json: &Value, what: &str) -> Result<TableMetadata, Step> {
 }
 
 /// The DR table: loaded, or created like the replica's (`want`) when it does not exist yet.
-async fn dr_table(ctx: &Ctx<'_>, table: &str, pointer: Option<&str>, want: &TableMetadata) -> Result<Table, Step> {
+async fn dr_table(ctx: &Target<'_>, table: &str, pointer: Option<&str>, want: &TableMetadata) -> Result<Table, Step> {
     if pointer.is_some() {
         return Ok(load_table(ctx.handle, table).await?);
     }
-    ctx.lease.check().await.map_err(Step::Lease)?;
+    ctx.guard().await?;
     let marker = HashMap::from([(SOURCE_UUID_PROP.to_string(), want.uuid().to_string())]);
-    Ok(create_table_like(ctx.handle, table, want, want.current_schema(), marker).await?)
+    let created = create_table_like(ctx.handle, table, want, want.current_schema(), marker).await?;
+    tidemark_journal::failpoint::hit("publish:after-create");
+    Ok(created)
 }
 
 async fn publish_s3tables(
-    ctx: &Ctx<'_>,
+    ctx: &Target<'_>,
     ident: &TableIdent,
     table: &str,
     pointer: Option<&str>,
@@ -317,10 +351,10 @@ async fn publish_s3tables(
     // written again).
     if intact(io, &location).await? != Some(true) {
         let body = serde_json::to_vec_pretty(&json).map_err(|e| Step::Other(e.to_string()))?;
-        ctx.lease.check().await.map_err(Step::Lease)?;
+        ctx.guard().await?;
         io.new_output(&location)?.write(Bytes::from(body)).await?;
     }
-    ctx.lease.check().await.map_err(Step::Lease)?;
+    ctx.guard().await?;
     Ok(if ctx.handle.swap_metadata_pointer(ident, &from, &location).await? {
         Moved::To(location)
     } else {
@@ -353,8 +387,8 @@ pub(super) fn based_on(dr: &Table) -> Vec<TableRequirement> {
 }
 
 /// Commits `updates`; a failed requirement is someone else's change.
-async fn commit(ctx: &Ctx<'_>, dr: &Table, updates: Vec<TableUpdate>) -> Result<Result<Table, String>, Step> {
-    ctx.lease.check().await.map_err(Step::Lease)?;
+async fn commit(ctx: &Target<'_>, dr: &Table, updates: Vec<TableUpdate>) -> Result<Result<Table, String>, Step> {
+    ctx.guard().await?;
     let request = CommitRequest {
         requirements: based_on(dr),
         updates,
@@ -496,7 +530,7 @@ fn new_snapshots(dr: &TableMetadata, want: &TableMetadata) -> Result<Vec<Snapsho
 }
 
 async fn publish_commit(
-    ctx: &Ctx<'_>,
+    ctx: &Target<'_>,
     table: &str,
     pointer: Option<&str>,
     target_key: &str,

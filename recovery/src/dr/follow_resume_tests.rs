@@ -1,6 +1,7 @@
 //! A follower stopped between its catalog writes and its state write (a crash, `kill -9`): the
 //! next run finds the DR pointers at its own writes, adopts them and goes on; nothing is reported
-//! as someone else's change and nothing moves backwards.
+//! as someone else's change and nothing moves backwards; and what is not adopted (a commit on the
+//! DR table itself).
 
 use chrono::Duration;
 
@@ -69,5 +70,37 @@ async fn a_run_stopped_before_its_state_is_written_is_resumed_not_reported_as_a_
     assert_eq!(
         dr.metadata_pointer(&ident).await.unwrap().as_deref(),
         Some(older.as_str())
+    );
+}
+
+/// With a prefix map the follower registers only its rewrites: a commit on the DR table itself
+/// (its metadata file lands beside the replica's, naming the follower's rewrite as its
+/// predecessor) is someone else's change, not adopted as a replicated version of its own.
+#[tokio::test]
+async fn a_commit_on_the_dr_table_is_a_conflict_not_adopted() {
+    let site = Site::new().await;
+    table_with(&site.src, "shop.orders", &site.ids, 1..=2).await;
+    site.replicate(true);
+    let c = clock();
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let (dr, state) = site.dr("dr").await;
+    let first = once(&opts, &dr, &state, &c).await.unwrap();
+    assert_eq!(first.table("shop.orders").unwrap().status, TableStatus::Ok);
+
+    let ident = parse_ident("shop.orders").unwrap();
+    let dr_table = dr.catalog().load_table(&ident).await.unwrap();
+    let theirs = append(&dr, &dr_table, &site.ids, 3).await;
+    let theirs_at = theirs.metadata_location().unwrap().to_string();
+    assert!(
+        theirs_at.starts_with(&format!("file://{}", site.replica().display())),
+        "{theirs_at}"
+    );
+    let next = once(&opts, &dr, &state, &c).await.unwrap();
+    let t = next.table("shop.orders").unwrap();
+    assert_eq!(t.status, TableStatus::Conflict, "{t:?}");
+    assert!(t.reason.contains("someone else"), "{}", t.reason);
+    assert_eq!(
+        dr.metadata_pointer(&ident).await.unwrap().as_deref(),
+        Some(theirs_at.as_str())
     );
 }

@@ -110,6 +110,34 @@ pub struct HistoryDiff {
     pub informational: bool,
 }
 
+/// Version of [`HistoryComparison`].
+pub const COMPARISON_FORMAT_VERSION: u32 = 1;
+
+/// The result of comparing two records (`tidemark history compare --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HistoryComparison {
+    pub format_version: u32,
+    /// The record files compared, as given.
+    pub a: String,
+    pub b: String,
+    /// No difference other than informational ones (the command exits 0).
+    pub same: bool,
+    /// Every difference, table by table in name order.
+    pub differences: Vec<HistoryDiff>,
+}
+
+impl HistoryComparison {
+    pub fn new(a: &str, b: &str, differences: Vec<HistoryDiff>) -> Self {
+        HistoryComparison {
+            format_version: COMPARISON_FORMAT_VERSION,
+            a: a.to_string(),
+            b: b.to_string(),
+            same: differences.iter().all(|d| d.informational),
+            differences,
+        }
+    }
+}
+
 /// Errors of saving and loading a record file.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryFileError {

@@ -22,6 +22,7 @@ mod rebuild_tests;
 pub mod replica;
 pub mod resync;
 mod resync_rest;
+mod resync_restore;
 pub mod rewrite;
 #[cfg(test)]
 pub(crate) mod test_support;

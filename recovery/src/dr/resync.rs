@@ -19,8 +19,8 @@
 //! - **AWS S3 Tables**: the same walk (the metadata files are in the table's own warehouse, each
 //!   logging the one before); the pointer is moved by UpdateTableMetadataLocation with the version
 //!   token read with the pointer (a stale token: someone else moved it, a conflict, nothing moved),
-//!   the call the follower uses. A table deleted only there is reported as not restorable (S3
-//!   Tables cannot register a metadata file): following the new primary into it creates it.
+//!   the call the follower uses. A table deleted only there is created again like the new
+//!   primary's, at its current version, as the follower creates one (see `resync_restore`).
 //! - **Iceberg REST**: walked back by snapshots, in one commit (see `resync_rest`); the later
 //!   snapshots stay in the table's metadata until expired. A table deleted only there: as S3 Tables.
 //!
@@ -213,17 +213,13 @@ async fn resync_table(
     let ident = parse_ident(&t.table).map_err(|e| e.to_string())?;
     let primary_table = primary.catalog().load_table(&ident).await.map_err(|e| e.to_string())?;
     let held: HashSet<i64> = primary_table.metadata().snapshots().map(|s| s.snapshot_id()).collect();
-    if t.demoted_pointer.is_some() && way(demoted) == Way::Commit {
-        return super::resync_rest::walk_back(demoted, io, &held, t, dry_run).await;
+    if way(demoted) != Way::Pointer
+        && (t.demoted_pointer.is_none() || super::resync_restore::interrupted(demoted, t, &primary_table).await?)
+    {
+        return super::resync_restore::restore(demoted, primary, &primary_table, t, dry_run).await;
     }
-    if t.demoted_pointer.is_none() && way(demoted) != Way::Pointer {
-        t.action = ResyncAction::NotRestorable;
-        t.reason = format!(
-            "deleted on the demoted side, whose catalog ({}) cannot register a metadata file (S3 Tables, REST); \
-             restore it by following the new primary into it (tidemark replica follow --catalog ...)",
-            demoted.reference()
-        );
-        return Ok(());
+    if way(demoted) == Way::Commit {
+        return super::resync_rest::walk_back(demoted, io, &held, t, dry_run).await;
     }
 
     // The demoted head: its pointer, or (deleted there) the head of its own files.
@@ -319,14 +315,20 @@ async fn resync_table(
         t.walked_over.len(),
         t.kept_files.len()
     );
-    if !dry_run
-        && !demoted
-            .swap_metadata_pointer(&ident, &start, &common_loc)
-            .await
-            .map_err(|e| e.to_string())?
+    if dry_run {
+        return Ok(());
+    }
+    tidemark_journal::failpoint::pause("resync:before-move");
+    if !demoted
+        .swap_metadata_pointer(&ident, &start, &common_loc)
+        .await
+        .map_err(|e| e.to_string())?
     {
         t.action = ResyncAction::Conflict;
-        t.reason = format!("the demoted pointer moved away from {start} while the resync ran; nothing moved");
+        t.reason = format!(
+            "the demoted pointer moved away from {start} while the resync ran (another writer); nothing of this table \
+             moved: run the resync again once that writer stops"
+        );
     }
     Ok(())
 }

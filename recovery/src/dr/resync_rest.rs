@@ -89,11 +89,15 @@ pub(super) async fn walk_back(
             reference: main_branch(common),
         }],
     };
+    tidemark_journal::failpoint::pause("resync:before-move");
     match demoted.commit(&table, request).await {
         Ok(after) => t.walked_back_to = after.metadata_location().map(str::to_string),
         Err(CommitError::Conflict { detail, .. }) => {
             t.action = ResyncAction::Conflict;
-            t.reason = format!("the demoted table moved while the resync ran ({detail}); nothing moved");
+            t.reason = format!(
+                "the demoted table moved while the resync ran (another writer: {detail}); nothing of this table \
+                 moved: run the resync again once that writer stops"
+            );
         }
         Err(e) => return Err(e.to_string()),
     }
