@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::ipc::reader::FileReader;
@@ -34,7 +35,8 @@ use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
-use crate::apply_unit::{UnitFiles, write_sorted};
+use crate::apply_chunks::{in_order, limit};
+use crate::apply_unit::{Merged, UnitFiles, sort_by_key, write_files};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};
@@ -287,72 +289,117 @@ pub(crate) async fn copy_on_write_spilled(
     prune: bool,
 ) -> Result<UnitFiles, ApplyError> {
     let all: Vec<&DataFile> = files.iter().collect();
-    let cuts = spilled.cuts(&all, key_field_id, chunk_rows, per_range);
-    let ranges = spilled.partition(spec, &cuts)?;
+    let cuts = Arc::new(spilled.cuts(&all, key_field_id, chunk_rows, per_range));
+    let ranges = Arc::new(spilled.partition(spec, &cuts)?);
     let key_t = spec.types[spec.key_index];
     let key_col = schema
         .index_of(&spec.spec.key_column)
         .map_err(|e| MergeError::Input(e.to_string()))?;
     let ev_key = spec.event_column(spec.key_index);
+    let spec = Arc::new(spec.clone());
+    let files = Arc::new(files.to_vec());
     let mut stats = MergeStats::default();
-    let mut added = Vec::new();
     // Rewritten file → the ranges that rewrote it.
     let mut rewritten: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
-    for r in 0..ranges.count {
-        let events = ranges.read(r)?;
-        if events.is_empty() {
-            continue;
-        }
-        let candidates = if prune {
-            let mut keys = BTreeSet::new();
-            for b in &events {
-                let col = b.column(ev_key);
-                for row in 0..b.num_rows() {
-                    keys.insert(cell(col.as_ref(), key_t, row));
+    // Two ranges at a time ([`crate::apply_chunks`]); a range without events is skipped.
+    let work = (0..ranges.count).filter(|&r| ranges.file(r).exists());
+    let mut added = in_order(
+        work,
+        limit(),
+        |r| {
+            let (table, spec, schema, cur_schema, deletes) = (
+                table.clone(),
+                spec.clone(),
+                schema.clone(),
+                cur_schema.clone(),
+                deletes.clone(),
+            );
+            let (ranges, cuts, files) = (ranges.clone(), cuts.clone(), files.clone());
+            async move {
+                let events = ranges.read(r)?;
+                if events.is_empty() {
+                    return Ok((r, Merged::default()));
                 }
-            }
-            files_for_keys(files, key_field_id, &keys)
-        } else {
-            all.clone()
-        };
-        // The live rows of the range, one file at a time (a file that reaches into other
-        // ranges is cut to this one as it is read).
-        let mut current = Vec::new();
-        for f in candidates {
-            let rows = read_files(table, &[f], schema, Some(cur_schema), deletes).await?;
-            if single_range(f, key_field_id, &cuts) == Some(r) {
-                current.extend(rows);
-            } else {
-                for b in rows {
-                    current.push(rows_in(&b, key_col, key_t, &cuts, |x| x == r)?);
+                let candidates = if prune {
+                    let mut keys = BTreeSet::new();
+                    for b in &events {
+                        let col = b.column(ev_key);
+                        for row in 0..b.num_rows() {
+                            keys.insert(cell(col.as_ref(), key_t, row));
+                        }
+                    }
+                    files_for_keys(&files, key_field_id, &keys)
+                } else {
+                    files.iter().collect()
+                };
+                // The live rows of the range, one file at a time (a file that reaches into
+                // other ranges is cut to this one as it is read).
+                let mut current = Vec::new();
+                for f in candidates {
+                    let rows = read_files(&table, &[f], &schema, Some(&cur_schema), &deletes).await?;
+                    if single_range(f, key_field_id, &cuts) == Some(r) {
+                        current.extend(rows);
+                    } else {
+                        for b in rows {
+                            current.push(rows_in(&b, key_col, key_t, &cuts, |x| x == r)?);
+                        }
+                    }
                 }
+                let out = merge::merge(&spec, current, cur_schema, events, schema.clone()).await?;
+                Ok((r, Merged::of(&schema, &spec, out)?))
             }
-        }
-        let out = merge::merge(spec, current, cur_schema.clone(), events, schema.clone()).await?;
-        stats.add(&out.stats);
-        for f in out.files_to_rewrite {
-            rewritten.entry(f).or_default().insert(r);
-        }
-        let mut rows = out.kept_rows;
-        rows.extend(out.upserts);
-        added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
-    }
-    // A rewritten file's rows in the ranges that did not rewrite it: unchanged, carried over.
-    for (path, by) in &rewritten {
-        let Some(f) = files.iter().find(|f| f.file_path() == path) else {
-            continue;
-        };
-        if single_range(f, key_field_id, &cuts).is_some_and(|r| by.contains(&r)) {
-            continue;
-        }
-        let mut rows = Vec::new();
-        for b in read_files(table, &[f], schema, None, deletes).await? {
-            let b = rows_in(&b, key_col, key_t, &cuts, |x| !by.contains(&x))?;
-            stats.rows_kept += b.num_rows() as u64;
-            rows.push(b);
-        }
-        added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
-    }
+        },
+        |(r, m): (usize, Merged)| {
+            stats.add(&m.stats);
+            for f in m.files_to_rewrite {
+                rewritten.entry(f).or_default().insert(r);
+            }
+            Ok(write_files(table, m.sorted, ids))
+        },
+    )
+    .await?;
+    // A rewritten file's rows in the ranges that did not rewrite it: unchanged, carried over
+    // (two files at a time, as the ranges).
+    let carried: Vec<(DataFile, BTreeSet<usize>)> = rewritten
+        .iter()
+        .filter_map(|(path, by)| {
+            let f = files.iter().find(|f| f.file_path() == path)?;
+            let whole = single_range(f, key_field_id, &cuts).is_some_and(|r| by.contains(&r));
+            (!whole).then(|| (f.clone(), by.clone()))
+        })
+        .collect();
+    added.extend(
+        in_order(
+            carried,
+            limit(),
+            |(f, by)| {
+                let (table, schema, deletes, cuts, spec) = (
+                    table.clone(),
+                    schema.clone(),
+                    deletes.clone(),
+                    cuts.clone(),
+                    spec.clone(),
+                );
+                async move {
+                    let mut rows = Vec::new();
+                    for b in read_files(&table, &[&f], &schema, None, &deletes).await? {
+                        rows.push(rows_in(&b, key_col, key_t, &cuts, |x| !by.contains(&x))?);
+                    }
+                    let kept: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
+                    Ok((kept, sort_by_key(&schema, &rows, &spec.spec.key_column)?))
+                }
+            },
+            |(kept, sorted): (u64, Vec<RecordBatch>)| {
+                stats.rows_kept += kept;
+                Ok(write_files(table, sorted, ids))
+            },
+        )
+        .await?,
+    );
     let removed: Vec<String> = rewritten.into_keys().collect();
-    Ok(UnitFiles::copy_on_write(removed, added, stats))
+    Ok(UnitFiles::copy_on_write(
+        removed,
+        added.into_iter().flatten().collect(),
+        stats,
+    ))
 }

@@ -23,11 +23,11 @@ use crate::table::{self, live_data_files};
 
 /// Events of the first apply (the table's state), then of the merge under test.
 const BASE: u64 = 1_500;
-const EVENTS: u64 = 3_000;
+pub(crate) const EVENTS: u64 = 3_000;
 
 /// `name` holding positions `1..=BASE` of `j`, applied 250 at a time: each unit's new keys go to
 /// new files, so the table's files overlap in key range.
-async fn base_table(j: &Journal, handle: &CatalogHandle, name: &str, seed: u64) -> iceberg::table::Table {
+pub(crate) async fn base_table(j: &Journal, handle: &CatalogHandle, name: &str, seed: u64) -> iceberg::table::Table {
     let opts = ApplyOptions {
         until: Some(BASE),
         ..Default::default()
@@ -41,7 +41,7 @@ async fn base_table(j: &Journal, handle: &CatalogHandle, name: &str, seed: u64) 
 /// The events of positions `(BASE, EVENTS]`; then again the event at `BASE + 10` (an identical
 /// retry) and an event of the table's state whose key the range does not touch (an old version
 /// delivered late), each at a new position.
-async fn range_events(j: &Journal) -> Vec<RecordBatch> {
+pub(crate) async fn range_events(j: &Journal) -> Vec<RecordBatch> {
     let chain = tidemark_journal::verify::verify(j, &Default::default(), &mut |_| {})
         .await
         .unwrap();
@@ -70,20 +70,20 @@ async fn range_events(j: &Journal) -> Vec<RecordBatch> {
     events
 }
 
-fn strings(b: &RecordBatch, column: &str) -> Vec<String> {
+pub(crate) fn strings(b: &RecordBatch, column: &str) -> Vec<String> {
     let c = b.column_by_name(column).unwrap();
     let c = c.as_any().downcast_ref::<StringArray>().unwrap();
     (0..c.len()).map(|r| c.value(r).to_string()).collect()
 }
 
-fn with_column(b: &RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
+pub(crate) fn with_column(b: &RecordBatch, name: &str, col: ArrayRef) -> RecordBatch {
     let i = b.schema().index_of(name).unwrap();
     let mut cols = b.columns().to_vec();
     cols[i] = col;
     RecordBatch::try_new(b.schema(), cols).unwrap()
 }
 
-fn spill(j: &Journal, dir: &std::path::Path, events: &[RecordBatch]) -> SpilledEvents {
+pub(crate) fn spill(j: &Journal, dir: &std::path::Path, events: &[RecordBatch]) -> SpilledEvents {
     let mut s = EventSpill::create(&j.spec, dir).unwrap();
     for b in events {
         s.write(b).unwrap();
@@ -249,7 +249,7 @@ async fn a_conflict_in_spilled_events_stops_the_merge_with_nothing_committed() {
 }
 
 /// A status other than the one row 0 of `b` has.
-fn other_status(b: &RecordBatch) -> &'static str {
+pub(crate) fn other_status(b: &RecordBatch) -> &'static str {
     let status = b.column_by_name("status").unwrap();
     if status.as_any().downcast_ref::<StringArray>().unwrap().value(0) == "paid" {
         "shipped"

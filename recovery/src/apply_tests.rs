@@ -345,11 +345,10 @@ fn ev(p: u64, key: &str, version: i64, deleted: bool, amount: u64) -> String {
     ) + "\n"
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_unit_merged_in_key_range_chunks_equals_the_reference() {
-    // Six batches of ten new keys each (k000..k059): one data file per batch, disjoint ranges.
-    // Then one unit of 40 events across every range: updates, tombstones, retries, and new keys
-    // between and after the existing ranges.
+/// Six batches of ten new keys each (k000..k059, positions 1..=60): one data file per batch,
+/// disjoint ranges. Then one unit of 41 events across every range: updates, tombstones,
+/// retries, and new keys between and after the existing ranges.
+pub(crate) fn six_ranges_text() -> String {
     let mut text = String::new();
     let mut p = 0;
     for k in 0..60u64 {
@@ -368,6 +367,12 @@ async fn a_unit_merged_in_key_range_chunks_equals_the_reference() {
     }
     p += 1;
     text += &ev(p, "k007", 3, false, 1000 + 1); // an identical retry of position 62's event
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unit_merged_in_key_range_chunks_equals_the_reference() {
+    let text = six_ranges_text();
     let dir = tempfile::tempdir().unwrap();
     let j = journal_in(&dir.path().join("journal"), &text, 10).await;
     let want = reference_of(&j).await.rows;

@@ -4,6 +4,7 @@
 //! concurrent commit. Nothing is committed when the merge stops (a conflict).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
@@ -12,6 +13,7 @@ use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
 use crate::apply::{ApplyError, CommitGuard, ROWS_PER_FILE, applied_state};
+use crate::apply_chunks::{in_order, limit};
 use crate::apply_mor::{MergeMode, WriteStats, merge_on_read};
 use crate::apply_spill::{SpilledEvents, copy_on_write_spilled};
 use crate::catalog::CatalogHandle;
@@ -305,49 +307,105 @@ async fn copy_on_write(
     chunk_rows: u64,
 ) -> Result<UnitFiles, ApplyError> {
     // Key-range chunks of the candidate files, each merged on its own with the events of its
-    // range, so that memory follows the chunk size rather than the table (or unit) size.
+    // range, so that memory follows the chunk size rather than the table (or unit) size; two
+    // chunks at a time ([`crate::apply_chunks`]).
     let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows);
     let chunk_events = split_by_chunk(spec, events, &cuts, chunks.len())?;
+    let work: Vec<(Vec<DataFile>, Vec<RecordBatch>)> = chunks
+        .iter()
+        .zip(chunk_events)
+        .filter(|(_, events)| !events.is_empty())
+        .map(|(chunk, events)| (chunk.iter().map(|f| (*f).clone()).collect(), events))
+        .collect();
+    let spec = Arc::new(spec.clone());
     let mut stats = MergeStats::default();
     let mut removed = Vec::new();
-    let mut added = Vec::new();
-    for (chunk, chunk_events) in chunks.iter().zip(chunk_events) {
-        if chunk_events.is_empty() {
-            continue;
-        }
-        // Live rows only: the deletes of other writers are applied, so that a rewrite carries
-        // exactly the rows readers see into its new files.
-        let current = read_files(table, chunk, schema, Some(cur_schema), deletes).await?;
-        let out = merge::merge(spec, current, cur_schema.clone(), chunk_events, schema.clone()).await?;
-        stats.add(&out.stats);
-        removed.extend(out.files_to_rewrite);
-        let mut rows = out.kept_rows;
-        rows.extend(out.upserts);
-        added.extend(write_sorted(table, schema, &rows, &spec.spec.key_column, ids).await?);
-    }
-    Ok(UnitFiles::copy_on_write(removed, added, stats))
+    let added = in_order(
+        work,
+        limit(),
+        |(chunk, events)| {
+            let (table, spec, schema, cur_schema, deletes) = (
+                table.clone(),
+                spec.clone(),
+                schema.clone(),
+                cur_schema.clone(),
+                deletes.clone(),
+            );
+            async move {
+                // Live rows only: the deletes of other writers are applied, so that a rewrite
+                // carries exactly the rows readers see into its new files.
+                let chunk: Vec<&DataFile> = chunk.iter().collect();
+                let current = read_files(&table, &chunk, &schema, Some(&cur_schema), &deletes).await?;
+                let out = merge::merge(&spec, current, cur_schema, events, schema.clone()).await?;
+                Merged::of(&schema, &spec, out)
+            }
+        },
+        |m: Merged| {
+            stats.add(&m.stats);
+            removed.extend(m.files_to_rewrite);
+            Ok(write_files(table, m.sorted, ids))
+        },
+    )
+    .await?;
+    Ok(UnitFiles::copy_on_write(
+        removed,
+        added.into_iter().flatten().collect(),
+        stats,
+    ))
 }
 
-/// `rows` written sorted by the column `key`, in files of at most [`ROWS_PER_FILE`] rows: each
+/// What the merge of one chunk decided, its rows sorted by key and not yet written.
+#[derive(Default)]
+pub(crate) struct Merged {
+    pub(crate) stats: MergeStats,
+    pub(crate) files_to_rewrite: Vec<String>,
+    pub(crate) sorted: Vec<RecordBatch>,
+}
+
+impl Merged {
+    /// The merge's kept rows and upserts, sorted by key.
+    pub(crate) fn of(
+        schema: &arrow_schema::SchemaRef,
+        spec: &tidemark_journal::spec::CompiledSpec,
+        out: merge::MergeOutput,
+    ) -> Result<Merged, ApplyError> {
+        let mut rows = out.kept_rows;
+        rows.extend(out.upserts);
+        Ok(Merged {
+            stats: out.stats,
+            files_to_rewrite: out.files_to_rewrite,
+            sorted: sort_by_key(schema, &rows, &spec.spec.key_column)?,
+        })
+    }
+}
+
+/// The write of `sorted` (rows sorted by key) in files of at most [`ROWS_PER_FILE`] rows: each
 /// covers a narrow key range, so the next batch's key bounds prune most of them and a rewrite
-/// touches only what it must.
-pub(crate) async fn write_sorted(
+/// touches only what it must. The files' ids are drawn
+/// now, in order (before the returned write runs), so that the write can run on a task of its
+/// own and deterministic ids still name the files as a sequential write would.
+pub(crate) fn write_files(
     table: &Table,
-    schema: &arrow_schema::SchemaRef,
-    rows: &[RecordBatch],
-    key: &str,
+    sorted: Vec<RecordBatch>,
     ids: &dyn Ids,
-) -> Result<Vec<DataFile>, ApplyError> {
-    let mut added = Vec::new();
-    for batch in &sort_by_key(schema, rows, key)? {
+) -> impl std::future::Future<Output = Result<Vec<DataFile>, ApplyError>> + Send + 'static {
+    let mut files = Vec::new();
+    for batch in &sorted {
         let mut offset = 0;
         while offset < batch.num_rows() {
             let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-            added.extend(write_data_file(table, &[batch.slice(offset, len)], ids.uuid()).await?);
+            files.push((batch.slice(offset, len), ids.uuid()));
             offset += len;
         }
     }
-    Ok(added)
+    let table = table.clone();
+    async move {
+        let mut added = Vec::new();
+        for (batch, id) in files {
+            added.extend(write_data_file(&table, &[batch], id).await?);
+        }
+        Ok(added)
+    }
 }
 
 /// The rows of `events` per key-range chunk (see [`chunk_by_key`]).

@@ -2,6 +2,9 @@
 //! tools, and the `tidemark` command line (in `cli`).
 
 pub mod apply;
+pub(crate) mod apply_chunks;
+#[cfg(test)]
+mod apply_chunks_tests;
 pub mod apply_mor;
 pub mod apply_spill;
 #[cfg(test)]

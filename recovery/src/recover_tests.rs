@@ -587,6 +587,40 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_partitions_count_the_range_events() {
+    // With a partition as large as the larger of the snapshot and the table, the rows alone
+    // make one partition; the range's events (its manifests' row counts) make more, so that a
+    // partition's share of the events does not grow with the range.
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let whole = s.opts(&meta, "shop.orders_whole", None);
+    let (a, _) = recover(&s.journal, &target, &whole, &clock(), &SeededIds::new(14), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(a.validation.partitions, 1);
+    let rows = a.seed_rows.max(a.validation.rows_found);
+    let events = a.h - a.snapshot_position;
+    assert!(events > 0 && a.replay.events > 0);
+    let mut opts = s.opts(&meta, "shop.orders_sized", None);
+    opts.partition_rows = Some(rows);
+    let (b, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(15), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(b.validation.ok, "{:?}", b.validation);
+    assert_eq!(
+        b.validation.partitions,
+        (rows + events).div_ceil(rows),
+        "{rows} rows, {events} events"
+    );
+    assert!(b.validation.partitions >= 2);
+    assert_eq!(
+        (b.validation.keys_expected, b.validation.rows_found),
+        (a.validation.keys_expected, a.validation.rows_found)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_writer_never_commits_after_the_route_moved() {
     use crate::apply::{ApplyError, CommitGuard, Guard};
     use tidemark_router::{Fence, FlipRequest, RouteStore};

@@ -352,6 +352,7 @@ pub(crate) async fn validate_step(
         &reference,
         table,
         events,
+        replay::events_in(&chain, reference.position, h),
         &spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
         sample,

@@ -53,6 +53,9 @@ pub struct ValidationReport {
     pub value_mismatches: u64,
     pub duplicate_keys: u64,
     pub first_mismatches: Vec<Mismatch>,
+    /// Key-hash partitions the check was split into (1: compared whole), so that each holds
+    /// about [`PARTITION_ROWS`] of the snapshot's or table's rows and the range's events.
+    pub partitions: u64,
     /// Set when only a sample of the key partitions was compared with the reference (a
     /// distributed recovery; README "Scale-out"): the counts above are the sample's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,9 +139,17 @@ pub async fn table_rows(spec: &CompiledSpec, table: &Table) -> Result<Vec<RefRow
     Ok(rows_of(spec, &read_table(table).await?))
 }
 
-/// Rows of one side that one validation partition holds at most (on average). Above this many
-/// rows in the table, validation partitions by key hash and spills to disk.
+/// Rows that one validation partition holds at most (on average): the larger of the snapshot's
+/// and the table's rows plus the range's events. Above this many, validation partitions by key
+/// hash and spills to disk.
 pub const PARTITION_ROWS: u64 = 250_000;
+
+/// The validation's partitions for `rows` rows of the snapshot or table (the larger) and
+/// `range_events` events: each side of a partition holds about its share of `partition_rows`,
+/// whatever the range's size.
+fn partitions(rows: u64, range_events: u64, partition_rows: u64) -> usize {
+    (rows + range_events).div_ceil(partition_rows.max(1)).max(1) as usize
+}
 
 /// Partitions folded and compared at the same time.
 const PARTITIONS_AT_ONCE: usize = 2;
@@ -159,21 +170,24 @@ pub async fn validate(
     snap: &TrustedSnapshot,
     table: &Table,
     events: EventStream<'_>,
+    range_events: u64,
     spill_dir: &std::path::Path,
     partition_rows: u64,
 ) -> Result<ValidationReport, RecoverError> {
-    validate_keys(spec, snap, table, events, spill_dir, partition_rows, None).await
+    validate_keys(spec, snap, table, events, range_events, spill_dir, partition_rows, None).await
 }
 
 /// [`validate`] on every key, or with `sample` on a sample of the key partitions only: the keys
 /// are split into at least [`MIN_SAMPLE_PARTITIONS`] partitions and only the rows of the sampled
 /// ones are spilled, folded and compared (every file is still read once, to find them). A table
 /// that fits one partition is compared whole even when a sample is asked.
+#[allow(clippy::too_many_arguments)]
 pub async fn validate_keys(
     spec: &CompiledSpec,
     snap: &TrustedSnapshot,
     table: &Table,
     mut events: EventStream<'_>,
+    range_events: u64,
     spill_dir: &std::path::Path,
     partition_rows: u64,
     sample: Option<&SampleRequest>,
@@ -201,7 +215,7 @@ pub async fn validate_keys(
         .map(|f| f.record_count())
         .sum::<u64>()
         .max(snap.record_count);
-    let parts = rows.div_ceil(partition_rows.max(1)).max(1) as usize;
+    let parts = partitions(rows, range_events, partition_rows);
     let extra = Extra::of(spec, &snap_schema)?;
     let (parts, sample) = match sample {
         Some(req) if parts > 1 => {
@@ -226,7 +240,7 @@ pub async fn validate_keys(
         while let Some(batches) = events.next().await {
             all.extend(batches?);
         }
-        return columnar::check(spec, &extra, &seed, &all, &found);
+        return columnar::check(spec, &extra, &seed, &all, &found).map(|r| ValidationReport { partitions: 1, ..r });
     }
     let todo: Vec<usize> = match &sample {
         Some(s) => s.partitions.clone(),
@@ -310,6 +324,7 @@ pub async fn validate_keys(
     let mut total = ValidationReport {
         format_version: FORMAT_VERSION,
         ok: true,
+        partitions: parts as u64,
         ..Default::default()
     };
     for (_, r) in reports {

@@ -1,0 +1,142 @@
+//! The key-range chunks of a copy-on-write merge ([`crate::apply_unit`], [`crate::apply_spill`]),
+//! [`CHUNKS_IN_FLIGHT`] at a time on tasks of their own, so that both cores work (the Parquet
+//! decode, the merge, the sort and the encode of one chunk run mostly on one thread).
+//!
+//! Each chunk has two stages: `compute` (read its rows, merge, sort; a spawned task, so it owns
+//! what it uses) and `write` (its files). The write stage is *started* in chunk order, on the
+//! caller's task, before it is spawned: that is where a chunk draws its file ids, so that the
+//! ids come in the same sequence as when the chunks ran one after the other (deterministic ids
+//! give the same file names). Results come back in chunk order.
+//!
+//! Memory: a chunk takes one of [`CHUNKS_IN_FLIGHT`] slots before its compute starts and gives
+//! it back when its files are written, so no more than that many chunks' data are held at once.
+//!
+//! Errors: the first error in chunk order wins, as when the chunks ran one after the other (a
+//! conflict in the second chunk is reported even when the first is still running, and a failed
+//! write of an earlier chunk before a later chunk's conflict); everything still running is
+//! aborted, and nothing is committed (the caller commits only after every chunk succeeded).
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::{JoinError, JoinHandle};
+
+use crate::apply::ApplyError;
+use crate::merge::MergeError;
+
+/// Chunks merged at the same time (the machines this is tuned for have two cores).
+pub const CHUNKS_IN_FLIGHT: usize = 2;
+
+#[cfg(test)]
+tokio::task_local! {
+    /// Tests: the chunks in flight instead of [`CHUNKS_IN_FLIGHT`] (1 runs them one after the
+    /// other, as before chunks ran concurrently), for merges called within its scope.
+    pub(crate) static LIMIT: usize;
+}
+
+/// The chunks in flight: [`CHUNKS_IN_FLIGHT`] (tests may set [`LIMIT`]).
+pub(crate) fn limit() -> usize {
+    #[cfg(test)]
+    if let Ok(n) = LIMIT.try_with(|n| *n) {
+        return n;
+    }
+    CHUNKS_IN_FLIGHT
+}
+
+/// A spawned task, aborted when dropped (an error in another chunk stops it).
+struct Task<T>(JoinHandle<T>);
+
+impl<T> Drop for Task<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn joined<T>(r: Result<Result<T, ApplyError>, JoinError>) -> Result<T, ApplyError> {
+    match r {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(MergeError::Input(format!("a merge task stopped: {e}")).into()),
+    }
+}
+
+/// Runs `compute` then `write` for every item, `limit` items at a time (see the module
+/// documentation), and returns the writes' results in the items' order.
+pub(crate) async fn in_order<I, T, U, C, CF, W, WF>(
+    items: I,
+    limit: usize,
+    mut compute: C,
+    mut write: W,
+) -> Result<Vec<U>, ApplyError>
+where
+    I: IntoIterator,
+    C: FnMut(I::Item) -> CF,
+    CF: Future<Output = Result<T, ApplyError>> + Send + 'static,
+    T: Send + 'static,
+    W: FnMut(T) -> Result<WF, ApplyError>,
+    WF: Future<Output = Result<U, ApplyError>> + Send + 'static,
+    U: Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(limit.max(1)));
+    let mut items = items.into_iter();
+    let mut next = items.next();
+    // A computed chunk keeps its slot until its write ends, a failed one until it is seen (so
+    // that no chunk is started after a failure).
+    let mut computing: VecDeque<Task<(Result<T, ApplyError>, OwnedSemaphorePermit)>> = VecDeque::new();
+    let mut writing: VecDeque<Task<Result<U, ApplyError>>> = VecDeque::new();
+    let mut out = Vec::new();
+    enum Step<T, U> {
+        Computed(Result<T, ApplyError>, Option<OwnedSemaphorePermit>),
+        Written(Result<U, ApplyError>),
+        Slot(OwnedSemaphorePermit),
+    }
+    while next.is_some() || !computing.is_empty() || !writing.is_empty() {
+        let step = {
+            let c = computing.front_mut().map(|t| &mut t.0);
+            let w = writing.front_mut().map(|t| &mut t.0);
+            tokio::select! {
+                biased;
+                r = async { w.expect("guarded").await }, if w.is_some() => Step::Written(joined(r)),
+                r = async { c.expect("guarded").await }, if c.is_some() => match r {
+                    Ok((r, permit)) => Step::Computed(r, Some(permit)),
+                    Err(e) => Step::Computed(joined(Err(e)), None),
+                },
+                p = slots.clone().acquire_owned(), if next.is_some() => Step::Slot(p.expect("never closed")),
+            }
+        };
+        match step {
+            // Every chunk before the front write is written, every later one has a later error
+            // if any: the front write's error is the first in chunk order.
+            Step::Written(r) => {
+                writing.pop_front();
+                out.push(r?);
+            }
+            Step::Computed(r, permit) => {
+                computing.pop_front();
+                match r.and_then(&mut write) {
+                    Ok(fut) => writing.push_back(Task(tokio::spawn(async move {
+                        let r = fut.await;
+                        drop(permit);
+                        r
+                    }))),
+                    Err(e) => {
+                        drop(permit);
+                        // Earlier chunks' writes come first in chunk order.
+                        while let Some(mut w) = writing.pop_front() {
+                            joined((&mut w.0).await)?;
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            Step::Slot(permit) => {
+                let fut = compute(next.take().expect("guarded"));
+                next = items.next();
+                computing.push_back(Task(tokio::spawn(async move { (fut.await, permit) })));
+            }
+        }
+    }
+    Ok(out)
+}
