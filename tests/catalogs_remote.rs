@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use super::support::python::PyIceberg;
+use super::support::python::{PyIceberg, assert_lengths_are_sizes, new_codecs};
 use super::support::*;
 use super::{assert_same_rows, merge_events};
 
@@ -152,6 +152,15 @@ fn pyiceberg_reads(definition: Vec<(String, String)>, catalog: &str, tool_catalo
     let last = snapshots.last().expect("snapshots");
     assert_eq!(last["operation"], "overwrite", "{snapshots:#?}");
     assert_eq!(last["summary"]["total-records"], expected.len().to_string(), "{last:#}");
+    // The manifests and lists tidemark wrote on S3 are deflate (Java's default codec) with their
+    // real sizes in the lists.
+    let manifests = py.manifests(&table);
+    assert_eq!(
+        new_codecs(&manifests, 0).into_iter().collect::<Vec<_>>(),
+        ["list deflate", "manifest deflate"],
+        "{manifests:?}"
+    );
+    assert_lengths_are_sizes(&manifests);
 }
 
 #[test]

@@ -283,19 +283,27 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     // side never got (a direct write outside the journal).
     s.run(&["apply", "--journal", &journal, "--catalog", &dr, "--route", &route])
         .ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &primary,
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        "shop.orders",
-        "--where",
+    // Three divergent commits: the old primary's own branch since the fork is longer than the
+    // new primary's (one commit), so a head chosen by the longest chain would be the old one's.
+    for predicate in [
         "order_version % 2 = 0",
-    ])
-    .ok();
+        "order_version % 7 = 1",
+        "order_version % 11 = 3",
+    ] {
+        s.run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--table",
+            "shop.orders",
+            "--where",
+            predicate,
+        ])
+        .ok();
+    }
     let plan = s
         .run(&[
             "replica",
@@ -318,8 +326,12 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             .any(|f| f["what"] == "data file" || f["what"] == "delete file"),
         "{t}"
     );
-    s.run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
-        .ok();
+    let walked = s
+        .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
+        .ok()
+        .json();
+    let walked_over = walked["tables"][0]["walked_over"].as_array().unwrap().clone();
+    assert_eq!(walked_over.len(), 3, "{walked}");
     let again = s
         .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
         .ok()
@@ -328,8 +340,8 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     // Replication reversed: the old primary follows the new one from where resync left it.
     replicate(&replica, &primary_wh, endpoint, true);
     let back_map = format!("{}={}", base(&replica), base(&primary_wh));
-    let back = s
-        .run(&[
+    let follow_back = || {
+        s.run(&[
             "replica",
             "follow",
             "--warehouse",
@@ -343,13 +355,48 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "--once",
             "--json",
         ])
-        .ok()
-        .json();
+    };
+    let back = follow_back().ok().json();
     let t = &back["tables"][0];
     assert_eq!(
         (&t["status"], &t["verified_position"]),
         (&"ok".into(), &600.into()),
         "{back}"
+    );
+    // The defect's test (issue 13, found after h13c): the files the resync walked over stay in
+    // the old primary's warehouse and their chain is the longer one; the reversed follow must
+    // not choose them (nor move the table back to them): they are strays, with the reason.
+    let strays = t["strays"].as_array().unwrap();
+    for w in &walked_over {
+        let name = w.as_str().unwrap().rsplit('/').next().unwrap();
+        assert!(
+            strays.iter().any(|s| s.as_str().unwrap().ends_with(name)),
+            "{name} walked over but not a stray: {back}"
+        );
+    }
+    assert!(t["head_choice"].as_str().unwrap().contains("walked over"), "{back}");
+    // Row for row as the new primary: the same current snapshot and row count.
+    let record = |catalog: &str, wh: &str, out: &str| {
+        let out = s.path_str(out);
+        s.run(&[
+            "history",
+            "record",
+            "--catalog",
+            catalog,
+            "--warehouse",
+            wh,
+            "--out",
+            &out,
+        ])
+        .ok();
+        let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let t = &h["tables"][0];
+        (t["current_snapshot_id"].clone(), t["row_count"].clone())
+    };
+    assert_eq!(
+        record(&primary, &primary_wh, "h-old.json"),
+        record(&dr, &replica, "h-new.json"),
+        "the old primary is not at the new primary's head"
     );
     // Every file walked over is still there.
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -365,6 +412,18 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
                 .await
                 .unwrap_or_else(|e| panic!("{path} is gone: {e}"));
         }
+        // The record the resync left beside them (schema resync-record).
+        let got = src
+            .get("shop/orders/metadata/tidemark-resync.json", None)
+            .await
+            .unwrap();
+        let rec: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
+        assert_eq!(rec["format_version"], 1, "{rec}");
+        assert_eq!(
+            rec["walks"][0]["walked_over"],
+            serde_json::Value::from(walked_over.clone()),
+            "{rec}"
+        );
     });
 
     // The old primary diverges again, and another writer commits to it between the resync's
@@ -413,6 +472,13 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     let raced = raced.fails(CONFLICT, &["shop.orders", "another writer", "again"]);
     assert_eq!(raced.json()["tables"][0]["action"], "conflict", "{}", raced.stdout);
     assert_eq!(Some(pointer()), theirs, "nothing moved");
+    // The resync recorded what it walks over before its move, which lost: the reversed follow
+    // holds the table (its pointer descends from a walked-over version) and says what to do.
+    let held = follow_back().ok().json();
+    let t = &held["tables"][0];
+    assert_eq!(t["status"], "held", "{held}");
+    assert!(t["reason"].as_str().unwrap().contains("replica resync again"), "{held}");
+    assert_eq!(Some(pointer()), theirs, "nothing moved");
     let done = s.run(&resync_args).ok().json();
     let t = &done["tables"][0];
     assert_eq!(t["action"], "walked_back", "{done}");
@@ -425,6 +491,14 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     assert_eq!(t["walked_over"].as_array().unwrap().len(), 2, "{t}");
     let again = s.run(&resync_args).ok().json();
     assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
+    // And the reversed follow goes on from the new primary's head.
+    let back = follow_back().ok().json();
+    let t = &back["tables"][0];
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &600.into()),
+        "{back}"
+    );
 }
 
 #[test]

@@ -428,6 +428,7 @@ pub async fn apply(
             chunk_rows: opts.chunk_rows,
             range_events: opts.chunk_rows,
             mode,
+            renames: None,
             key_index: Some(&key_index),
         };
         let c = merge_and_commit_unit(handle, table, spec, events.into(), summary, clock, ids, &unit).await?;

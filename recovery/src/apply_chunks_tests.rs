@@ -179,6 +179,7 @@ async fn merge_with(
             None,
             chunk_rows,
             range_events,
+            None,
         )
         .await
         .map(|(_, stats, _, _)| stats)

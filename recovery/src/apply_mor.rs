@@ -105,11 +105,10 @@ pub async fn merge_on_read(
         .fields()
         .iter()
         .any(|f| spec.event_schema.index_of(f.name()).is_err());
-    let version_field_id = table
-        .metadata()
-        .current_schema()
-        .field_by_name(&spec.spec.version_column)
-        .map(|f| f.id);
+    let version_field_id = schema
+        .field_with_name(&spec.spec.version_column)
+        .ok()
+        .and_then(crate::table::files::field_id);
     let event_versions = concat_column(
         events,
         spec.event_column(spec.version_index),

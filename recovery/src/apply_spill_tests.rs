@@ -113,6 +113,7 @@ async fn merge(
         None,
         chunk_rows,
         range_events,
+        None,
     )
     .await?;
     Ok(stats)

@@ -56,6 +56,7 @@ pub async fn merge_and_commit(
     guard: Option<&dyn CommitGuard>,
     chunk_rows: u64,
     range_events: u64,
+    renames: Option<&table::Renames>,
 ) -> Result<(Table, MergeStats, u64, bool), ApplyError> {
     let unit = UnitOptions {
         max_attempts,
@@ -65,6 +66,7 @@ pub async fn merge_and_commit(
         range_events,
         mode: MergeMode::CopyOnWrite,
         key_index: None,
+        renames,
     };
     let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
     Ok((c.table, c.stats, c.retries, c.committed))
@@ -82,6 +84,10 @@ pub struct UnitOptions<'a> {
     pub mode: MergeMode,
     /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
     pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
+    /// The spec's columns another writer renamed, as resolved elsewhere (a recovery resolves
+    /// them in its source snapshot's schema history, which the recovered table does not have);
+    /// `None`: resolved in the table's own history ([`table::spec_arrow_schema`]).
+    pub renames: Option<&'a table::Renames>,
 }
 
 /// What [`merge_and_commit_unit`] did.
@@ -134,7 +140,12 @@ pub async fn merge_and_commit_unit(
     unit: &UnitOptions<'_>,
 ) -> Result<Committed, ApplyError> {
     let name = table.identifier().to_string();
-    let schema = arrow_schema(&table)?;
+    // The table's columns under the journal's names (a column another writer renamed is read
+    // and written by its field id).
+    let schema = match unit.renames {
+        Some(renames) => renames.spec_view(&arrow_schema(&table)?),
+        None => table::spec_arrow_schema(&table, spec)?,
+    };
     let cur_schema = merge::current_schema(&schema);
     let key_t = spec.types[spec.key_index];
     // The keys of in-memory events, for pruning; spilled events are pruned range by range.
@@ -147,11 +158,10 @@ pub async fn merge_and_commit_unit(
             }
         }
     }
-    let key_field_id = table
-        .metadata()
-        .current_schema()
-        .field_by_name(&spec.spec.key_column)
-        .map(|f| f.id)
+    let key_field_id = schema
+        .field_with_name(&spec.spec.key_column)
+        .ok()
+        .and_then(table::files::field_id)
         .unwrap_or(-1);
     let max_attempts = unit.max_attempts.max(1);
     let mut retries = 0;

@@ -229,6 +229,7 @@ async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
     let bad = crate::apply::read_events(&j2, &manifests, 0, 2).await.unwrap();
     let spec = &j.spec;
     let unit = crate::apply::UnitOptions {
+        renames: None,
         max_attempts: 1,
         skip_if_applied: None,
         guard: None,

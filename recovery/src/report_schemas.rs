@@ -38,6 +38,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("replica-status", v(schema_for!(crate::dr::follow_status::StatusReport))),
         ("promotion", v(schema_for!(crate::dr::failover::Promotion))),
         ("resync-report", v(schema_for!(crate::dr::resync::ResyncReport))),
+        ("resync-record", v(schema_for!(crate::dr::resync_record::ResyncRecord))),
         (
             "gameday-failover-report",
             v(schema_for!(crate::gameday_failover::FailoverGamedayReport)),

@@ -63,6 +63,12 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
   pyiceberg_tool.py live-files CATALOG_DB WAREHOUSE TABLE
       Every live file of the current snapshot (data and delete files) as a JSON array: content,
       path, size, records, sequence_number, spec_id, codec (of the first column chunk).
+  pyiceberg_tool.py manifests CATALOG_DB WAREHOUSE TABLE
+      Every snapshot's manifest list and manifests as a JSON array, oldest first: snapshot_id,
+      operation, tidemark (whether the summary has tidemark's keys), list {path, codec, size}
+      and manifests [{path, codec, size, manifest_length}]: codec is the `avro.codec` of the
+      file's Avro header (`null` when it has none), size the object's real size, and
+      manifest_length what the manifest list says it is.
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -738,6 +744,68 @@ def cmd_live_files(db: str, warehouse: str, ident: str) -> None:
     sys.stdout.write("\n")
 
 
+def avro_codec(data: bytes) -> str:
+    """The `avro.codec` of an Avro object container file's header ("null" when it has none)."""
+    if data[:4] != b"Obj\x01":
+        raise SystemExit("not an Avro object container file")
+    pos = 4
+
+    def long() -> int:
+        nonlocal pos
+        shift = value = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return (value >> 1) ^ -(value & 1)
+
+    meta = {}
+    while (count := long()) != 0:
+        if count < 0:
+            count = -count
+            long()
+        for _ in range(count):
+            n = long()
+            key = data[pos:pos + n].decode()
+            pos += n
+            n = long()
+            meta[key] = data[pos:pos + n]
+            pos += n
+    return meta.get("avro.codec", b"null").decode()
+
+
+def cmd_manifests(db: str, warehouse: str, ident: str) -> None:
+    table = load_table(db, warehouse, ident)
+
+    def read(path: str) -> bytes:
+        with table.io.new_input(path).open() as f:
+            return f.read()
+
+    out = []
+    for snap in sorted(table.metadata.snapshots, key=lambda s: s.sequence_number):
+        data = read(snap.manifest_list)
+        summary = snap.summary.additional_properties if snap.summary else {}
+        manifests = []
+        for m in snap.manifests(table.io):
+            body = read(m.manifest_path)
+            manifests.append(
+                {"path": m.manifest_path, "codec": avro_codec(body), "size": len(body), "manifest_length": m.manifest_length}
+            )
+        out.append(
+            {
+                "snapshot_id": snap.snapshot_id,
+                "operation": str(snap.summary.operation.value) if snap.summary else None,
+                "tidemark": any(k.startswith("tidemark.") for k in summary),
+                "list": {"path": snap.manifest_list, "codec": avro_codec(data), "size": len(data)},
+                "manifests": manifests,
+            }
+        )
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+
+
 USAGE = """usage:
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
   pyiceberg_tool.py create-and-write CATALOG_DB WAREHOUSE TABLE ROWS_JSONL [PARTITION]
@@ -751,7 +819,7 @@ USAGE = """usage:
   pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
   pyiceberg_tool.py drop|describe CATALOG_DB WAREHOUSE TABLE
-  pyiceberg_tool.py read-raw|live-files CATALOG_DB WAREHOUSE TABLE"""
+  pyiceberg_tool.py read-raw|live-files|manifests CATALOG_DB WAREHOUSE TABLE"""
 
 COMMANDS = {
     # name: (function, number of arguments after TABLE, or None for one or more)
@@ -772,6 +840,7 @@ COMMANDS = {
     "describe": (cmd_describe, 0),
     "read-raw": (cmd_read_raw, 0),
     "live-files": (cmd_live_files, 0),
+    "manifests": (cmd_manifests, 0),
 }
 
 

@@ -8,10 +8,11 @@
 use serde_json::{Value, json};
 
 use super::super::assert_same_rows;
+use super::super::support::python::{assert_lengths_are_sizes, new_codecs};
 use super::{Shared, by_key, ev, merge_reshaped, values};
 
 /// PyIceberg creates shop.orders (unpartitioned) with o-1 and o-2, written by PyIceberg.
-fn pyiceberg_table(t: &Shared) {
+pub(super) fn pyiceberg_table(t: &Shared) {
     let rows: String = ["o-1", "o-2"]
         .iter()
         .map(|k| {
@@ -88,6 +89,8 @@ fn rewrite_paths_takes_a_plain_path_to_a_copy_of_a_pyiceberg_table() {
     let Some(mut t) = Shared::new() else { return };
     pyiceberg_table(&t);
     t.apply(&(ev(1, "o-1", 2, "paid", "EUR") + &ev(2, "o-3", 1, "placed", "USD")));
+    // The rewritten manifests and lists follow the table's codec (defect 10).
+    t.py("set-property", &["write.avro.compression-codec", "zstd"]);
     let want = t.py.read("shop.orders");
     let (from, to) = (t.s.path_str("warehouse"), t.s.path_str("copy"));
     let copied = std::process::Command::new("cp")
@@ -125,6 +128,13 @@ fn rewrite_paths_takes_a_plain_path_to_a_copy_of_a_pyiceberg_table() {
     for f in files.as_array().unwrap() {
         assert!(f["path"].as_str().unwrap().starts_with(&format!("file://{to}/")), "{f}");
     }
+    let manifests = py.manifests("shop.orders");
+    assert_eq!(
+        new_codecs(&manifests, 0).into_iter().collect::<Vec<_>>(),
+        ["list zstandard", "manifest zstandard"],
+        "{manifests:?}"
+    );
+    assert_lengths_are_sizes(&manifests);
 }
 
 /// Defect 9: `history record` keeps the partition spec and properties, so `history compare`

@@ -11,6 +11,8 @@ mod defects;
 mod equality;
 mod evolution;
 mod fault_delete;
+mod manifests;
+mod renames;
 mod rest;
 mod transforms;
 

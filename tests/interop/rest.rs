@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::super::assert_same_rows;
 use super::super::catalogs_remote::{ns, rest_definition};
 use super::super::support::Scratch;
-use super::super::support::python::PyIceberg;
+use super::super::support::python::{PyIceberg, assert_lengths_are_sizes, new_codecs};
 use super::{by_key, ev, merge_reshaped};
 
 #[test]
@@ -101,4 +101,15 @@ fn a_rest_recovery_keeps_the_field_ids_of_a_source_with_a_dropped_and_a_renamed_
         );
     }
     assert_same_rows(&py.read(&into), &found);
+    // On SeaweedFS's S3: tidemark's manifests and lists (the source's commits, the recovery's
+    // seed) are deflate, as PyIceberg's own, and every list gives its manifests' real sizes.
+    for table in [&source, &into] {
+        let manifests = py.manifests(table);
+        assert_eq!(
+            new_codecs(&manifests, 0).into_iter().collect::<Vec<_>>(),
+            ["list deflate", "manifest deflate"],
+            "{table}: {manifests:?}"
+        );
+        assert_lengths_are_sizes(&manifests);
+    }
 }

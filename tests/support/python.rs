@@ -104,10 +104,48 @@ impl PyIceberg {
         }
     }
 
+    /// Every snapshot's manifest list and manifests, oldest first (the tool's `manifests`: the
+    /// `avro.codec` of each file's header, its real size and, for manifests, the
+    /// `manifest_length` its list gives).
+    pub fn manifests(&self, table: &str) -> Vec<serde_json::Value> {
+        match self.run("manifests", table, &[]).ok().json() {
+            serde_json::Value::Array(a) => a,
+            other => panic!("manifests is not a JSON array: {other}"),
+        }
+    }
+
     /// Creates the namespace and the orders table and appends the rows of a JSON-lines file.
     pub fn create_and_write(&self, table: &str, rows: &Path) -> serde_json::Value {
         self.run("create-and-write", table, &[rows.to_str().unwrap()])
             .ok()
             .json()
     }
+}
+
+/// Every `manifest_length` in `snapshots` (of [`PyIceberg::manifests`]) is its manifest's real
+/// size.
+pub fn assert_lengths_are_sizes(snapshots: &[serde_json::Value]) {
+    for s in snapshots {
+        for m in s["manifests"].as_array().unwrap() {
+            assert_eq!(m["manifest_length"], m["size"], "snapshot {}: {m}", s["snapshot_id"]);
+        }
+    }
+}
+
+/// The codecs of what the snapshots after the first `before` of `snapshots` wrote: each list
+/// (`list <codec>`) and each manifest no earlier snapshot listed (`manifest <codec>`).
+pub fn new_codecs(snapshots: &[serde_json::Value], before: usize) -> std::collections::BTreeSet<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut codecs = std::collections::BTreeSet::new();
+    for (n, s) in snapshots.iter().enumerate() {
+        if n >= before {
+            codecs.insert(format!("list {}", s["list"]["codec"].as_str().unwrap()));
+        }
+        for m in s["manifests"].as_array().unwrap() {
+            if seen.insert(m["path"].as_str().unwrap().to_string()) && n >= before {
+                codecs.insert(format!("manifest {}", m["codec"].as_str().unwrap()));
+            }
+        }
+    }
+    codecs
 }

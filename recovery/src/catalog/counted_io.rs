@@ -7,6 +7,10 @@
 //! writer once), every error one returns is a failed request. The operator's RetryLayer reports
 //! each retry only as a `log` record (target `opendal::layers::retry`): [`install_retry_counter`]
 //! installs a logger that counts those and prints nothing, as before, when no logger was set.
+//!
+//! The storages it builds also compress the manifests and manifest lists written through them
+//! ([`super::avro_io::AvroCodecStorage`] around the counting storage), so every FileIO tidemark
+//! makes writes them with the table's `write.avro.compression-codec`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,6 +24,8 @@ use iceberg::io::{FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Stor
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tidemark_schemas::RequestCounts;
+
+use super::avro_io::AvroCodecStorage;
 
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
@@ -82,7 +88,8 @@ fn count_s3<T>(result: Result<T>) -> Result<T> {
     result
 }
 
-/// `OpenDalResolvingStorageFactory` whose storages count their S3 requests.
+/// `OpenDalResolvingStorageFactory` whose storages count their S3 requests (and compress the
+/// manifests written through them, see [`super::avro_io`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CountingStorageFactory {
     inner: OpenDalResolvingStorageFactory,
@@ -97,9 +104,10 @@ impl CountingStorageFactory {
 #[typetag::serde]
 impl StorageFactory for CountingStorageFactory {
     fn build(&self, config: &StorageConfig) -> Result<Arc<dyn Storage>> {
-        Ok(Arc::new(CountingStorage {
+        let counting = CountingStorage {
             inner: self.inner.build(config)?,
-        }))
+        };
+        Ok(Arc::new(AvroCodecStorage::new(Arc::new(counting))))
     }
 }
 
@@ -110,11 +118,14 @@ pub struct CountingStorage {
     inner: Arc<dyn Storage>,
 }
 
-fn serialize_storage<S: Serializer>(storage: &Arc<dyn Storage>, s: S) -> std::result::Result<S::Ok, S::Error> {
+pub(super) fn serialize_storage<S: Serializer>(
+    storage: &Arc<dyn Storage>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     storage.as_ref().serialize(s)
 }
 
-fn deserialize_storage<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Arc<dyn Storage>, D::Error> {
+pub(super) fn deserialize_storage<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Arc<dyn Storage>, D::Error> {
     Box::<dyn Storage>::deserialize(d).map(Arc::from)
 }
 

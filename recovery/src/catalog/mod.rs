@@ -5,6 +5,7 @@
 //! warehouse and the FileIO properties its tables are read with. Which backend `--catalog` means
 //! is decided in [`config`]; [`conformance`] is the suite every backend passes.
 
+pub mod avro_io;
 pub mod config;
 pub mod conformance;
 pub mod contract;

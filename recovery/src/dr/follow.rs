@@ -4,7 +4,9 @@
 //! One cycle ([`cycle`]), per table folder of the replica ([`rebuild::discover`]):
 //! 1. the head is chosen by the metadata-log chain ([`rebuild::choose_head`], hinted by the
 //!    newest file the last cycle saw); strays and forks are reported, an undecidable table is
-//!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates;
+//!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates, nor
+//!    the metadata files a `replica resync` walked over and their descendants (the record it
+//!    leaves beside them, [`resync_record`]): they are strays, and a pointer on one is held;
 //! 2. the target: `strict`, the newest file on the head's chain whose current snapshot has every
 //!    referenced file (manifest list, manifests, data and delete files); `eventual`, the head,
 //!    with its missing files listed;
@@ -38,6 +40,7 @@ use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, Wa
 use super::lease::{Lease, LeaseError};
 use super::rebuild::{self, DrError, TableFiles, choose_head, file_name, warehouse_base};
 use super::replica::{self, MAX_MISSING_LISTED};
+use super::resync_record;
 use crate::catalog::CatalogHandle;
 use crate::recover::snapshot::{PrefixMap, file_io};
 use crate::table::{TableError, parse_ident};
@@ -288,10 +291,35 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
 
     let (mut parsed, unparsable) = rebuild::read_metadata(ctx.store, files).await?;
     parsed.retain(|(k, j)| !is_own_rewrite(k, j));
+    // What a `replica resync` walked over (and what descends from it) is never a head.
+    let (walked, walked_note) = match resync_record::read(ctx.store, files).await? {
+        Some((key, rec)) => {
+            let gone = resync_record::exclude(&mut parsed, &resync_record::names(&rec));
+            let note = format!(
+                "; {} metadata files walked over by replica resync (or descending from one), recorded in {key}, are \
+                 not candidates (strays)",
+                gone.len()
+            );
+            let note = (!gone.is_empty()).then_some(note);
+            (gone, note)
+        }
+        None => (Vec::new(), None),
+    };
+    if parsed.is_empty() && !walked.is_empty() {
+        out.status = TableStatus::Held;
+        out.strays = walked;
+        out.head_choice = walked_note.unwrap_or_default();
+        out.reason = "every metadata file of this table was walked over by replica resync: nothing to follow until \
+                      the new primary's files arrive; nothing moved"
+            .into();
+        return Ok(out);
+    }
     let hint = prev.and_then(|p| p.latest_metadata.clone().or(p.verified_metadata.clone()));
     let choice = choose_head(&parsed, hint.as_deref());
     out.strays = choice.strays.clone();
-    out.head_choice = choice.reason.clone();
+    out.strays.extend(walked.iter().cloned());
+    out.strays.sort();
+    out.head_choice = format!("{}{}", choice.reason, walked_note.unwrap_or_default());
     let Some(head_key) = choice.head else {
         out.status = TableStatus::Held;
         out.reason = choice.refused.unwrap_or(choice.reason);
@@ -321,6 +349,18 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
 
     // Who else touched the DR pointer?
     let pointer = ctx.handle.metadata_pointer(&ident).await?;
+    if let Some(p) = pointer
+        .as_deref()
+        .filter(|p| walked.iter().any(|w| file_name(w) == file_name(p)))
+    {
+        out.status = TableStatus::Held;
+        out.reason = format!(
+            "the catalog points at {p}, a version replica resync walked over (or one descending from it): the resync \
+             stopped before its move, or another writer committed after it; run tidemark replica resync again; \
+             nothing moved"
+        );
+        return Ok(out);
+    }
     let mine = prev.and_then(|p| p.registered_metadata.as_deref());
     let prev_held: Option<&str> = prev.and_then(|p| p.verified_metadata.as_deref()).map(file_name);
     let mut held_name: Option<&str> = prev_held;

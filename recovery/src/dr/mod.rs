@@ -21,6 +21,7 @@ pub mod rebuild;
 mod rebuild_tests;
 pub mod replica;
 pub mod resync;
+pub mod resync_record;
 mod resync_rest;
 mod resync_restore;
 pub mod rewrite;

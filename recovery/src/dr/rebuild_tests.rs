@@ -335,3 +335,39 @@ async fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     assert_eq!(json["format_version"], 1);
     assert_eq!(json["tables"][1]["status"], "conflict");
 }
+
+/// A resync's record (`resync_record`) keeps the files it walked over out of the head choice: the
+/// walked-over branch is the longest chain here, and without the record it would be chosen.
+#[tokio::test]
+async fn files_a_resync_walked_over_are_never_the_rebuilt_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(8);
+    let handle = catalog_in(dir.path()).await;
+    let kept = table_with_commits(&handle, "shop.orders", 2, &ids).await;
+    let kept_location = kept.metadata_location().unwrap().to_string();
+    let kept_rows = row_count(&kept).await;
+    let walked1 = append(&handle, &kept, &ids, 3).await;
+    let walked2 = append(&handle, &walked1, &ids, 4).await;
+    let walked: Vec<String> = [&walked2, &walked1]
+        .iter()
+        .map(|t| t.metadata_location().unwrap().to_string())
+        .collect();
+    super::resync_record::record(walked2.file_io(), "shop.orders", &walked[0], &kept_location, &walked)
+        .await
+        .unwrap();
+
+    drop((kept, walked1, walked2, handle));
+    for f in ["catalog.db", "catalog.db-wal", "catalog.db-shm", "catalog.db-journal"] {
+        let _ = std::fs::remove_file(dir.path().join(f));
+    }
+    let handle = catalog_in(dir.path()).await;
+    let warehouse = dir.path().join("warehouse").display().to_string();
+    let report = rebuild(&warehouse, &handle, None, &HashMap::new()).await.unwrap();
+    let t = &report.tables[0];
+    assert_eq!(t.status, TableStatus::Registered, "{t:?}");
+    assert_eq!(t.metadata_file.as_deref(), Some(kept_location.as_str()), "{t:?}");
+    assert_eq!(t.strays.len(), 2, "{t:?}");
+    assert!(t.reason.contains("walked over by replica resync"), "{}", t.reason);
+    let table = load_table(&handle, "shop.orders").await.unwrap();
+    assert_eq!(row_count(&table).await, kept_rows);
+}

@@ -4,7 +4,9 @@
 //! Per table of either catalog:
 //! - **on both**: the demoted pointer's metadata chain is walked back (through `metadata-log`)
 //!   to the newest version whose current snapshot the new primary also holds (by snapshot id);
-//!   the demoted pointer is swapped to it (compare-and-swap from the pointer read). The versions
+//!   the demoted pointer is swapped to it (compare-and-swap from the pointer read), after the
+//!   metadata files walked over are recorded beside them (`super::resync_record`), so that a
+//!   follower into the demoted catalog never chooses them as a head. The versions
 //!   walked over and every file only their snapshots reference (manifest lists, manifests, data
 //!   and delete files) are listed in the report and **never deleted**, so diverged data can be
 //!   inspected and replayed. A table already at a common version is left alone; one whose chain
@@ -292,6 +294,10 @@ async fn resync_table(
     t.walked_over = walked;
     t.walked_back_to = Some(common_loc.clone());
     t.walked_back_to_snapshot = common_meta.current_snapshot_id();
+    // Recorded before the move, so a later follower into this table never chooses them.
+    if !dry_run && !t.walked_over.is_empty() {
+        super::resync_record::record(io, &t.table, &start, &common_loc, &t.walked_over).await?;
+    }
 
     if restoring {
         t.action = ResyncAction::Restored;

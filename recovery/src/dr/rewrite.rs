@@ -14,6 +14,8 @@
 //!   number;
 //! - the new metadata file is written beside the old one with the next version number and the
 //!   suffix `-rewritten`; its metadata log ends with the old file, so it derives from it;
+//! - the new manifests and manifest lists are compressed with the codec of the table's
+//!   `write.avro.compression-codec` (see [`crate::catalog::avro_io`]);
 //! - no existing file is overwritten or deleted. Only format version 2 tables with unencrypted
 //!   manifests are supported.
 
@@ -28,7 +30,9 @@ use iceberg::spec::{
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::catalog::avro_io::set_table_codec;
 use crate::recover::snapshot::file_io;
+use crate::table::avro_codec::AvroCodec;
 
 /// Version of the JSON report.
 pub const FORMAT_VERSION: u32 = 1;
@@ -334,6 +338,23 @@ pub async fn rewrite_paths_as(
     rw.json(&mut meta, Some("metadata"));
 
     let dir = parent(&old_metadata).to_string();
+    // The new manifests and lists get the codec the table's properties ask for.
+    let properties: HashMap<String, String> = meta
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let codec = AvroCodec::from_properties(&properties).map_err(|reason| RewriteError::Unsupported {
+        path: old_metadata.clone(),
+        reason,
+    })?;
+    if let Some(home) = dir.strip_suffix("/metadata") {
+        set_table_codec(home, codec);
+    }
     let mut manifests_rewritten = 0;
     let mut manifest_lists_rewritten = 0;
     // A manifest shared by several snapshots is rewritten once.

@@ -131,6 +131,8 @@ pub async fn recover(
     let t = Instant::now();
     let h = super::boundary(journal, opts.to, &snap).await?;
     let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
+    // By current names only: the cluster's plans name columns, so a spec column another
+    // writer renamed is refused here (exit 3); `--engine local` matches it by field id.
     table::check_schema(&journal.spec, &snap.schema)?;
     step("boundary", t, format!("H = {h}"), &mut steps);
 

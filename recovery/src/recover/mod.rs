@@ -190,8 +190,8 @@ pub async fn recover(
     let t = Instant::now();
     let h = boundary(journal, opts.to, &snap).await?;
     // Everything that can be checked is checked before the seed writes anything: the events
-    // after the snapshot verify from its recorded manifest digest up to H, and the snapshot
-    // holds the journal's columns.
+    // after the snapshot verify from its recorded manifest digest up to H, the snapshot holds
+    // the journal's columns, and its codecs are ones this build writes.
     let verified = replay::verified_replay_events(
         journal,
         &snap,
@@ -200,7 +200,10 @@ pub async fn recover(
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await?;
-    crate::table::check_schema(&journal.spec, &snap.schema)?;
+    crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
+    // The recovered table gets the snapshot's properties: a codec this build cannot write is
+    // refused now, not after the seed made the table.
+    crate::table::commit::check_codecs(&opts.into, &snap.metadata)?;
     step("boundary", t, format!("H = {h}"), &mut steps);
 
     let t = Instant::now();

@@ -192,6 +192,9 @@ pub async fn replay(
         return Ok((table, MergeStats::default(), true));
     }
     let (events, sequence, digest) = verified;
+    // The recovered table has the snapshot's schema; a spec column another writer renamed is
+    // found in the snapshot's schema history.
+    let renames = crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
     let mut summary = HashMap::new();
     summary.insert(PROP_STEP.to_string(), "replay".to_string());
     summary.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());
@@ -215,6 +218,7 @@ pub async fn replay(
         None,
         chunk_rows,
         range_events,
+        Some(&renames),
     )
     .await
     .map_err(RecoverError::from_apply)?;

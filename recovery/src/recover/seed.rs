@@ -92,7 +92,7 @@ pub async fn seed(
 ) -> Result<(Table, bool, u64), RecoverError> {
     let ident = parse_ident(into)?;
     // The snapshot must hold the journal's columns (others may be there too).
-    table::check_schema(spec, &snap.schema)?;
+    table::check_schema_in(spec, &snap.schema, snap.metadata.schemas_iter())?;
     if handle
         .catalog()
         .table_exists(&ident)

@@ -192,8 +192,12 @@ pub async fn validate_keys(
     partition_rows: u64,
     sample: Option<&SampleRequest>,
 ) -> Result<ValidationReport, RecoverError> {
-    let schema = arrow_schema(table)?;
-    let snap_schema = snapshot_arrow_schema(snap)?;
+    // Both sides under the journal's column names: a spec column another writer renamed is
+    // read by its field id, found in the snapshot's schema history (the recovered table has the
+    // snapshot's schema, not its history).
+    let renames = crate::table::check_schema_in(spec, &snap.schema, snap.metadata.schemas_iter())?;
+    let schema = renames.spec_view(&arrow_schema(table)?);
+    let snap_schema = renames.spec_view(&snapshot_arrow_schema(snap)?);
     // Every column is compared: those outside the journal's spec too. The recovered table has
     // the snapshot's columns; a column one side lacks is a mismatch, not a skip.
     let extra = extra_columns(spec, &schema);

@@ -41,6 +41,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
+use super::avro_codec::AvroCodec;
 use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies, unbounded_position_paths};
 use super::{TableError, arrow_schema, iceberg_err};
 use crate::catalog::{CatalogHandle, CommitRequest};
@@ -302,6 +303,8 @@ pub fn writer_properties(
 }
 
 /// Gives `batch` the table's Arrow schema (field ids in the metadata), checking names and types.
+/// A batch whose columns carry the table's field ids in order (the table's schema under the
+/// journal's names, [`super::spec_arrow_schema`]) matches by id instead of by name.
 fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, TableError> {
     let fail = |detail: String| TableError::BatchSchema {
         table: table.to_string(),
@@ -309,7 +312,11 @@ fn conform(table: &str, schema: &arrow_schema::SchemaRef, batch: &RecordBatch) -
     };
     let found: Vec<&str> = batch.schema_ref().fields().iter().map(|f| f.name().as_str()).collect();
     let wanted: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    if found != wanted {
+    let ids = |s: &arrow_schema::Schema| -> Vec<Option<i32>> {
+        s.fields().iter().map(|f| super::files::field_id(f)).collect()
+    };
+    let by_id = ids(schema).iter().all(Option::is_some) && ids(schema) == ids(batch.schema_ref());
+    if found != wanted && !by_id {
         return Err(fail(format!("columns {found:?}, the table has {wanted:?}")));
     }
     RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).map_err(|e| fail(e.to_string()))
@@ -388,6 +395,7 @@ pub async fn commit_row_delta(
     let name = ident.to_string();
     let meta = table.metadata();
     check_supported(&name, meta)?;
+    use_avro_codec(&name, meta)?;
     if removed.is_empty() && added.is_empty() && added_deletes.is_empty() {
         return Err(TableError::EmptyCommit { table: name });
     }
@@ -744,6 +752,7 @@ pub(crate) async fn commit_delete_files(
         .metadata_location_result()
         .map_err(io_err("metadata location"))?
         .to_string();
+    use_avro_codec(&name, meta)?;
     let snapshot = meta.current_snapshot().expect("a table with data");
     let existing = table
         .manifest_list_reader(snapshot)
@@ -906,8 +915,8 @@ fn commit_request(table: &Table, new: &TableMetadata) -> Result<CommitRequest, T
 }
 
 /// The hand-made snapshot supports format v2 tables (partitioned or not: files are written per
-/// partition of the default spec). Writers call it before they write anything, so that a
-/// refused table gets no unreferenced file.
+/// partition of the default spec) whose codecs this build writes ([`check_codecs`]). Writers
+/// call it before they write anything, so that a refused table gets no unreferenced file.
 pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     let unsupported = |reason: String| {
         Err(TableError::Unsupported {
@@ -918,6 +927,31 @@ pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableErro
     if meta.format_version() != FormatVersion::V2 {
         return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
     }
+    check_codecs(name, meta)
+}
+
+/// Refuses a table whose properties ask for a Parquet or an Avro (manifest) codec this build
+/// does not write (see [`writer_properties`], [`AvroCodec::from_properties`]).
+pub fn check_codecs(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+    let props = meta
+        .table_properties()
+        .map_err(iceberg_err(format!("read the properties of {name}")))?;
+    writer_properties(name, meta.properties(), &props)?;
+    AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
+        table: name.to_string(),
+        reason,
+    })?;
+    Ok(())
+}
+
+/// Makes the manifests and manifest list that a commit to `meta`'s table writes next use the
+/// codec of its `write.avro.compression-codec` (see [`crate::catalog::avro_io`]).
+fn use_avro_codec(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
+    let codec = AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
+        table: name.to_string(),
+        reason,
+    })?;
+    crate::catalog::avro_io::set_table_codec(meta.location(), codec);
     Ok(())
 }
 

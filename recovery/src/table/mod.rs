@@ -5,6 +5,7 @@
 //! Tables are format version 2, unpartitioned, sorted by the key column, Parquet. A table name is
 //! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
 
+pub mod avro_codec;
 pub mod commit;
 pub mod files;
 pub mod key_index;
@@ -27,7 +28,7 @@ pub use commit::{
     CommitStamp, check_supported, commit_overwrite, commit_properties, commit_refs, commit_row_delta, live_data_files,
     write_data_file,
 };
-pub use schema::{check_schema, iceberg_schema};
+pub use schema::{Renames, check_schema, check_schema_in, iceberg_schema};
 
 /// Errors of catalog and table work. Each carries the facts an operator needs to act.
 #[derive(Debug, thiserror::Error)]
@@ -209,7 +210,7 @@ pub async fn create_or_load_table(
         }
     }
     let table = load_table(handle, ident).await?;
-    check_schema(spec, table.metadata().current_schema()).map_err(|e| match e {
+    spec_arrow_schema(&table, spec).map_err(|e| match e {
         TableError::SchemaMismatch {
             column,
             expected,
@@ -339,6 +340,15 @@ async fn create_with(
 
 /// The table's Arrow schema with the Iceberg field ids in each field's metadata, which the
 /// Parquet writer needs to map columns.
+/// The table's Arrow schema under the journal's column names: a spec column another writer
+/// renamed is named as the spec names it (same field id, see [`schema::Renames`]). Errors as
+/// [`check_schema`] when the table does not hold the spec's columns.
+pub fn spec_arrow_schema(table: &Table, spec: &CompiledSpec) -> Result<SchemaRef, TableError> {
+    let meta = table.metadata();
+    let renames = check_schema_in(spec, meta.current_schema(), meta.schemas_iter())?;
+    Ok(renames.spec_view(&arrow_schema(table)?))
+}
+
 pub fn arrow_schema(table: &Table) -> Result<SchemaRef, TableError> {
     let schema = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema()).map_err(iceberg_err(
         format!("convert the schema of {} to Arrow", table.identifier()),

@@ -59,12 +59,98 @@ fn describe(t: &Type, required: bool) -> String {
     format!("{t} {}", if required { "required" } else { "optional" })
 }
 
+/// The spec's columns that another writer renamed, each with its name in a table schema
+/// (resolved by [`check_schema_in`]). The journal names its columns; the table's rows are read
+/// and written by field id, so under [`Renames::spec_view`] the merge sees the spec's names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Renames(Vec<(String, String)>);
+
+impl Renames {
+    /// (spec name, table name) of each renamed column.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
+    /// The name of the spec's column `name` in the table.
+    pub fn table_name<'a>(&'a self, name: &'a str) -> &'a str {
+        self.0
+            .iter()
+            .find(|(spec, _)| spec == name)
+            .map_or(name, |(_, table)| table.as_str())
+    }
+
+    /// `schema` (a table's Arrow schema, field ids in the metadata) with each renamed column
+    /// under the spec's name: rows read by field id with it carry the spec's names, and rows
+    /// written with it keep the table's field ids.
+    pub fn spec_view(&self, schema: &arrow_schema::SchemaRef) -> arrow_schema::SchemaRef {
+        if self.0.is_empty() {
+            return schema.clone();
+        }
+        let fields: Vec<arrow_schema::Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match self.0.iter().find(|(_, table)| table == f.name()) {
+                Some((spec, _)) => f.as_ref().clone().with_name(spec.clone()),
+                None => f.as_ref().clone(),
+            })
+            .collect();
+        std::sync::Arc::new(arrow_schema::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        ))
+    }
+}
+
+/// The field of `schema` that holds the spec's column `name`: the one of that name or, when
+/// there is none, the one another writer renamed it to: the only field id the name had in the
+/// schemas of `history`, present in `schema` under a name that is not one of the spec's columns
+/// (`expected`). `None` when there is no such field, or the history is ambiguous (the name had
+/// several ids).
+fn resolve<'a>(
+    name: &str,
+    schema: &'a Schema,
+    history: &[&Schema],
+    expected: &[(String, PrimitiveType, bool)],
+) -> Option<&'a iceberg::spec::NestedFieldRef> {
+    if let Some(f) = schema.field_by_name(name) {
+        return Some(f);
+    }
+    let mut ids: Vec<i32> = history
+        .iter()
+        .filter_map(|h| h.field_by_name(name).map(|f| f.id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let [id] = ids[..] else { return None };
+    let field = schema.field_by_id(id)?;
+    // A top-level column, not claimed by another of the spec's names.
+    let top = schema.as_struct().fields().iter().any(|f| f.id == id);
+    (top && !expected.iter().any(|(n, _, _)| *n == field.name)).then_some(field)
+}
+
+/// [`check_schema`] for a schema with a history (`history`: every schema of the table's
+/// metadata): a spec column another writer renamed is matched by the field id its name had
+/// (see [`resolve`]) and returned in [`Renames`]; everything else is checked as
+/// [`check_schema`] does.
+pub fn check_schema_in<'a>(
+    spec: &CompiledSpec,
+    table_schema: &Schema,
+    history: impl IntoIterator<Item = &'a iceberg::spec::SchemaRef>,
+) -> Result<Renames, TableError> {
+    let history: Vec<&Schema> = history.into_iter().map(|s| s.as_ref()).collect();
+    check(spec, table_schema, &history)
+}
+
 /// Checks that `table_schema` has the spec's columns with the spec's types and nullability
 /// (field order and ids are not compared: writers match columns by field id). Other columns
 /// (added by another writer) may be there when they are optional: the merge carries their values
 /// forward and a new key gets null. The error names the first mismatching column in spec order,
 /// then any required extra table column.
 pub fn check_schema(spec: &CompiledSpec, table_schema: &Schema) -> Result<(), TableError> {
+    check(spec, table_schema, &[]).map(|_| ())
+}
+
+fn check(spec: &CompiledSpec, table_schema: &Schema, history: &[&Schema]) -> Result<Renames, TableError> {
     let table = spec.spec.name.clone();
     let mismatch = |column: &str, expected: String, found: String| TableError::SchemaMismatch {
         table: table.clone(),
@@ -73,11 +159,15 @@ pub fn check_schema(spec: &CompiledSpec, table_schema: &Schema) -> Result<(), Ta
         found,
     };
     let expected = expected_columns(spec);
+    let mut renames = Vec::new();
     for (name, t, required) in &expected {
         let want = Type::Primitive(t.clone());
-        let Some(field) = table_schema.field_by_name(name) else {
+        let Some(field) = resolve(name, table_schema, history, &expected) else {
             return Err(mismatch(name, describe(&want, *required), "missing".into()));
         };
+        if field.name != *name {
+            renames.push((name.clone(), field.name.clone()));
+        }
         if *field.field_type != want {
             return Err(mismatch(name, want.to_string(), field.field_type.to_string()));
         }
@@ -90,7 +180,9 @@ pub fn check_schema(spec: &CompiledSpec, table_schema: &Schema) -> Result<(), Ta
         }
     }
     for field in table_schema.as_struct().fields() {
-        if field.required && !expected.iter().any(|(name, _, _)| name == &field.name) {
+        let held = expected.iter().any(|(name, _, _)| name == &field.name)
+            || renames.iter().any(|(_, table)| table == &field.name);
+        if field.required && !held {
             return Err(mismatch(
                 &field.name,
                 "absent".into(),
@@ -98,7 +190,7 @@ pub fn check_schema(spec: &CompiledSpec, table_schema: &Schema) -> Result<(), Ta
             ));
         }
     }
-    Ok(())
+    Ok(Renames(renames))
 }
 
 #[cfg(test)]
@@ -206,5 +298,65 @@ mod tests {
             })
         });
         assert_eq!(mismatch_of(&spec, &decimal).0, "amount");
+    }
+
+    #[test]
+    fn a_renamed_spec_column_is_found_by_the_field_id_its_name_had() {
+        let spec = CompiledSpec::orders();
+        let old = std::sync::Arc::new(iceberg_schema(&spec));
+        let rename = |f: &mut Vec<NestedField>, at: usize, to: &str| f[at].name = to.to_string();
+        // status (id 4) renamed to state: found through the history, not without it.
+        let renamed = schema_with(&spec, |f| rename(f, 3, "state"));
+        assert_eq!(mismatch_of(&spec, &renamed).0, "status");
+        let renames = check_schema_in(&spec, &renamed, [&old]).unwrap();
+        assert_eq!(renames.pairs(), [("status".to_string(), "state".to_string())]);
+        assert_eq!(renames.table_name("status"), "state");
+        assert_eq!(renames.table_name("currency"), "currency");
+        let arrow = std::sync::Arc::new(iceberg::arrow::schema_to_arrow_schema(&renamed).unwrap());
+        let view = renames.spec_view(&arrow);
+        assert_eq!(view.field(3).name(), "status");
+        assert_eq!(view.field(3).metadata(), arrow.field(3).metadata(), "same field id");
+
+        // The name had two ids in the history (dropped and added again, then renamed): refused.
+        let again = std::sync::Arc::new(schema_with(&spec, |f| {
+            f.remove(3);
+            f.push(NestedField::required(
+                10,
+                "status",
+                Type::Primitive(PrimitiveType::String),
+            ));
+        }));
+        assert_eq!(
+            check_schema_in(&spec, &renamed, [&old, &again])
+                .map(|_| ())
+                .unwrap_err()
+                .to_string(),
+            check_schema(&spec, &renamed).unwrap_err().to_string()
+        );
+        // The field now holds another spec column's name (a swap is matched by name, not here).
+        let claimed = schema_with(&spec, |f| {
+            rename(f, 3, "currency");
+            f.remove(5);
+        });
+        assert_eq!(mismatch_of(&spec, &claimed).0, "status");
+        assert!(check_schema_in(&spec, &claimed, [&old]).is_err());
+        // The renamed field must still have the spec's type.
+        let retyped = schema_with(&spec, |f| {
+            rename(f, 3, "state");
+            *f[3].field_type = Type::Primitive(PrimitiveType::Long);
+        });
+        let err = check_schema_in(&spec, &retyped, [&old]).unwrap_err().to_string();
+        assert!(err.contains("\"status\"") && err.contains("long"), "{err}");
+    }
+
+    #[test]
+    fn a_swap_is_matched_by_the_current_names() {
+        let spec = CompiledSpec::orders();
+        let old = std::sync::Arc::new(iceberg_schema(&spec));
+        let swapped = schema_with(&spec, |f| {
+            f[3].name = "currency".into();
+            f[5].name = "status".into();
+        });
+        assert!(check_schema_in(&spec, &swapped, [&old]).unwrap().pairs().is_empty());
     }
 }
