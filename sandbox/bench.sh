@@ -10,7 +10,10 @@
 #
 # Options go to the suite: --sizes LIST (1m, 10m, 100m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
 # PyIceberg's upsert runs; default: the largest of --sizes), --work DIR (default: a temporary folder), --out FILE
-# (default: target/bench-suite.json).
+# (default: target/bench-suite.json), --engines LIST (the recovery once per engine on the same
+# dataset: local, ballista-standalone, ballista://HOST:PORT of a running cluster, e.g. one from
+# `sandbox/ballista.sh start`; the suite is then built with --features tidemark-recovery/ballista-engine).
+# PROFILE=dev builds the dev profile instead of release (the Ballista stack's release build is long).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tidemark/target}"
@@ -19,4 +22,7 @@ args=("$@")
 [[ " ${args[*]:-} " == *" --sizes "* ]] || args+=(--sizes 1m,10m)
 [[ " ${args[*]:-} " == *" --out "* ]] || args+=(--out "$PWD/target/bench-suite.json")
 mkdir -p target
-cargo bench -p tidemark-recovery --bench suite -- "${args[@]}"
+features=()
+[[ " ${args[*]} " == *" --engines "*ballista* ]] && features=(--workspace --features tidemark-recovery/ballista-engine)
+[[ ${#features[@]} -gt 0 ]] || features=(-p tidemark-recovery)
+cargo bench --profile "${PROFILE:-bench}" "${features[@]}" --bench suite -- "${args[@]}"

@@ -3,7 +3,14 @@
 //! `bash sandbox/bench.sh` (installs the peers), or directly:
 //!
 //! `cargo bench -p tidemark-recovery --bench suite -- [--sizes 1m,10m] [--upsert-size SIZE]
-//!  [--work DIR] [--out FILE.json]`
+//!  [--work DIR] [--out FILE.json] [--engines local,ballista-standalone,ballista://HOST:PORT]`
+//!
+//! `--engines` (built with `--features tidemark-recovery/ballista-engine`; default `local`) runs
+//! the recovery step once per engine on the same dataset, each in its own process (`recover
+//! --engine`, issue 15): each engine's step seconds and peak RSS (of the coordinator; a cluster's
+//! executors are other processes) sit beside the local one's in the JSON
+//! (`tidemark.recovery_by_engine`) and the table, with the ratio to DuckDB. One step alone, on a
+//! dataset made before: `suite __step recover DIR [ENGINE]` (DIR as `--work`'s `size-*` folders).
 //!
 //! Per size (`1m` = 1,000,000 snapshot rows + 100,000 events, `10m` = 10,000,000 + 1,000,000; any
 //! `ROWSxEVENTS` too): a deterministic dataset (`gen`), then each measured step in a process of its
@@ -39,8 +46,8 @@ use tidemark_recovery::apply::PROP_LAST_POSITION;
 use tidemark_recovery::benchdata::{commit_orders, order_id, peak_rss_mb};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
+use tidemark_recovery::recover::RecoverOptions;
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
-use tidemark_recovery::recover::{RecoverOptions, recover};
 use tidemark_recovery::table::read::{live_files, read_files};
 use tidemark_recovery::table::{self, arrow_schema, live_data_files};
 
@@ -187,6 +194,10 @@ fn orchestrate(args: &[String]) {
         .unwrap_or_else(|| work.join("bench-suite.json"));
     let python = std::env::var("TIDEMARK_BENCH_PYTHON").ok().filter(|p| !p.is_empty());
     let python = python.as_deref();
+    let engines: Vec<&str> = opt(args, "--engines").unwrap_or("local").split(',').collect();
+    if cfg!(not(feature = "ballista-engine")) && engines.iter().any(|e| *e != "local") {
+        panic!("--engines {engines:?}: build the suite with --features tidemark-recovery/ballista-engine");
+    }
     let mut results = Vec::new();
     for s in &sizes {
         let (rows, events) = size(s);
@@ -202,6 +213,12 @@ fn orchestrate(args: &[String]) {
         let sha = sha256sum(dataset["event_files"].as_array().unwrap());
         eprintln!("suite: {s}: recovery");
         let rec = child(&dir, "recover", &[]);
+        let mut by_engine = serde_json::Map::new();
+        by_engine.insert("local".into(), rec.clone());
+        for e in engines.iter().filter(|e| **e != "local") {
+            eprintln!("suite: {s}: recovery on {e}");
+            by_engine.insert(e.to_string(), child(&dir, "recover", &[e]));
+        }
         eprintln!("suite: {s}: DuckDB");
         let duck_out = dir.join("duckdb-out");
         let _ = std::fs::remove_dir_all(&duck_out);
@@ -220,10 +237,13 @@ fn orchestrate(args: &[String]) {
             "verify_vs_sha256sum_throughput": f(&verify, &["mb_per_s"]).zip(f(&sha, &["mb_per_s"])).map(|(a, b)| a / b),
             "replay_vs_duckdb_time": f(&rec, &["replay_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
             "recovery_vs_duckdb_time": f(&rec, &["total_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
+            "recovery_vs_duckdb_time_by_engine": by_engine.iter().map(|(e, r)| {
+                (e.clone(), json!(f(r, &["total_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b)))
+            }).collect::<serde_json::Map<_, _>>(),
         });
         results.push(json!({
             "size": s, "rows": rows, "events": events, "dataset": dataset,
-            "tidemark": {"verify": verify, "recovery": rec, "apply": applied},
+            "tidemark": {"verify": verify, "recovery": rec, "recovery_by_engine": by_engine, "apply": applied},
             "peers": {"sha256sum": sha, "duckdb": duck},
             "ratios": ratios,
             "same_final_state_as_duckdb": same_state(&rec["final_state"], &duck),
@@ -317,6 +337,27 @@ fn print_table(r: &Value) {
             f(&s["peers"], &["duckdb", "seconds"]),
             f(&s["peers"], &["duckdb", "peak_rss_mb"]),
         );
+        // The recovery on the other engines (seed and replay are one distributed step there).
+        if let Some(by) = t["recovery_by_engine"].as_object() {
+            for (e, rec) in by.iter().filter(|(e, _)| *e != "local") {
+                row(
+                    &format!("{e}: replay"),
+                    f(rec, &["replay_s"]),
+                    f(rec, &["step_peak_rss_mb", "replay"]),
+                );
+                row(
+                    &format!("{e}: validate"),
+                    f(rec, &["validate_s"]),
+                    f(rec, &["step_peak_rss_mb", "validate"]),
+                );
+                row(&format!("{e}: total"), f(rec, &["total_s"]), f(rec, &["peak_rss_mb"]));
+                println!(
+                    "{:<34} {:>10}",
+                    format!("{e}: recovery/DuckDB"),
+                    s2(f(&s["ratios"], &["recovery_vs_duckdb_time_by_engine", e]))
+                );
+            }
+        }
         apply_runs::print(&t["apply"]);
         let ra = &s["ratios"];
         println!(
@@ -369,7 +410,7 @@ async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
             let bytes: u64 = chain.manifests.iter().map(|m| m.manifest.object_size).sum();
             json!({"seconds": s, "bytes": bytes, "mb_per_s": bytes as f64 / 1e6 / s, "peak_rss_mb": peak_rss_mb()})
         }
-        "recover" => recover_step(dir).await,
+        "recover" => recover_step(dir, args.first().map_or("local", String::as_str)).await,
         "apply" => apply_runs::apply_step(dir, args, TABLE).await,
         "compact" => apply_runs::compact_step(dir, args).await,
         other => panic!("unknown step {other}"),
@@ -538,7 +579,9 @@ async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
     ds
 }
 
-async fn recover_step(dir: &Path) -> Value {
+/// The recovery of the dataset in `dir` on `engine` (`local` without the feature); the
+/// recovered table is dropped and its files removed afterwards (a 10M table is about 300 MB).
+async fn recover_step(dir: &Path, engine: &str) -> Value {
     let ds: Value = serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap();
     let j = journal(dir).await;
     let handle = open(dir).await;
@@ -564,14 +607,37 @@ async fn recover_step(dir: &Path) -> Value {
     let mut step_peaks = serde_json::Map::new();
     let mut overall = peak_rss_mb();
     let t = Instant::now();
-    let (report, _) = recover(&j, &handle, &ropts, &SystemClock, &RandomIds, &mut |s| {
+    let mut progress = |s: &tidemark_recovery::recover::StepTiming| {
         let p = peak_rss_mb();
         overall = overall.max(p);
         step_peaks.insert(s.step.clone(), json!(p));
         let _ = std::fs::write("/proc/self/clear_refs", "5");
-    })
-    .await
-    .unwrap();
+    };
+    #[cfg(feature = "ballista-engine")]
+    let (report, _) = {
+        let engine: tidemark_recovery::recover::engine::Engine = engine.parse().unwrap();
+        tidemark_recovery::recover::engine::recover(
+            &j,
+            &handle,
+            &ropts,
+            &engine,
+            &SystemClock,
+            &RandomIds,
+            &mut progress,
+        )
+        .await
+        .unwrap()
+    };
+    #[cfg(not(feature = "ballista-engine"))]
+    let (report, _) = {
+        assert_eq!(
+            engine, "local",
+            "build with --features tidemark-recovery/ballista-engine"
+        );
+        tidemark_recovery::recover::recover(&j, &handle, &ropts, &SystemClock, &RandomIds, &mut progress)
+            .await
+            .unwrap()
+    };
     let recover_s = t.elapsed().as_secs_f64();
     assert!(report.validation.ok, "{:?}", report.validation);
     let peak = overall.max(peak_rss_mb());
@@ -601,7 +667,12 @@ async fn recover_step(dir: &Path) -> Value {
             debug_assert_eq!(v.null_count(), 0);
         }
     }
+    let location = table.metadata().location().trim_start_matches("file://").to_string();
+    let ident = table::parse_ident(&into).unwrap();
+    handle.catalog().drop_table(&ident).await.unwrap();
+    let _ = std::fs::remove_dir_all(&location);
     json!({
+        "engine": engine,
         "verify_s": verify_s, "choose_s": ms("choose snapshot"), "seed_s": ms("seed"), "replay_s": ms("replay"),
         "validate_s": ms("validate"), "total_s": verify_s + recover_s, "peak_rss_mb": peak,
         "step_peak_rss_mb": step_peaks,

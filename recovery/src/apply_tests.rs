@@ -458,7 +458,7 @@ async fn apply_through_lost_replies_and_errors() {
 
 /// Creates shop.orders with the orders schema, partitioned by `fields` (source id, name,
 /// transform), as another engine would have.
-async fn create_partitioned(
+pub(crate) async fn create_partitioned(
     handle: &CatalogHandle,
     spec: &CompiledSpec,
     fields: &[(i32, &str, iceberg::spec::Transform)],

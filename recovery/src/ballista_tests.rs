@@ -17,7 +17,7 @@ use crate::table::test_support::catalog_in;
 use crate::table::{self};
 
 /// Every row of `table` by key (all columns, and the position that wrote it).
-async fn rows(s: &Story, table: &Table) -> BTreeMap<Cell, (Vec<Cell>, u64)> {
+pub(crate) async fn rows(s: &Story, table: &Table) -> BTreeMap<Cell, (Vec<Cell>, u64)> {
     validate::table_rows(&s.journal.spec, table)
         .await
         .unwrap()
@@ -26,7 +26,7 @@ async fn rows(s: &Story, table: &Table) -> BTreeMap<Cell, (Vec<Cell>, u64)> {
         .collect()
 }
 
-async fn run(
+pub(crate) async fn run(
     s: &Story,
     target: &CatalogHandle,
     opts: &RecoverOptions,
@@ -46,7 +46,7 @@ async fn run(
 }
 
 /// Recovers `into_local` locally and `into_dist` on standalone Ballista, and returns both tables.
-async fn both(s: &Story, to: Option<u64>, into: &str) -> (Table, Table) {
+pub(crate) async fn both(s: &Story, to: Option<u64>, into: &str) -> (Table, Table) {
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let local_into = format!("{into}_local");
@@ -136,7 +136,7 @@ async fn the_a_to_e_story_recovers_on_ballista_as_it_does_locally() {
 
 /// Generated events after the story (tombstones and comebacks from the generator), with
 /// identical retries at new positions and late events (old business time).
-fn generated_tail(first: u64, n: u64) -> String {
+pub(crate) fn generated_tail(first: u64, n: u64) -> String {
     let text = tidemark_journal::generate::ndjson(7, 40, first, n);
     let mut out = String::new();
     let mut pos = first;

@@ -13,6 +13,8 @@ mod apply_spill_tests;
 mod apply_tests;
 pub mod apply_unit;
 #[cfg(all(test, feature = "ballista-engine"))]
+mod ballista_partition_tests;
+#[cfg(all(test, feature = "ballista-engine"))]
 mod ballista_tests;
 pub mod benchdata;
 pub mod catalog;

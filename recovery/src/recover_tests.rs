@@ -104,6 +104,12 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// Runs the story up to the damaged, replicated table; the DR copy is `<root>/dr/warehouse`.
 pub(crate) async fn story() -> Story {
+    story_partitioned(&[]).await
+}
+
+/// The story on a source table partitioned by `fields` (source field id, name, transform; none:
+/// unpartitioned), as another engine would have created it.
+pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Transform)]) -> Story {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     for d in ["journal", "source", "dr"] {
@@ -114,6 +120,9 @@ pub(crate) async fn story() -> Story {
         .await
         .unwrap();
     let source = catalog_in(&root.join("source")).await;
+    if !fields.is_empty() {
+        crate::apply_tests::create_partitioned(&source, &journal.spec, fields).await;
+    }
     append_text(&journal, &phase1()).await;
     apply_all(&journal, &source, &SeededIds::new(1)).await;
     // The bad cleanup job.

@@ -6,7 +6,8 @@
 //!    events after the snapshot are read by their object version ids and verified (chain and
 //!    sha256) before anything runs, and the voids of recorded resolutions are applied;
 //! 2. refuse what the plan cannot carry: a snapshot with delete files (the listing would read
-//!    deleted rows as live) or a partitioned table (the plan writes unpartitioned files);
+//!    deleted rows as live) or a partition transform SQL cannot compute (bucket; see
+//!    [`super::partition`]);
 //! 3. create the new table (same ownership rules as the seed: a table of this recovery or a
 //!    refused attempt of it is replaced, anything else is refused);
 //! 4. stage the verified events as one Parquet file in the new table's location
@@ -17,7 +18,8 @@
 //!    ([`crate::merge::conflicts_in_events_sql`], [`crate::merge::conflicts_with_table_sql`],
 //!    [`crate::merge::decided_sql`]): a conflict stops the job and nothing is committed; the new
 //!    table's rows (winners that insert or update, tombstones included, and every snapshot row
-//!    whose key no winner updates) are written as Parquet into `data/tidemark-<attempt>/`;
+//!    whose key no winner updates) are written as Parquet into `data/tidemark-<attempt>/`, by
+//!    partition folder when the table is partitioned ([`super::partition`]);
 //! 6. build the manifests from the written files' footers ([`super::footer`]), check every key
 //!    of the written files on the cluster against a second, differently formulated plan
 //!    ([`super::distributed_check`]; a difference stops here, nothing committed), and commit them
@@ -122,14 +124,8 @@ pub async fn recover(
             ),
         });
     }
-    if !snap.metadata.default_partition_spec().is_unpartitioned() {
-        return Err(RecoverError::Unsupported {
-            reason: format!(
-                "the table of snapshot {} is partitioned; the distributed engine writes unpartitioned files: use --engine local",
-                snap.snapshot_id
-            ),
-        });
-    }
+    // A partition spec the plan cannot compute in SQL (bucket) is refused before anything runs.
+    super::partition::plan(snap.metadata.default_partition_spec(), &snap.schema)?;
     step("choose snapshot", t, super::snapshot_detail(&snap), &mut steps);
 
     let t = Instant::now();
@@ -509,10 +505,23 @@ async fn distributed_replay(
     }
     stats.rows_kept = snap.record_count - stats.updated;
 
+    // A partitioned table: the computed partition columns, written as folders.
+    let meta = table.metadata();
+    let partitions = super::partition::plan(meta.default_partition_spec(), meta.current_schema())?;
+    let mut rows = rows;
+    for c in &partitions.columns {
+        let expr = rows
+            .parse_sql_expr(&c.sql)
+            .map_err(job(engine, "plan the partition columns"))?;
+        rows = rows
+            .with_column(&c.name, expr)
+            .map_err(job(engine, "plan the partition columns"))?;
+    }
+    let by = partitions.columns.iter().map(|c| c.name.clone()).collect();
     let data = format!("{location}/data/tidemark-{attempt}");
     rows.write_parquet(
         &format!("{}/", engine::listing_url(&data)),
-        DataFrameWriteOptions::new(),
+        DataFrameWriteOptions::new().with_partition_by(by),
         None,
     )
     .await
@@ -533,13 +542,16 @@ async fn distributed_replay(
         location: data.clone(),
         message: e.to_string(),
     })?;
-    let meta = table.metadata();
+    let partition_of = |relative: &str, entry: &iceberg::spec::DataFile| {
+        partitions.partition_of(entry, partitions.values_of(relative)?)
+    };
     let added = super::footer::data_files_under(
         &store,
         &prefix,
         &data,
         meta.current_schema(),
         meta.default_partition_spec_id(),
+        &partition_of,
     )
     .await?;
     let written: u64 = added.iter().map(|f| f.record_count()).sum();

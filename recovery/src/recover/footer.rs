@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, PrimitiveType, Schema, Type};
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, PrimitiveType, Schema, Struct, Type,
+};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
@@ -74,13 +76,15 @@ fn bound(t: &PrimitiveType, stat: &Statistics, max: bool) -> Option<Datum> {
     }
 }
 
-/// The data-file entry of the Parquet file at `file_path` (as the table names it) from its footer.
+/// The data-file entry of the Parquet file at `file_path` (as the table names it) from its
+/// footer, in `partition` of spec `partition_spec_id`.
 pub fn data_file(
     file_path: &str,
     size: u64,
     meta: &ParquetMetaData,
     schema: &Schema,
     partition_spec_id: i32,
+    partition: Struct,
 ) -> Result<DataFile, EngineError> {
     let mut sizes: HashMap<i32, u64> = HashMap::new();
     let mut values: HashMap<i32, u64> = HashMap::new();
@@ -152,6 +156,7 @@ pub fn data_file(
         .lower_bounds(lower)
         .upper_bounds(upper)
         .partition_spec_id(partition_spec_id)
+        .partition(partition)
         .build()
         .map_err(|e| EngineError::Store {
             location: file_path.to_string(),
@@ -159,14 +164,26 @@ pub fn data_file(
         })
 }
 
-/// The data-file entries of every `.parquet` object under `prefix` of `store`; `location` is
-/// the prefix as the table names it (`file:///…/data/x`, `s3://bucket/…/data/x`).
+/// The partition of a written file: from its path under the listed prefix (`a=1/b=2/f.parquet`)
+/// and its entry (statistics, to check it against); [`unpartitioned`] for an unpartitioned spec.
+pub type PartitionOf<'a> = &'a (dyn Fn(&str, &DataFile) -> Result<Struct, EngineError> + Sync);
+
+/// The partition of every file of an unpartitioned spec.
+#[cfg(test)]
+pub fn unpartitioned(_: &str, _: &DataFile) -> Result<Struct, EngineError> {
+    Ok(Struct::empty())
+}
+
+/// The data-file entries of every `.parquet` object under `prefix` of `store` (in subfolders
+/// too); `location` is the prefix as the table names it (`file:///…/data/x`,
+/// `s3://bucket/…/data/x`), and `partition` gives each file its partition.
 pub async fn data_files_under(
     store: &Arc<dyn ObjectStore>,
     prefix: &Path,
     location: &str,
     schema: &Schema,
     partition_spec_id: i32,
+    partition: PartitionOf<'_>,
 ) -> Result<Vec<DataFile>, EngineError> {
     use futures::TryStreamExt;
     let listed: Vec<_> = store
@@ -180,14 +197,27 @@ pub async fn data_files_under(
         .filter(|o| o.location.as_ref().ends_with(".parquet"))
         .collect();
     listed.sort_by(|a, b| a.location.cmp(&b.location));
+    let base: Vec<_> = prefix.parts().collect();
     for o in listed {
-        let name = o.location.filename().unwrap_or_default().to_string();
+        let relative = o
+            .location
+            .parts()
+            .skip(base.len())
+            .map(|p| p.as_ref().to_string())
+            .collect::<Vec<_>>()
+            .join("/");
         let meta = read_footer(store.as_ref(), &o.location, o.size).await?;
         if meta.file_metadata().num_rows() == 0 {
             continue;
         }
-        let path = format!("{}/{name}", location.trim_end_matches('/'));
-        out.push(data_file(&path, o.size, &meta, schema, partition_spec_id)?);
+        let path = format!("{}/{relative}", location.trim_end_matches('/'));
+        let entry = data_file(&path, o.size, &meta, schema, partition_spec_id, Struct::empty())?;
+        let values = partition(&relative, &entry)?;
+        if values.fields().is_empty() {
+            out.push(entry);
+        } else {
+            out.push(data_file(&path, o.size, &meta, schema, partition_spec_id, values)?);
+        }
     }
     Ok(out)
 }
@@ -381,9 +411,16 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let files = data_files_under(&store, &Path::from("t/data/x"), "s3://b/t/data/x/", &ice, 0)
-            .await
-            .unwrap();
+        let files = data_files_under(
+            &store,
+            &Path::from("t/data/x"),
+            "s3://b/t/data/x/",
+            &ice,
+            0,
+            &unpartitioned,
+        )
+        .await
+        .unwrap();
         assert_eq!(files.len(), 1, "only the Parquet object");
         let f = &files[0];
         assert_eq!(f.file_path(), "s3://b/t/data/x/part-0.parquet");
@@ -401,9 +438,16 @@ mod tests {
             ])
             .build()
             .unwrap();
-        let err = data_files_under(&store, &Path::from("t/data/x"), "s3://b/t/data/x", &other, 0)
-            .await
-            .unwrap_err();
+        let err = data_files_under(
+            &store,
+            &Path::from("t/data/x"),
+            "s3://b/t/data/x",
+            &other,
+            0,
+            &unpartitioned,
+        )
+        .await
+        .unwrap_err();
         assert!(err.to_string().contains("column v"), "{err}");
         // A truncated object is named.
         store
@@ -413,7 +457,7 @@ mod tests {
             )
             .await
             .unwrap();
-        let err = data_files_under(&store, &Path::from("t/bad"), "s3://b/t/bad", &ice, 0)
+        let err = data_files_under(&store, &Path::from("t/bad"), "s3://b/t/bad", &ice, 0, &unpartitioned)
             .await
             .unwrap_err();
         assert!(err.to_string().contains("t/bad/y.parquet"), "{err}");

@@ -20,6 +20,8 @@ pub mod distributed_check;
 pub mod engine;
 #[cfg(feature = "ballista-engine")]
 pub(crate) mod footer;
+#[cfg(feature = "ballista-engine")]
+pub mod partition;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
