@@ -292,23 +292,14 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     let (mut parsed, unparsable) = rebuild::read_metadata(ctx.store, files).await?;
     parsed.retain(|(k, j)| !is_own_rewrite(k, j));
     // What a `replica resync` walked over (and what descends from it) is never a head.
-    let (walked, walked_note) = match resync_record::read(ctx.store, files).await? {
-        Some((key, rec)) => {
-            let gone = resync_record::exclude(&mut parsed, &resync_record::names(&rec));
-            let note = format!(
-                "; {} metadata files walked over by replica resync (or descending from one), recorded in {key}, are \
-                 not candidates (strays)",
-                gone.len()
-            );
-            let note = (!gone.is_empty()).then_some(note);
-            (gone, note)
-        }
-        None => (Vec::new(), None),
-    };
+    let resync_record::Excluded {
+        keys: walked,
+        note: walked_note,
+    } = resync_record::exclude_recorded(ctx.store, files, &mut parsed).await?;
     if parsed.is_empty() && !walked.is_empty() {
         out.status = TableStatus::Held;
         out.strays = walked;
-        out.head_choice = walked_note.unwrap_or_default();
+        out.head_choice = walked_note;
         out.reason = "every metadata file of this table was walked over by replica resync: nothing to follow until \
                       the new primary's files arrive; nothing moved"
             .into();
@@ -319,7 +310,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     out.strays = choice.strays.clone();
     out.strays.extend(walked.iter().cloned());
     out.strays.sort();
-    out.head_choice = format!("{}{}", choice.reason, walked_note.unwrap_or_default());
+    out.head_choice = format!("{}{walked_note}", choice.reason);
     let Some(head_key) = choice.head else {
         out.status = TableStatus::Held;
         out.reason = choice.refused.unwrap_or(choice.reason);

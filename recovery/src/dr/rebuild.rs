@@ -537,19 +537,11 @@ async fn rebuild_table(
     // What a `replica resync` walked over, and what descends from it, is never a head
     // (`resync_record`): an old primary's divergent branch may well be the longest chain. A
     // record that cannot be read refuses the table rather than risk choosing such a file.
-    let (walked, walked_note, unreadable_record) = match super::resync_record::read(store, files).await {
-        Ok(Some((key, rec))) => {
-            let gone = super::resync_record::exclude(&mut parsed, &super::resync_record::names(&rec));
-            let note = format!(
-                "; {} metadata files walked over by replica resync (or descending from one), recorded in {key}, are \
-                 not candidates (strays)",
-                gone.len()
-            );
-            (gone, note, None)
-        }
-        Ok(None) => (Vec::new(), String::new(), None),
-        Err(message) => (Vec::new(), String::new(), Some(message)),
-    };
+    let (walked, walked_note, unreadable_record) =
+        match super::resync_record::exclude_recorded(store, files, &mut parsed).await {
+            Ok(e) => (e.keys, e.note, None),
+            Err(message) => (Vec::new(), String::new(), Some(message)),
+        };
     // An explicit hint wins over the pointer of a catalog being rebuilt into.
     let mut choice = choose_head(&parsed, hint.or(existing.as_deref()));
     let mut strays = choice.strays.clone();

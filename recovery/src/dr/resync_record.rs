@@ -111,7 +111,7 @@ fn parse(location: &str, bytes: &[u8]) -> Result<ResyncRecord, String> {
 }
 
 /// The file names every walk of `rec` walked over.
-pub fn names(rec: &ResyncRecord) -> HashSet<String> {
+fn names(rec: &ResyncRecord) -> HashSet<String> {
     rec.walks
         .iter()
         .flat_map(|w| w.walked_over.iter().map(|f| file_name(f).to_string()))
@@ -120,7 +120,7 @@ pub fn names(rec: &ResyncRecord) -> HashSet<String> {
 
 /// The record of a table folder of a warehouse, when a resync left one. Its key, for messages,
 /// comes with it.
-pub async fn read(store: &dyn ObjectStore, files: &TableFiles) -> Result<Option<(String, ResyncRecord)>, String> {
+async fn read(store: &dyn ObjectStore, files: &TableFiles) -> Result<Option<(String, ResyncRecord)>, String> {
     let Some(first) = files.metadata_keys.first() else {
         return Ok(None);
     };
@@ -130,6 +130,40 @@ pub async fn read(store: &dyn ObjectStore, files: &TableFiles) -> Result<Option<
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(format!("cannot read the resync record {key}: {e}")),
     }
+}
+
+/// What [`exclude_recorded`] took out of a table's candidates: their keys, sorted, and a note for
+/// the head choice naming the record (empty when nothing was taken out).
+pub struct Excluded {
+    pub keys: Vec<String>,
+    pub note: String,
+}
+
+/// Reads the record of the table folder `files` (if a resync left one) and removes from `parsed`
+/// every metadata file it names and every file descending from one ([`exclude`]): what a
+/// `replica resync` walked over is never a head, for the follower and for `catalog rebuild`.
+pub async fn exclude_recorded(
+    store: &dyn ObjectStore,
+    files: &TableFiles,
+    parsed: &mut Vec<(String, Value)>,
+) -> Result<Excluded, String> {
+    let Some((key, rec)) = read(store, files).await? else {
+        return Ok(Excluded {
+            keys: Vec::new(),
+            note: String::new(),
+        });
+    };
+    let keys = exclude(parsed, &names(&rec));
+    let note = if keys.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} metadata files walked over by replica resync (or descending from one), recorded in {key}, are not \
+             candidates (strays)",
+            keys.len()
+        )
+    };
+    Ok(Excluded { keys, note })
 }
 
 /// Removes from `files` every file named in `walked` and every file whose metadata log names one
