@@ -77,7 +77,7 @@ fn run_case(rows: u64, batch: u64, mode: MergeMode) {
             cols.extend(columns(&ids, &vers, &del));
             let events = RecordBatch::try_new(spec.event_schema.clone(), cols).unwrap();
             let started = Instant::now();
-            let unit = UnitOptions { max_attempts: 3, skip_if_applied: None, guard: None, chunk_rows: MERGE_CHUNK_ROWS, range_events: MERGE_CHUNK_ROWS, mode, key_index: Some(&key_index), renames: None };
+            let unit = UnitOptions { max_attempts: 3, skip_if_applied: None, guard: None, chunk_rows: MERGE_CHUNK_ROWS, range_events: MERGE_CHUNK_ROWS, mode, key_index: Some(&key_index), deletes_cache: None, renames: None };
             let c = merge_and_commit_unit(&handle, t, &spec, vec![events].into(), Default::default(), &SystemClock, &RandomIds, &unit)
                 .await
                 .unwrap();

@@ -14,7 +14,7 @@
 //! commit is never lost. A conflicting payload stops the applier before its unit is committed.
 //! How one unit is merged and committed is in [`crate::apply_unit`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use arrow::array::RecordBatch;
@@ -28,7 +28,9 @@ use tidemark_journal::journal::StoredManifest;
 use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
 
-use crate::apply_mor::{MergeMode, WriteStats};
+pub use crate::apply_group::Grouping;
+use crate::apply_group::units;
+use crate::apply_mor::{MergeMode, PhaseTimes, WriteStats, micros};
 pub(crate) use crate::apply_unit::sort_by_key;
 pub use crate::apply_unit::{Committed, UnitEvents, UnitOptions, merge_and_commit, merge_and_commit_unit};
 use crate::catalog::CatalogHandle;
@@ -93,6 +95,21 @@ pub enum ApplyError {
     Fenced(String),
     #[error("merge spill {path}: {message}")]
     Spill { path: String, message: String },
+    /// `error` stopped a unit after some of its files were written, and not all of them could
+    /// be deleted: `left` names each (path: why). They are in no snapshot (orphans).
+    #[error("{error}; {n} file(s) written for it are in no snapshot and could not be deleted: {list}", n = .left.len(), list = .left.join("; "))]
+    Uncleaned { error: Box<ApplyError>, left: Vec<String> },
+}
+
+impl ApplyError {
+    /// A conflicting payload (exit 4), also when files were left behind.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            ApplyError::Merge(m) => m.is_conflict(),
+            ApplyError::Uncleaned { error, .. } => error.is_conflict(),
+            _ => false,
+        }
+    }
 }
 
 /// Checked right before every table commit: a fenced writer (the route moved past the
@@ -106,8 +123,9 @@ pub trait CommitGuard: Send + Sync {
 pub struct ApplyOptions {
     /// Apply up to this position (default: everything verified).
     pub until: Option<u64>,
-    /// Manifests merged per table commit.
-    pub batches_per_commit: usize,
+    /// Journal batches (manifests) merged per table commit: by default every batch waiting, up
+    /// to a bound ([`crate::apply_group`]); `--batches-per-commit N` is [`Grouping::Fixed`].
+    pub grouping: Grouping,
     /// Attempts per unit when another writer commits concurrently.
     pub max_attempts: usize,
     /// `after-commit:N`: stop after the N-th commit, before its checkpoint (a simulated crash).
@@ -152,7 +170,7 @@ impl Default for ApplyOptions {
     fn default() -> Self {
         ApplyOptions {
             until: None,
-            batches_per_commit: 1,
+            grouping: Grouping::default(),
             max_attempts: 5,
             failpoint: None,
             guard: None,
@@ -185,6 +203,8 @@ pub struct ApplyReport {
     pub compactions: u64,
     pub compaction_writes: WriteStats,
     pub compaction_ms: u64,
+    /// Where the time went (verify, events, table reads, merge, writes, commits, checkpoints).
+    pub phases: PhaseTimes,
     pub elapsed_ms: u64,
     /// S3 requests the command made through tidemark's S3 client (the journal and checkpoints),
     /// retried and failed; absent when it made none.
@@ -199,6 +219,8 @@ pub struct ApplyProgress {
     pub target: u64,
     pub commits: u64,
     pub events: u64,
+    /// Bytes of data and delete files the commits wrote so far.
+    pub bytes_written: u64,
 }
 
 /// What the table says it holds: the newest tidemark commit in the current snapshot's ancestry.
@@ -381,6 +403,7 @@ pub async fn apply(
     report.started_after_position = state.position;
 
     // Verify the chain from the applied point (the checkpoint's manifest) to the target.
+    let t = Instant::now();
     let after = ChainPoint::recorded(journal, state.manifest_sequence, &state.manifest_digest).await?;
     let chain = verify(
         journal,
@@ -392,6 +415,7 @@ pub async fn apply(
         &mut |_| {},
     )
     .await?;
+    report.phases.verify_us = micros(t);
     if let Some(b) = &chain.report.first_break {
         return Err(ApplyError::ChainBroken {
             journal: journal.url(),
@@ -406,12 +430,16 @@ pub async fn apply(
         (None, None) => state.position,
     };
     let pending: Vec<&StoredManifest> = chain.range(state.position, target).collect();
+    let mut queue: VecDeque<Vec<&StoredManifest>> = units(&pending, state.position, target, opts.grouping).into();
     let mut commits = 0u64;
     let key_index = std::sync::Mutex::new(KeyIndex::default());
-    for unit in pending.chunks(opts.batches_per_commit.max(1)) {
-        let last_manifest = unit.last().expect("non-empty chunk");
+    let deletes_cache = crate::table::files::PositionDeleteCache::default();
+    while let Some(unit) = queue.pop_front() {
+        let last_manifest = *unit.last().expect("non-empty unit");
         let to = last_manifest.manifest.last_position.min(target);
-        let events = read_events(journal, unit, state.position, to).await?;
+        let t = Instant::now();
+        let events = read_events(journal, &unit, state.position, to).await?;
+        report.phases.read_events_us += micros(t);
         let mut summary = HashMap::new();
         summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
         summary.insert(PROP_FIRST_POSITION.to_string(), (state.position + 1).to_string());
@@ -421,7 +449,7 @@ pub async fn apply(
             last_manifest.manifest.sequence.to_string(),
         );
         summary.insert(PROP_MANIFEST_DIGEST.to_string(), last_manifest.digest.clone());
-        let unit = UnitOptions {
+        let unit_opts = UnitOptions {
             max_attempts: opts.max_attempts,
             skip_if_applied: Some(to),
             guard: opts.guard.as_ref().map(|g| g.0.as_ref()),
@@ -430,13 +458,40 @@ pub async fn apply(
             mode,
             renames: None,
             key_index: Some(&key_index),
+            deletes_cache: Some(&deletes_cache),
         };
-        let c = merge_and_commit_unit(handle, table, spec, events.into(), summary, clock, ids, &unit).await?;
+        let c = match merge_and_commit_unit(
+            handle,
+            table.clone(),
+            spec,
+            events.into(),
+            summary,
+            clock,
+            ids,
+            &unit_opts,
+        )
+        .await
+        {
+            Ok(c) => c,
+            // A conflict in a unit the default grouping made: that unit again one batch a
+            // commit, so that the applier stops where, and with the report, it would at one
+            // batch a commit (the batches before the conflicting one are applied).
+            Err(e @ ApplyError::Merge(_))
+                if e.is_conflict() && matches!(opts.grouping, Grouping::Waiting { .. }) && unit.len() > 1 =>
+            {
+                for m in unit.into_iter().rev() {
+                    queue.push_front(vec![m]);
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let committed = c.committed;
         table = c.table;
         report.retries += c.retries;
         report.merge.add(&c.stats);
         report.writes.add(&c.writes);
+        report.phases.add(&c.times);
         state = AppliedState {
             position: to,
             manifest_sequence: last_manifest.manifest.sequence,
@@ -451,7 +506,9 @@ pub async fn apply(
             }
             tidemark_journal::failpoint::hit("apply:after-commit");
         }
+        let t = Instant::now();
         write_checkpoint(journal, &table, &state, clock).await?;
+        report.phases.checkpoint_us += micros(t);
         tidemark_journal::failpoint::hit("apply:after-checkpoint");
         report.checkpoints_written += 1;
         report.applied_to_position = to;
@@ -477,6 +534,7 @@ pub async fn apply(
             target,
             commits: report.commits,
             events: report.merge.events,
+            bytes_written: report.writes.bytes_written(),
         });
     }
     report.snapshot_id = table.metadata().current_snapshot_id();

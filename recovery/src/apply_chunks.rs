@@ -15,6 +15,8 @@
 //! conflict in the second chunk is reported even when the first is still running, and a failed
 //! write of an earlier chunk before a later chunk's conflict); everything still running is
 //! aborted, and nothing is committed (the caller commits only after every chunk succeeded).
+//! What the chunks before the failing one wrote comes back with the error ([`ChunksFailed`]):
+//! those files are in no snapshot, and the caller deletes them ([`discard`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -22,6 +24,9 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{JoinError, JoinHandle};
+
+use iceberg::spec::DataFile;
+use iceberg::table::Table;
 
 use crate::apply::ApplyError;
 use crate::merge::MergeError;
@@ -62,6 +67,44 @@ fn joined<T>(r: Result<Result<T, ApplyError>, JoinError>) -> Result<T, ApplyErro
     }
 }
 
+/// A failed [`in_order`]: the first error in chunk order, and the results of the writes that
+/// completed before it (files written for a unit that will not be committed).
+pub(crate) struct ChunksFailed<U> {
+    pub(crate) error: ApplyError,
+    pub(crate) written: Vec<U>,
+}
+
+/// Deletes `files`, written for a unit that stopped before its commit, best effort (each
+/// delete is tried), and returns `error`, which stays the error: unchanged when every file was
+/// deleted, else wrapped with each file left and why ([`ApplyError::Uncleaned`]).
+pub(crate) async fn discard(table: &Table, error: ApplyError, files: Vec<DataFile>) -> ApplyError {
+    let mut left = Vec::new();
+    for f in files {
+        if let Err(e) = table.file_io().delete(f.file_path()).await {
+            left.push(format!("{}: {e}", f.file_path()));
+        }
+    }
+    if left.is_empty() {
+        error
+    } else {
+        ApplyError::Uncleaned {
+            error: Box::new(error),
+            left,
+        }
+    }
+}
+
+/// [`discard`] of what a failed [`in_order`] wrote, plus `earlier` (files the unit wrote before).
+pub(crate) async fn discard_failed(
+    table: &Table,
+    failed: ChunksFailed<Vec<DataFile>>,
+    earlier: Vec<DataFile>,
+) -> ApplyError {
+    let mut files = earlier;
+    files.extend(failed.written.into_iter().flatten());
+    discard(table, failed.error, files).await
+}
+
 /// Runs `compute` then `write` for every item, `limit` items at a time (see the module
 /// documentation), and returns the writes' results in the items' order.
 pub(crate) async fn in_order<I, T, U, C, CF, W, WF>(
@@ -69,7 +112,7 @@ pub(crate) async fn in_order<I, T, U, C, CF, W, WF>(
     limit: usize,
     mut compute: C,
     mut write: W,
-) -> Result<Vec<U>, ApplyError>
+) -> Result<Vec<U>, ChunksFailed<U>>
 where
     I: IntoIterator,
     C: FnMut(I::Item) -> CF,
@@ -111,7 +154,10 @@ where
             // if any: the front write's error is the first in chunk order.
             Step::Written(r) => {
                 writing.pop_front();
-                out.push(r?);
+                match r {
+                    Ok(u) => out.push(u),
+                    Err(error) => return Err(ChunksFailed { error, written: out }),
+                }
             }
             Step::Computed(r, permit) => {
                 computing.pop_front();
@@ -121,13 +167,17 @@ where
                         drop(permit);
                         r
                     }))),
-                    Err(e) => {
+                    Err(error) => {
                         drop(permit);
-                        // Earlier chunks' writes come first in chunk order.
+                        // Earlier chunks' writes come first in chunk order; what they wrote
+                        // goes back with the error.
                         while let Some(mut w) = writing.pop_front() {
-                            joined((&mut w.0).await)?;
+                            match joined((&mut w.0).await) {
+                                Ok(u) => out.push(u),
+                                Err(error) => return Err(ChunksFailed { error, written: out }),
+                            }
                         }
-                        return Err(e);
+                        return Err(ChunksFailed { error, written: out });
                     }
                 }
             }

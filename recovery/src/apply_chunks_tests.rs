@@ -4,7 +4,8 @@
 //! name for name, with two chunks in flight as with one, and a conflict in the second chunk
 //! stops everything with nothing committed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,7 +87,8 @@ async fn run(
             })
         },
     )
-    .await;
+    .await
+    .map_err(|f| f.error);
     let started = started.into_inner().unwrap();
     (r, started, gauge)
 }
@@ -192,6 +194,7 @@ async fn merge_with(
 async fn six_files(j: &Journal, handle: &CatalogHandle, name: &str) {
     let opts = crate::apply::ApplyOptions {
         until: Some(60),
+        grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     };
     crate::apply::apply(j, handle, name, &opts, &clock(), &SeededIds::new(1), &mut |_| {})
@@ -334,4 +337,135 @@ async fn a_conflict_in_the_second_of_two_concurrent_chunks_commits_nothing() {
         }
         assert_eq!(errors[0], errors[1], "{case}");
     }
+}
+
+/// Every file under the table's location (its data and metadata folders).
+fn files_at(t: &iceberg::table::Table) -> BTreeSet<PathBuf> {
+    let loc = t.metadata().location();
+    let root = loc
+        .strip_prefix("file://")
+        .or_else(|| loc.strip_prefix("file:"))
+        .unwrap_or(loc);
+    let mut out = BTreeSet::new();
+    let mut dirs = vec![PathBuf::from(root)];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.insert(p);
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_in_a_later_chunk_leaves_no_file_behind() {
+    // The applier's unit (in memory): six chunks, a conflict in the second (k013); the first
+    // chunk's files are written before the conflict is seen, and must not stay behind.
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &six_ranges_text(), 10).await;
+    let handle = catalog_in(dir.path()).await;
+    six_files(&j, &handle, "shop.orders").await;
+    let events = events_of(&j, 60, 101).await;
+    let mut second = events.clone();
+    second.push(twin(&events, "k013", 200));
+    for limit in [1, 2] {
+        let t = table::load_table(&handle, "shop.orders").await.unwrap();
+        let before = files_at(&t);
+        let err = merge_with(
+            limit,
+            &handle,
+            "shop.orders",
+            &j,
+            second.clone().into(),
+            1,
+            1,
+            30 + limit as u64,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, ApplyError::Merge(m) if m.is_conflict()),
+            "limit {limit}: the conflict itself: {err}"
+        );
+        assert_eq!(
+            files_at(&t).difference(&before).collect::<Vec<_>>(),
+            Vec::<&PathBuf>::new(),
+            "limit {limit}: files left under the table's location"
+        );
+    }
+    // The replay's spilled merge: ranges of about 100 events, a conflict in the last one.
+    let g = journal_in(&dir.path().join("gen"), &generate::ndjson(14, 600, 1, EVENTS), 250).await;
+    let mut events = range_events(&g).await;
+    let last_key = events.iter().flat_map(|b| strings(b, "order_id")).max().unwrap();
+    events.push(twin(&events, &last_key, 100_000));
+    for limit in [1, 2] {
+        let name = format!("shop.spill_orphans_{limit}");
+        let t = base_table(&g, &handle, &name, 40 + limit as u64).await;
+        let before = files_at(&t);
+        let s = spill(&g, &dir.path().join(format!("orphans{limit}")), &events);
+        let err = merge_with(
+            limit,
+            &handle,
+            &name,
+            &g,
+            UnitEvents::Spilled(s),
+            150,
+            100,
+            50 + limit as u64,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, ApplyError::Merge(m) if m.is_conflict()),
+            "spilled, limit {limit}: the conflict itself: {err}"
+        );
+        assert_eq!(
+            files_at(&t).difference(&before).collect::<Vec<_>>(),
+            Vec::<&PathBuf>::new(),
+            "spilled, limit {limit}: files left under the table's location"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_that_cannot_be_deleted_is_named_beside_the_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal"), &six_ranges_text(), 10).await;
+    let handle = catalog_in(dir.path()).await;
+    six_files(&j, &handle, "shop.orders").await;
+    let t = table::load_table(&handle, "shop.orders").await.unwrap();
+    let (files, _) = live_files(&t).await.unwrap();
+    // A file this table's storage cannot delete (another scheme), and one it can.
+    let mut gone = iceberg::spec::DataFileBuilder::default();
+    gone.content(iceberg::spec::DataContentType::Data)
+        .file_path("s3://nowhere/gone.parquet".into())
+        .file_format(iceberg::spec::DataFileFormat::Parquet)
+        .partition(iceberg::spec::Struct::empty())
+        .record_count(1)
+        .file_size_in_bytes(1);
+    let deletable = files[0].clone();
+    let err = crate::apply_chunks::discard(&t, conflict(7), vec![gone.build().unwrap(), deletable.clone()]).await;
+    assert!(err.is_conflict(), "still the conflict: {err}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&conflict(7).to_string())
+            && msg.contains("1 file(s)")
+            && msg.contains("s3://nowhere/gone.parquet"),
+        "{msg}"
+    );
+    assert!(!msg.contains(deletable.file_path()), "{msg}");
+    assert_eq!(
+        crate::exit::code_of(&anyhow::Error::new(err)),
+        crate::exit::VERIFY_FAILED
+    );
+    let path = deletable.file_path();
+    let local = path
+        .strip_prefix("file://")
+        .or_else(|| path.strip_prefix("file:"))
+        .unwrap_or(path);
+    assert!(!std::path::Path::new(local).exists(), "the other file was deleted");
 }

@@ -14,6 +14,7 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
 use crate::apply::{ApplyError, ROWS_PER_FILE, sort_by_key};
+use crate::apply_chunks::discard;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::table::files::Deletes;
@@ -70,12 +71,55 @@ impl WriteStats {
     }
 }
 
+/// Where the applier's time went, summed over its units, in microseconds (`apply --json`,
+/// the suite's applier runs): what a commit's fixed cost is made of.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct PhaseTimes {
+    /// Verifying the journal chain from the applied point (once per run).
+    pub verify_us: u64,
+    /// Reading and decoding the units' events.
+    pub read_events_us: u64,
+    /// Reading the snapshot's manifests and position deletes (each unit).
+    pub table_files_us: u64,
+    /// Merge-on-read: finding the rows the events replace (the first unit also builds the key
+    /// index).
+    pub locate_us: u64,
+    /// The merge (copy-on-write: reading, merging and writing the key-range chunks).
+    pub merge_us: u64,
+    /// Merge-on-read: writing the data files and the position delete file.
+    pub write_us: u64,
+    /// The catalog commit (manifests, manifest list, metadata, the swap).
+    pub commit_us: u64,
+    /// Writing the checkpoints.
+    pub checkpoint_us: u64,
+}
+
+impl PhaseTimes {
+    pub fn add(&mut self, o: &PhaseTimes) {
+        self.verify_us += o.verify_us;
+        self.read_events_us += o.read_events_us;
+        self.table_files_us += o.table_files_us;
+        self.locate_us += o.locate_us;
+        self.merge_us += o.merge_us;
+        self.write_us += o.write_us;
+        self.commit_us += o.commit_us;
+        self.checkpoint_us += o.checkpoint_us;
+    }
+}
+
+/// Microseconds since `t`.
+pub(crate) fn micros(t: std::time::Instant) -> u64 {
+    t.elapsed().as_micros() as u64
+}
+
 /// A merge-on-read unit's files, not yet committed.
 pub struct MorUnit {
     pub added: Vec<DataFile>,
     pub deletes: Vec<DataFile>,
     pub stats: MergeStats,
     pub writes: WriteStats,
+    /// Its locate, merge and write times.
+    pub times: PhaseTimes,
 }
 
 /// Merges `events` into the rows of `candidates` (the live data files that may hold their keys,
@@ -115,6 +159,8 @@ pub async fn merge_on_read(
         &arrow_schema::DataType::Int64,
     )
     .map_err(MergeError::Input)?;
+    let mut times = PhaseTimes::default();
+    let t = std::time::Instant::now();
     let (versions, cur_schema) = match version_field_id {
         Some(field_id) if !own_columns => (
             Some(Versions {
@@ -137,6 +183,8 @@ pub async fn merge_on_read(
         index,
     )
     .await?;
+    times.locate_us = micros(t);
+    let t = std::time::Instant::now();
     let cur_schema = &cur_schema;
     // The key column of each located batch (shared, not copied), to match the upserts against.
     let located_keys: Vec<arrow::array::ArrayRef> = located.rows.iter().map(|b| b.column(key_index).clone()).collect();
@@ -171,6 +219,8 @@ pub async fn merge_on_read(
         }
         at += keys.len();
     }
+    times.merge_us = micros(t);
+    let t = std::time::Instant::now();
     let version_index = (!own_columns)
         .then(|| schema.index_of(&spec.spec.version_column).ok())
         .flatten();
@@ -180,7 +230,10 @@ pub async fn merge_on_read(
         while offset < batch.num_rows() {
             let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
             let slice = batch.slice(offset, len);
-            let files = write_data_file(table, std::slice::from_ref(&slice), ids.uuid()).await?;
+            let files = match write_data_file(table, std::slice::from_ref(&slice), ids.uuid()).await {
+                Ok(files) => files,
+                Err(e) => return Err(discard(table, e.into(), added).await),
+            };
             // The file's keys and versions are known: the next unit need not scan it.
             if let [file] = files.as_slice()
                 && file.record_count() == len as u64
@@ -206,19 +259,21 @@ pub async fn merge_on_read(
     }
     writes.count_data(&added);
     writes.position_deletes_written = dead.len() as u64;
-    let deletes: Vec<DataFile> = write_position_deletes(table, dead, ids.uuid())
-        .await?
-        .into_iter()
-        .collect();
+    let deletes: Vec<DataFile> = match write_position_deletes(table, dead, ids.uuid()).await {
+        Ok(d) => d.into_iter().collect(),
+        Err(e) => return Err(discard(table, e.into(), added).await),
+    };
     for d in &deletes {
         writes.delete_files_written += 1;
         writes.delete_bytes_written += d.file_size_in_bytes();
     }
+    times.write_us = micros(t);
     Ok(MorUnit {
         added,
         deletes,
         stats,
         writes,
+        times,
     })
 }
 

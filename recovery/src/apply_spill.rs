@@ -35,7 +35,7 @@ use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
-use crate::apply_chunks::{in_order, limit};
+use crate::apply_chunks::{discard_failed, in_order, limit};
 use crate::apply_unit::{Merged, UnitFiles, sort_by_key, write_files};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
@@ -303,7 +303,7 @@ pub(crate) async fn copy_on_write_spilled(
     let mut rewritten: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     // Two ranges at a time ([`crate::apply_chunks`]); a range without events is skipped.
     let work = (0..ranges.count).filter(|&r| ranges.file(r).exists());
-    let mut added = in_order(
+    let added = in_order(
         work,
         limit(),
         |r| {
@@ -357,7 +357,12 @@ pub(crate) async fn copy_on_write_spilled(
             Ok(write_files(table, m.sorted, ids))
         },
     )
-    .await?;
+    .await;
+    // A range that failed (a conflict in a later range): the earlier ranges' files go.
+    let mut added = match added {
+        Ok(added) => added,
+        Err(failed) => return Err(discard_failed(table, failed, Vec::new()).await),
+    };
     // A rewritten file's rows in the ranges that did not rewrite it: unchanged, carried over
     // (two files at a time, as the ranges).
     let carried: Vec<(DataFile, BTreeSet<usize>)> = rewritten
@@ -368,34 +373,36 @@ pub(crate) async fn copy_on_write_spilled(
             (!whole).then(|| (f.clone(), by.clone()))
         })
         .collect();
-    added.extend(
-        in_order(
-            carried,
-            limit(),
-            |(f, by)| {
-                let (table, schema, deletes, cuts, spec) = (
-                    table.clone(),
-                    schema.clone(),
-                    deletes.clone(),
-                    cuts.clone(),
-                    spec.clone(),
-                );
-                async move {
-                    let mut rows = Vec::new();
-                    for b in read_files(&table, &[&f], &schema, None, &deletes).await? {
-                        rows.push(rows_in(&b, key_col, key_t, &cuts, |x| !by.contains(&x))?);
-                    }
-                    let kept: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
-                    Ok((kept, sort_by_key(&schema, &rows, &spec.spec.key_column)?))
+    let carried = in_order(
+        carried,
+        limit(),
+        |(f, by)| {
+            let (table, schema, deletes, cuts, spec) = (
+                table.clone(),
+                schema.clone(),
+                deletes.clone(),
+                cuts.clone(),
+                spec.clone(),
+            );
+            async move {
+                let mut rows = Vec::new();
+                for b in read_files(&table, &[&f], &schema, None, &deletes).await? {
+                    rows.push(rows_in(&b, key_col, key_t, &cuts, |x| !by.contains(&x))?);
                 }
-            },
-            |(kept, sorted): (u64, Vec<RecordBatch>)| {
-                stats.rows_kept += kept;
-                Ok(write_files(table, sorted, ids))
-            },
-        )
-        .await?,
-    );
+                let kept: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
+                Ok((kept, sort_by_key(&schema, &rows, &spec.spec.key_column)?))
+            }
+        },
+        |(kept, sorted): (u64, Vec<RecordBatch>)| {
+            stats.rows_kept += kept;
+            Ok(write_files(table, sorted, ids))
+        },
+    )
+    .await;
+    match carried {
+        Ok(carried) => added.extend(carried),
+        Err(failed) => return Err(discard_failed(table, failed, added.into_iter().flatten().collect()).await),
+    }
     let removed: Vec<String> = rewritten.into_keys().collect();
     Ok(UnitFiles::copy_on_write(
         removed,

@@ -30,6 +30,7 @@ pub(crate) const EVENTS: u64 = 3_000;
 pub(crate) async fn base_table(j: &Journal, handle: &CatalogHandle, name: &str, seed: u64) -> iceberg::table::Table {
     let opts = ApplyOptions {
         until: Some(BASE),
+        grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     };
     apply(j, handle, name, &opts, &clock(), &SeededIds::new(seed), &mut |_| {})

@@ -124,6 +124,7 @@ async fn a_stop_between_commit_and_checkpoint_changes_nothing() {
     let handle = catalog_in(dir.path()).await;
     let crash = ApplyOptions {
         failpoint: Some("after-commit:2".into()),
+        grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     };
     let err = apply(
@@ -214,7 +215,7 @@ async fn a_conflicting_payload_commits_nothing() {
     .unwrap();
     let handle = catalog_in(dir.path()).await;
     let one_unit = ApplyOptions {
-        batches_per_commit: 2,
+        grouping: crate::apply::Grouping::Fixed(2),
         ..Default::default()
     };
     let err = apply(
@@ -387,6 +388,7 @@ async fn a_unit_merged_in_key_range_chunks_equals_the_reference() {
             &ApplyOptions {
                 until: Some(60),
                 chunk_rows,
+                grouping: crate::apply::Grouping::Fixed(1),
                 ..Default::default()
             },
             &clock(),
@@ -406,7 +408,7 @@ async fn a_unit_merged_in_key_range_chunks_equals_the_reference() {
             &handle,
             "shop.orders",
             &ApplyOptions {
-                batches_per_commit: 100,
+                grouping: crate::apply::Grouping::Fixed(100),
                 chunk_rows,
                 ..Default::default()
             },
@@ -448,7 +450,14 @@ async fn apply_through_lost_replies_and_errors() {
     };
     let handle = catalog_in(dir.path()).await;
     let ids = SeededIds::new(3);
-    let r = apply_all(&jf, &handle, &ids).await;
+    // A commit and a checkpoint per batch: eight checkpoint writes to lose the replies of.
+    let one = ApplyOptions {
+        grouping: crate::apply::Grouping::Fixed(1),
+        ..Default::default()
+    };
+    let r = apply(&jf, &handle, "shop.orders", &one, &clock(), &ids, &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!(r.applied_to_position, 200);
     assert!(faulty.injected() >= 8, "{}", faulty.injected());
     assert_eq!(table_rows(&handle, "shop.orders").await, reference_of(&j).await.rows);

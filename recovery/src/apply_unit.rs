@@ -13,15 +13,16 @@ use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
 use crate::apply::{ApplyError, CommitGuard, ROWS_PER_FILE, applied_state};
-use crate::apply_chunks::{in_order, limit};
-use crate::apply_mor::{MergeMode, WriteStats, merge_on_read};
+use crate::apply_chunks::{discard, discard_failed, in_order, limit};
+use crate::apply_mor::{MergeMode, PhaseTimes, WriteStats, merge_on_read, micros};
 use crate::apply_spill::{SpilledEvents, copy_on_write_spilled};
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
+use crate::table::files::PositionDeleteCache;
 use crate::table::key_index::KeyIndex;
-use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files, prunable, read_files, split_rows};
+use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files_cached, prunable, read_files, split_rows};
 use crate::table::{self, CommitStamp, arrow_schema, commit_row_delta, write_data_file};
 
 /// The events of one unit: in memory, or spilled to disk (a recovery's replay range, see
@@ -66,6 +67,7 @@ pub async fn merge_and_commit(
         range_events,
         mode: MergeMode::CopyOnWrite,
         key_index: None,
+        deletes_cache: None,
         renames,
     };
     let c = merge_and_commit_unit(handle, table, spec, events, summary, clock, ids, &unit).await?;
@@ -84,6 +86,8 @@ pub struct UnitOptions<'a> {
     pub mode: MergeMode,
     /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
     pub key_index: Option<&'a std::sync::Mutex<KeyIndex>>,
+    /// The position delete files earlier units read (see [`PositionDeleteCache`]).
+    pub deletes_cache: Option<&'a PositionDeleteCache>,
     /// The spec's columns another writer renamed, as resolved elsewhere (a recovery resolves
     /// them in its source snapshot's schema history, which the recovered table does not have);
     /// `None`: resolved in the table's own history ([`table::spec_arrow_schema`]).
@@ -95,6 +99,9 @@ pub struct Committed {
     pub table: Table,
     pub stats: MergeStats,
     pub writes: WriteStats,
+    /// Where the unit's time went (its last attempt's merge; every attempt's table reads and
+    /// commits).
+    pub times: PhaseTimes,
     pub retries: u64,
     pub committed: bool,
 }
@@ -106,6 +113,7 @@ pub(crate) struct UnitFiles {
     pub(crate) deletes: Vec<DataFile>,
     pub(crate) stats: MergeStats,
     pub(crate) writes: WriteStats,
+    pub(crate) times: PhaseTimes,
 }
 
 impl UnitFiles {
@@ -122,6 +130,7 @@ impl UnitFiles {
             deletes: Vec::new(),
             stats,
             writes,
+            times: PhaseTimes::default(),
         }
     }
 }
@@ -165,8 +174,12 @@ pub async fn merge_and_commit_unit(
         .unwrap_or(-1);
     let max_attempts = unit.max_attempts.max(1);
     let mut retries = 0;
+    let mut times = PhaseTimes::default();
     for attempt in 1..=max_attempts {
-        let (files, deletes) = live_files(&table).await?;
+        let t = std::time::Instant::now();
+        let (files, deletes) = live_files_cached(&table, unit.deletes_cache).await?;
+        times.table_files_us += micros(t);
+        let t = std::time::Instant::now();
         let candidates = if prunable(key_t) {
             files_for_keys(&files, key_field_id, &keys)
         } else {
@@ -237,14 +250,21 @@ pub async fn merge_and_commit_unit(
                     deletes: m.deletes,
                     stats: m.stats,
                     writes: m.writes,
+                    times: m.times,
                 }
             }
         };
+        if unit.mode == MergeMode::CopyOnWrite {
+            times.merge_us = micros(t);
+        } else {
+            (times.locate_us, times.merge_us, times.write_us) = (f.times.locate_us, f.times.merge_us, f.times.write_us);
+        }
         if f.added.is_empty() && f.removed.is_empty() && f.deletes.is_empty() {
             return Ok(Committed {
                 table,
                 stats: f.stats,
                 writes: f.writes,
+                times,
                 retries,
                 committed: false,
             });
@@ -253,10 +273,17 @@ pub async fn merge_and_commit_unit(
             id: ids.uuid(),
             at: clock.now(),
         };
-        if let Some(g) = unit.guard {
-            g.check().await.map_err(ApplyError::Fenced)?;
+        if let Some(g) = unit.guard
+            && let Err(e) = g.check().await
+        {
+            // Refused before the commit: the unit's files are in no snapshot.
+            let written = f.added.into_iter().chain(f.deletes).collect();
+            return Err(discard(&table, ApplyError::Fenced(e), written).await);
         }
-        match commit_row_delta(handle, &table, &f.removed, f.added, f.deletes, summary.clone(), stamp).await {
+        let t0 = std::time::Instant::now();
+        let committed = commit_row_delta(handle, &table, &f.removed, f.added, f.deletes, summary.clone(), stamp).await;
+        times.commit_us += micros(t0);
+        match committed {
             Ok(t) => {
                 let mut stats = f.stats;
                 stats.files_rewritten = f.removed.len() as u64;
@@ -264,6 +291,7 @@ pub async fn merge_and_commit_unit(
                     table: t,
                     stats,
                     writes: f.writes,
+                    times,
                     retries,
                     committed: true,
                 });
@@ -278,6 +306,7 @@ pub async fn merge_and_commit_unit(
                         table,
                         stats: f.stats,
                         writes: WriteStats::default(),
+                        times,
                         retries,
                         committed: false,
                     });
@@ -346,7 +375,12 @@ async fn copy_on_write(
             Ok(write_files(table, m.sorted, ids))
         },
     )
-    .await?;
+    .await;
+    // A chunk that failed (a conflict in a later chunk): the earlier chunks' files go.
+    let added = match added {
+        Ok(added) => added,
+        Err(failed) => return Err(discard_failed(table, failed, Vec::new()).await),
+    };
     Ok(UnitFiles::copy_on_write(
         removed,
         added.into_iter().flatten().collect(),
@@ -402,7 +436,11 @@ pub(crate) fn write_files(
     async move {
         let mut added = Vec::new();
         for (batch, id) in files {
-            added.extend(write_data_file(&table, &[batch], id).await?);
+            match write_data_file(&table, &[batch], id).await {
+                Ok(f) => added.extend(f),
+                // The files written before the failed one are in no snapshot either.
+                Err(e) => return Err(discard(&table, e.into(), added).await),
+            }
         }
         Ok(added)
     }

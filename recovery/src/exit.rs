@@ -101,6 +101,7 @@ fn apply_code(e: &crate::apply::ApplyError) -> u8 {
         A::Failpoint(_) => FAILURE,
         A::Fenced(_) => CONFLICT,
         A::Spill { .. } => FAILURE,
+        A::Uncleaned { error, .. } => apply_code(error),
     }
 }
 
@@ -173,6 +174,37 @@ fn warm_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     None
 }
 
+fn recover_code(e: &crate::recover::RecoverError) -> u8 {
+    use crate::recover::RecoverError as R;
+    match e {
+        R::Journal(j) => journal_code(j),
+        R::Table(t) => table_code(t),
+        R::Merge(m) if m.is_conflict() => VERIFY_FAILED,
+        R::MissingFile { .. }
+        | R::ChainBroken { .. }
+        | R::Validation { .. }
+        | R::OtherJournal { .. }
+        | R::CheckpointMismatch { .. } => VERIFY_FAILED,
+        R::BeyondVerified { .. }
+        | R::NoCheckpoint { .. }
+        | R::UnknownSnapshot { .. }
+        | R::NoPosition { .. }
+        | R::Unsupported { .. } => BAD_INPUT,
+        R::TargetExists { .. } => CONFLICT,
+        #[cfg(feature = "ballista-engine")]
+        R::Engine(e) => {
+            use crate::recover::engine::EngineError as E;
+            match e {
+                E::BadEngine { .. } => BAD_INPUT,
+                E::Unreachable { .. } | E::JobFailed { .. } => CLUSTER,
+                E::Store { .. } => FAILURE,
+            }
+        }
+        R::Uncleaned { error, .. } => recover_code(error),
+        _ => FAILURE,
+    }
+}
+
 /// The exit code of an error: the first cause in its chain that has a known kind.
 pub fn code_of(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
@@ -199,33 +231,7 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
             };
         }
         if let Some(e) = cause.downcast_ref::<crate::recover::RecoverError>() {
-            use crate::recover::RecoverError as R;
-            return match e {
-                R::Journal(j) => journal_code(j),
-                R::Table(t) => table_code(t),
-                R::Merge(m) if m.is_conflict() => VERIFY_FAILED,
-                R::MissingFile { .. }
-                | R::ChainBroken { .. }
-                | R::Validation { .. }
-                | R::OtherJournal { .. }
-                | R::CheckpointMismatch { .. } => VERIFY_FAILED,
-                R::BeyondVerified { .. }
-                | R::NoCheckpoint { .. }
-                | R::UnknownSnapshot { .. }
-                | R::NoPosition { .. }
-                | R::Unsupported { .. } => BAD_INPUT,
-                R::TargetExists { .. } => CONFLICT,
-                #[cfg(feature = "ballista-engine")]
-                R::Engine(e) => {
-                    use crate::recover::engine::EngineError as E;
-                    match e {
-                        E::BadEngine { .. } => BAD_INPUT,
-                        E::Unreachable { .. } | E::JobFailed { .. } => CLUSTER,
-                        E::Store { .. } => FAILURE,
-                    }
-                }
-                _ => FAILURE,
-            };
+            return recover_code(e);
         }
         if let Some(e) = cause.downcast_ref::<crate::dr::backup::BackupError>() {
             use crate::dr::backup::BackupError as B;

@@ -5,6 +5,9 @@ pub mod apply;
 pub(crate) mod apply_chunks;
 #[cfg(test)]
 mod apply_chunks_tests;
+pub mod apply_group;
+#[cfg(test)]
+mod apply_group_tests;
 pub mod apply_mor;
 pub mod apply_spill;
 #[cfg(test)]

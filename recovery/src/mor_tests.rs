@@ -26,10 +26,13 @@ use crate::table::{self, commit_properties};
 
 const TABLE: &str = "shop.orders";
 
+/// Merge-on-read, never compacting, a commit per batch (so that a journal of a few batches makes
+/// a few commits and delete files).
 fn mor() -> ApplyOptions {
     ApplyOptions {
         merge_mode: Some(MergeMode::MergeOnRead),
         compact_at: Some(0.0),
+        grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     }
 }
@@ -131,17 +134,13 @@ async fn the_table_property_chooses_merge_on_read() {
     let t = table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
     let props = HashMap::from([(PROP_MERGE_MODE.to_string(), "merge-on-read".to_string())]);
     commit_properties(&handle, &t, props).await.unwrap();
-    let r = apply(
-        &j,
-        &handle,
-        TABLE,
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(2),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let one = ApplyOptions {
+        grouping: crate::apply::Grouping::Fixed(1),
+        ..Default::default()
+    };
+    let r = apply(&j, &handle, TABLE, &one, &clock(), &SeededIds::new(2), &mut |_| {})
+        .await
+        .unwrap();
     assert_eq!(r.merge_mode, MergeMode::MergeOnRead);
     assert!(r.writes.delete_files_written > 0);
     assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
@@ -237,6 +236,7 @@ async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
         range_events: crate::apply::MERGE_CHUNK_ROWS,
         mode: MergeMode::MergeOnRead,
         key_index: None,
+        deletes_cache: None,
     };
     let err = crate::apply::merge_and_commit_unit(
         &handle,

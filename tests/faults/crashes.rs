@@ -95,6 +95,10 @@ fn failpoints_at_every_step_then_rerun() {
         &catalog,
         "--table",
         "shop.orders",
+        // A commit per batch: the crashes fall between batches (the default would commit the
+        // four batches waiting at once).
+        "--batches-per-commit",
+        "1",
     ];
     for fp in ["apply:after-commit:1", "apply:after-checkpoint:2"] {
         assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &apply).code, 86, "{fp}");

@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
-use tidemark_recovery::apply::{ApplyOptions, Guard, RouteFence, apply};
+use tidemark_recovery::apply::{ApplyOptions, Grouping, Guard, RouteFence, apply};
 use tidemark_recovery::apply_mor::MergeMode;
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, CatalogRef, open_catalog, open_ref, same_catalog};
 use tidemark_recovery::exit::{BAD_INPUT, exit_error};
@@ -89,9 +89,10 @@ pub struct ApplyArgs {
     /// Apply up to this journal position (default: everything verified).
     #[arg(long)]
     pub until: Option<u64>,
-    /// Journal batches merged per table commit.
-    #[arg(long, default_value_t = 1)]
-    pub batches_per_commit: usize,
+    /// Journal batches merged per table commit (default: every batch waiting, up to 100
+    /// batches and 100,000 events a commit; one a commit when caught up).
+    #[arg(long)]
+    pub batches_per_commit: Option<usize>,
     /// How changes are written: copy-on-write rewrites the data files holding a replaced key;
     /// merge-on-read adds new files and position deletes (default: the table's
     /// `write.merge.mode`, else copy-on-write).
@@ -127,7 +128,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
     let opts = ApplyOptions {
         guard,
         until: args.until,
-        batches_per_commit: args.batches_per_commit,
+        grouping: Grouping::of(args.batches_per_commit),
         merge_mode: args.merge_mode,
         compact_at: args.compact_at,
         // For drills and tests: simulate a crash at a named step (see README, "Failpoints").

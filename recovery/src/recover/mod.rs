@@ -97,6 +97,13 @@ pub enum RecoverError {
     /// The replay's spill files (under `$TIDEMARK_SPILL_DIR`) could not be written or read.
     #[error("replay spill {path}: {message}")]
     Spill { path: String, message: String },
+    /// `error` stopped the replay after some of its files were written, and not all could be
+    /// deleted: `left` names each (path: why).
+    #[error("{error}; {n} file(s) written for it are in no snapshot and could not be deleted: {list}", n = .left.len(), list = .left.join("; "))]
+    Uncleaned {
+        error: Box<RecoverError>,
+        left: Vec<String>,
+    },
     #[error("{context}: {message}")]
     Iceberg { context: String, message: String },
     /// A Ballista engine's failure (`--engine`, `engine`).
@@ -112,6 +119,10 @@ impl RecoverError {
             ApplyError::Table(t) => RecoverError::Table(t),
             ApplyError::Merge(m) => RecoverError::Merge(m),
             ApplyError::Spill { path, message } => RecoverError::Spill { path, message },
+            ApplyError::Uncleaned { error, left } => RecoverError::Uncleaned {
+                error: Box::new(RecoverError::from_apply(*error)),
+                left,
+            },
             other => RecoverError::Validation {
                 message: other.to_string(),
             },

@@ -246,6 +246,23 @@ impl Deletes {
         schema: &SchemaRef,
         map: &(dyn Fn(&str) -> String + Sync),
     ) -> Result<Self, TableError> {
+        Self::load_cached(io, name, files, schema, map, None).await
+    }
+
+    /// [`Deletes::load`], taking the rows of position delete files read before from `cache`
+    /// (and leaving there those of `files` only).
+    pub async fn load_cached(
+        io: &FileIO,
+        name: &str,
+        files: &SnapshotFiles,
+        schema: &SchemaRef,
+        map: &(dyn Fn(&str) -> String + Sync),
+        cache: Option<&PositionDeleteCache>,
+    ) -> Result<Self, TableError> {
+        if let Some(c) = cache {
+            let live: HashSet<&str> = files.deletes.iter().map(|d| d.path.as_str()).collect();
+            c.lock().retain(|path, _| live.contains(path.as_str()));
+        }
         let mut inner = DeletesInner {
             data_files: files
                 .data
@@ -261,39 +278,23 @@ impl Deletes {
         for del in &files.deletes {
             match del.file.content_type() {
                 DataContentType::PositionDeletes => {
-                    let target = Arc::new(ArrowSchema::new(vec![
-                        with_id(
-                            Field::new("file_path", arrow_schema::DataType::Utf8, false),
-                            POS_DELETE_PATH_ID,
-                        ),
-                        with_id(
-                            Field::new("pos", arrow_schema::DataType::Int64, false),
-                            POS_DELETE_POS_ID,
-                        ),
-                    ]));
-                    for b in
-                        super::read::read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none()).await?
-                    {
-                        let paths = b.column(0).as_string::<i32>();
-                        let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
-                        // Consecutive rows name the same file (the spec sorts by path): map once per run.
-                        let mut last: Option<(String, String)> = None;
-                        for r in 0..b.num_rows() {
-                            let recorded = paths.value(r);
-                            let readable = match &last {
-                                Some((rec, readable)) if rec == recorded => readable.clone(),
-                                _ => {
-                                    let readable = map(recorded);
-                                    last = Some((recorded.to_string(), readable.clone()));
-                                    readable
-                                }
-                            };
-                            let list = inner.positions.entry(readable).or_default();
-                            if list.last().is_none_or(|(s, _)| *s != del.sequence) {
-                                list.push((del.sequence, HashSet::new()));
+                    let cached = cache.and_then(|c| c.lock().get(&del.path).cloned());
+                    let runs = match cached {
+                        Some(runs) => runs,
+                        None => {
+                            let runs = Arc::new(read_position_runs(io, name, &del.path, map).await?);
+                            if let Some(c) = cache {
+                                c.lock().insert(del.path.clone(), runs.clone());
                             }
-                            list.last_mut().expect("pushed").1.insert(pos.value(r) as u64);
+                            runs
                         }
+                    };
+                    for (readable, positions) in runs.iter() {
+                        let list = inner.positions.entry(readable.clone()).or_default();
+                        if list.last().is_none_or(|(s, _)| *s != del.sequence) {
+                            list.push((del.sequence, HashSet::new()));
+                        }
+                        list.last_mut().expect("pushed").1.extend(positions.iter().copied());
                     }
                 }
                 DataContentType::EqualityDeletes => {
@@ -389,6 +390,65 @@ impl Deletes {
         }
         arrow::compute::filter_record_batch(&batch, &BooleanArray::from(keep)).map_err(|e| e.to_string())
     }
+}
+
+/// The rows of position delete files, by the delete file's path: (readable data file path, its
+/// positions) for each run of rows naming one data file. A delete file never changes once
+/// written, so a long-running reader (the applier, unit after unit) reads each one once.
+#[derive(Debug, Default)]
+pub struct PositionDeleteCache(std::sync::Mutex<HashMap<String, Arc<PositionRuns>>>);
+
+type PositionRuns = Vec<(String, Vec<u64>)>;
+
+impl PositionDeleteCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<PositionRuns>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Delete files held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The rows of the position delete file at `path`, in runs of one data file each (`map` turns
+/// a recorded data file path into the readable one).
+async fn read_position_runs(
+    io: &FileIO,
+    name: &str,
+    path: &str,
+    map: &(dyn Fn(&str) -> String + Sync),
+) -> Result<PositionRuns, TableError> {
+    let target = Arc::new(ArrowSchema::new(vec![
+        with_id(
+            Field::new("file_path", arrow_schema::DataType::Utf8, false),
+            POS_DELETE_PATH_ID,
+        ),
+        with_id(
+            Field::new("pos", arrow_schema::DataType::Int64, false),
+            POS_DELETE_POS_ID,
+        ),
+    ]));
+    let mut runs: PositionRuns = Vec::new();
+    // Consecutive rows name the same file (the spec sorts by path): map once per run.
+    let mut last_recorded: Option<String> = None;
+    for b in super::read::read_paths(io, name, &[path], &target, None, &Deletes::none()).await? {
+        let paths = b.column(0).as_string::<i32>();
+        let pos = b.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+        for r in 0..b.num_rows() {
+            let recorded = paths.value(r);
+            if last_recorded.as_deref() != Some(recorded) {
+                runs.push((map(recorded), Vec::new()));
+                last_recorded = Some(recorded.to_string());
+            }
+            runs.last_mut().expect("pushed").1.push(pos.value(r) as u64);
+        }
+    }
+    Ok(runs)
 }
 
 fn with_id(field: Field, id: i32) -> Field {

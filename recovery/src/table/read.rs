@@ -72,14 +72,27 @@ pub async fn read_files(
 
 /// The live data files of the table's current snapshot and their deletes, loaded.
 pub async fn live_files(table: &Table) -> Result<(Vec<DataFile>, Deletes), TableError> {
+    live_files_cached(table, None).await
+}
+
+/// [`live_files`] with the position delete files read before taken from `cache`.
+pub async fn live_files_cached(
+    table: &Table,
+    cache: Option<&super::files::PositionDeleteCache>,
+) -> Result<(Vec<DataFile>, Deletes), TableError> {
     let name = table.identifier().to_string();
     let Some(snapshot) = table.metadata().current_snapshot() else {
         return Ok((Vec::new(), Deletes::none()));
     };
     let files = snapshot_files(table.file_io(), &name, snapshot.manifest_list(), &|p| p.to_string()).await?;
-    let deletes = Deletes::load(table.file_io(), &name, &files, &super::arrow_schema(table)?, &|p| {
-        p.to_string()
-    })
+    let deletes = Deletes::load_cached(
+        table.file_io(),
+        &name,
+        &files,
+        &super::arrow_schema(table)?,
+        &|p| p.to_string(),
+        cache,
+    )
     .await?;
     Ok((files.data.into_iter().map(|f| f.file).collect(), deletes))
 }
