@@ -70,6 +70,21 @@ pub(crate) async fn apply_all(j: &Journal, handle: &CatalogHandle, ids: &SeededI
     .unwrap()
 }
 
+/// [`apply_all`] with a commit (and a snapshot and a checkpoint) per journal batch.
+pub(crate) async fn apply_each_batch(
+    j: &Journal,
+    handle: &CatalogHandle,
+    ids: &SeededIds,
+) -> crate::apply::ApplyReport {
+    let one = ApplyOptions {
+        grouping: crate::apply::Grouping::Fixed(1),
+        ..Default::default()
+    };
+    apply(j, handle, "shop.orders", &one, &clock(), ids, &mut |_| {})
+        .await
+        .unwrap()
+}
+
 /// The reference fold of the journal, unit by unit as the applier sees it (one manifest a unit).
 pub(crate) async fn reference_of(j: &Journal) -> RefState {
     reference::fold_journal(j).await.unwrap()

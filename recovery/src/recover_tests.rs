@@ -16,7 +16,6 @@ use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::writer::{AppendOptions, append};
 
 use crate::apply::{ApplyOptions, apply};
-use crate::apply_tests::apply_all;
 use crate::catalog::CatalogHandle;
 use crate::fault::delete_rows;
 use crate::ids::SeededIds;
@@ -123,8 +122,9 @@ pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Trans
     if !fields.is_empty() {
         crate::apply_tests::create_partitioned(&source, &journal.spec, fields).await;
     }
+    // A snapshot and a checkpoint per batch: the recoveries below start at chosen positions.
     append_text(&journal, &phase1()).await;
-    apply_all(&journal, &source, &SeededIds::new(1)).await;
+    crate::apply_tests::apply_each_batch(&journal, &source, &SeededIds::new(1)).await;
     // The bad cleanup job.
     let r = delete_rows(
         &source,
@@ -137,7 +137,7 @@ pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Trans
     .unwrap();
     assert_eq!(r.rows_deleted, 4);
     append_text(&journal, &phase2()).await;
-    apply_all(&journal, &source, &SeededIds::new(3)).await;
+    crate::apply_tests::apply_each_batch(&journal, &source, &SeededIds::new(3)).await;
     // Replication copies the warehouse, damage included.
     copy_dir(&root.join("source/warehouse"), &root.join("dr/warehouse"));
     Story {
