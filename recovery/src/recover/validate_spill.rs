@@ -157,6 +157,9 @@ impl Spilled {
     }
 }
 
+/// A partition's rows in a grouped batch: `(partition, first row, rows)`.
+type Range = (usize, usize, usize);
+
 /// The kept rows of `batch` ordered by the partition of their key's hash (a fixed hash, the
 /// same in every run), and each partition's `(partition, first row, rows)` in that batch.
 fn group(
@@ -164,7 +167,7 @@ fn group(
     batch: &RecordBatch,
     parts: usize,
     keep: &[bool],
-) -> std::io::Result<(RecordBatch, Vec<(usize, usize, usize)>)> {
+) -> std::io::Result<(RecordBatch, Vec<Range>)> {
     use std::hash::{Hash, Hasher};
     let schema = batch.schema();
     let key = batch.column(
