@@ -499,9 +499,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     assert_eq!(Some(pointer()), theirs, "nothing moved");
     // The resync recorded what it walks over before its move, which lost: the reversed follow
     // holds the table (its pointer descends from a walked-over version) and says what to do.
-    let held = follow_back()
-        .fails(VERIFY_FAILED, &["shop.orders held"])
-        .json();
+    let held = follow_back().fails(VERIFY_FAILED, &["shop.orders held"]).json();
     let t = &held["tables"][0];
     assert_eq!(t["status"], "held", "{held}");
     assert!(t["reason"].as_str().unwrap().contains("replica resync again"), "{held}");
@@ -550,7 +548,10 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         .unwrap();
     let rec: serde_json::Value = rt.block_on(async {
         let src = open(&primary_wh, endpoint).await;
-        let got = src.get("shop/orders/metadata/tidemark-resync.json", None).await.unwrap();
+        let got = src
+            .get("shop/orders/metadata/tidemark-resync.json", None)
+            .await
+            .unwrap();
         serde_json::from_slice(&got.body).unwrap()
     });
     let recorded: Vec<&serde_json::Value> = rec["walks"]
@@ -574,7 +575,10 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     let strays = t["strays"].as_array().unwrap();
     for w in &b_walked {
         let name = w.as_str().unwrap().rsplit('/').next().unwrap();
-        assert!(strays.iter().any(|x| x.as_str().unwrap().ends_with(name)), "{name}: {back}");
+        assert!(
+            strays.iter().any(|x| x.as_str().unwrap().ends_with(name)),
+            "{name}: {back}"
+        );
     }
 }
 

@@ -353,7 +353,10 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
                 .map(|id| format!("{p} (main at snapshot {id})"))
         }
         (publish::Way::Commit, Some(_)) => None,
-        (_, Some(p)) => walked.iter().any(|w| file_name(w) == file_name(p)).then(|| p.to_string()),
+        (_, Some(p)) => walked
+            .iter()
+            .any(|w| file_name(w) == file_name(p))
+            .then(|| p.to_string()),
     };
     if let Some(p) = on_walked {
         out.status = TableStatus::Held;

@@ -242,11 +242,7 @@ async fn resync_table(
             }
         },
     };
-    let LogWalk {
-        walked,
-        newest,
-        common,
-    } = walk_log(io, &start, &held).await?;
+    let LogWalk { walked, newest, common } = walk_log(io, &start, &held).await?;
     let Some((common_loc, common_json)) = common else {
         t.action = ResyncAction::NoCommonVersion;
         t.walked_over = walked;
@@ -366,14 +362,29 @@ pub(super) async fn walk_log(io: &FileIO, start: &str, held: &HashSet<i64>) -> R
 
 /// Records `t.walked_over` (walked from `from` back to `to`) beside them before the move
 /// (`resync_record_write`): `Ok(false)` when another resync of this table kept winning the
-/// record's write (`t` is then a conflict naming the record; nothing moved).
-pub(super) async fn record_walk(demoted: &CatalogHandle, t: &mut ResyncTable, from: &str, to: &str) -> Result<bool, String> {
+/// record's write (`t` is then a conflict naming the record; nothing moved). A REST table whose
+/// storage refuses the record (SeaweedFS's table buckets take only Iceberg-shaped names) is
+/// walked back without one, said in its reason: the commit's own metadata file logs every
+/// walked-over file, so none of them is a head while it is there.
+pub(super) async fn record_walk(
+    demoted: &CatalogHandle,
+    t: &mut ResyncTable,
+    from: &str,
+    to: &str,
+) -> Result<bool, String> {
     match super::resync_record_write::record(demoted.file_io_props(), &t.table, from, to, &t.walked_over).await {
         Ok(()) => Ok(true),
         Err(e) if e.is_contended() => {
             t.action = ResyncAction::Conflict;
             t.reason = e.to_string();
             Ok(false)
+        }
+        Err(e) if e.is_refused() && way(demoted) == Way::Commit => {
+            t.reason = format!(
+                "{}; no resync record: the catalog's storage refuses it ({e}); the walk back's commit logs every                  walked-over file, so none is a head while its metadata file is there",
+                t.reason
+            );
+            Ok(true)
         }
         Err(e) => Err(e.to_string()),
     }

@@ -120,7 +120,11 @@ pub async fn exclude_recorded(
             snapshots: HashSet::new(),
         });
     };
-    let current = |j: &Value| j.get("current-snapshot-id").and_then(Value::as_i64).filter(|id| *id >= 0);
+    let current = |j: &Value| {
+        j.get("current-snapshot-id")
+            .and_then(Value::as_i64)
+            .filter(|id| *id >= 0)
+    };
     let before: HashMap<String, Option<i64>> = parsed.iter().map(|(k, j)| (k.clone(), current(j))).collect();
     let keys = exclude(parsed, &names(&rec));
     let kept: HashSet<i64> = parsed.iter().filter_map(|(_, j)| current(j)).collect();

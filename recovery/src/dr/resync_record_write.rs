@@ -68,6 +68,17 @@ impl RecordError {
     pub fn is_contended(&self) -> bool {
         matches!(self, RecordError::Contended { .. })
     }
+
+    /// The storage refused the credentials for the record's key (SeaweedFS's table buckets, which
+    /// hold a REST catalog's tables, take only Iceberg-shaped object names, and answer 403 to a
+    /// read of a missing key).
+    pub fn is_refused(&self) -> bool {
+        matches!(
+            self,
+            RecordError::Open { source, .. } | RecordError::Read { source, .. } | RecordError::Write { source, .. }
+                if matches!(source, StoreError::AccessDenied { .. })
+        )
+    }
 }
 
 /// The store of the folder that holds `location` (a record's full location) and the record's key

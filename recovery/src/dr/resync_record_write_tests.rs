@@ -89,11 +89,16 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
         times: 1,
         done: AtomicUsize::new(0),
     };
-    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-1")).await.unwrap();
+    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-1"))
+        .await
+        .unwrap();
     let rec = read(store.as_ref()).await;
     let froms: Vec<&str> = rec.walks.iter().map(|w| w.from.as_str()).collect();
     assert_eq!(froms.len(), 2, "{rec:?}");
-    assert!(froms.iter().any(|f| f.contains("other-0")), "the other writer's walk was lost: {rec:?}");
+    assert!(
+        froms.iter().any(|f| f.contains("other-0")),
+        "the other writer's walk was lost: {rec:?}"
+    );
     assert!(froms.iter().any(|f| f.contains("ours-1")), "our walk was lost: {rec:?}");
 
     let raced = SecondWriter {
@@ -101,7 +106,9 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
         times: 1,
         done: AtomicUsize::new(0),
     };
-    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-2")).await.unwrap();
+    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-2"))
+        .await
+        .unwrap();
     let rec = read(store.as_ref()).await;
     let mut froms: Vec<String> = rec
         .walks
@@ -125,10 +132,17 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
 /// written twice.
 async fn a_lost_reply_on_our_own_write_is_our_success(store: Arc<dyn ObjectStore>) {
     for (n, fault) in [Fault::LostReply, Fault::LostReplyRetried].into_iter().enumerate() {
-        let rules = vec![Rule::new(Op::Put, fault).prefix(RECORD_NAME).mode(ModeFilter::Any).times(1)];
+        let rules = vec![
+            Rule::new(Op::Put, fault)
+                .prefix(RECORD_NAME)
+                .mode(ModeFilter::Any)
+                .times(1),
+        ];
         let faulty = FaultyStore::new(store.clone(), 7, rules);
         let ours = walk(&format!("lost-{n}"));
-        record_in(&faulty, RECORD_NAME, RECORD_NAME, TABLE, &ours).await.unwrap();
+        record_in(&faulty, RECORD_NAME, RECORD_NAME, TABLE, &ours)
+            .await
+            .unwrap();
         assert_eq!(faulty.injected(), 1, "{fault:?} was not injected");
         let rec = read(store.as_ref()).await;
         assert_eq!(rec.walks.len(), n + 1, "{rec:?}");
@@ -144,12 +158,21 @@ async fn a_record_that_keeps_changing_is_refused(store: Arc<dyn ObjectStore>) {
         times: usize::MAX,
         done: AtomicUsize::new(0),
     };
-    let err = record_in(&raced, RECORD_NAME, "s3://b/wh/shop/orders/metadata/tidemark-resync.json", TABLE, &walk("ours"))
-        .await
-        .unwrap_err();
+    let err = record_in(
+        &raced,
+        RECORD_NAME,
+        "s3://b/wh/shop/orders/metadata/tidemark-resync.json",
+        TABLE,
+        &walk("ours"),
+    )
+    .await
+    .unwrap_err();
     assert!(err.is_contended(), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains(TABLE) && msg.contains("tidemark-resync.json") && msg.contains("again"), "{msg}");
+    assert!(
+        msg.contains(TABLE) && msg.contains("tidemark-resync.json") && msg.contains("again"),
+        "{msg}"
+    );
     let rec = read(store.as_ref()).await;
     assert_eq!(rec.walks.len(), ATTEMPTS, "{rec:?}");
 }
@@ -169,7 +192,11 @@ async fn seaweedfs() -> Option<Arc<dyn ObjectStore>> {
     let endpoint = std::env::var("TIDEMARK_SEAWEED_S3_ENDPOINT")
         .expect("TIDEMARK_SEAWEED_S3_ENDPOINT: run under sandbox/test.sh, or TIDEMARK_SKIP_SEAWEEDFS=1");
     static N: AtomicUsize = AtomicUsize::new(0);
-    let bucket = format!("resync-record-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
+    let bucket = format!(
+        "resync-record-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
     let opts = S3Options {
         endpoint: Some(endpoint.clone()),
         ..S3Options::from_env()
