@@ -11,7 +11,7 @@
 //! finished by the next). And where the follower's state may live.
 
 use super::catalogs_remote::{ns, pg_definition, rest_definition, s3tables_definition};
-use super::replica_warm::{base, replicate};
+use super::replica_warm::{base, followed, replicate};
 use super::support::python::PyIceberg;
 use super::support::*;
 
@@ -157,7 +157,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
 
     // Strict: the version with missing files is not followed; the one before is, and every row
     // of it reads (history record reads them all).
-    let r = follow().ok().json();
+    let r = followed(follow());
     let t = table(&r, &orders);
     assert_eq!(t["status"], "missing_files", "{r}");
     assert_eq!(t["verified_position"], 200, "{t}");
@@ -190,7 +190,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     apply(&orders, "400");
     apply(&other, "300");
     replicate(&primary_wh, &replica, endpoint, true);
-    let r = follow().ok().json();
+    let r = followed(follow());
     let t = table(&r, &orders);
     assert_eq!(
         (&t["status"], &t["verified_position"]),
@@ -377,6 +377,8 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     let done = demote(false);
     let t = table(&done, &orders);
     assert_eq!(t["action"], "walked_back", "{done}");
+    let (demote_walked, demote_diverged) = (t["walked_over"].clone(), t["diverged_snapshots"].clone());
+    let t_reason = t["reason"].clone();
     let done_kept = t["kept_files"].as_array().unwrap();
     assert!(kept.as_array().unwrap().iter().all(|f| done_kept.contains(f)), "{t}");
     assert!(
@@ -454,6 +456,190 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         assert_eq!(table(&again, &other)["action"], "in_step", "{again}");
         assert_eq!(table(&again, &orders)["action"], "in_step", "{again}");
     }
+
+    // The walk back was recorded beside the walked-over metadata files, on every kind (REST: the
+    // server's files on main's walked-over branch), before the pointer moved.
+    let walked: Vec<String> = demote_walked
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    assert!(walked.iter().all(|w| w.ends_with(".metadata.json")), "{demote_walked}");
+    let record_at = format!("{}/tidemark-resync.json", walked[0].rsplit_once('/').unwrap().0);
+    let record_endpoint = match kind {
+        Kind::S3Tables => std::env::var("TIDEMARK_S3TABLES_ENDPOINT").ok(),
+        Kind::Rest => endpoint.map(str::to_string),
+        Kind::Postgres => None,
+    };
+    // SeaweedFS's table bucket refuses any object name Iceberg does not use (403, on a read of a
+    // missing key too): the REST walk back says so and goes on without a record.
+    if kind == Kind::Rest {
+        let reason = t_reason.as_str().unwrap();
+        assert!(
+            reason.contains("no resync record") && reason.contains("refuses"),
+            "{reason}"
+        );
+    } else {
+        let rec = read_record(&record_at, record_endpoint.as_deref());
+        assert_eq!(rec["format_version"], 1, "{rec}");
+        let recorded: Vec<&serde_json::Value> = rec["walks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|w| w["walked_over"].as_array().unwrap())
+            .collect();
+        for w in &walked {
+            assert!(
+                recorded.iter().any(|r| r.as_str() == Some(w.as_str())),
+                "{w} not recorded: {rec}"
+            );
+        }
+    }
+
+    // Failback into this catalog kind (issue 13): the new primary (the SQLite `primary`) commits
+    // once more, its warehouse is replicated again and followed into the demoted catalog under a
+    // new state (the old one is fenced). The walked-over branch of the demoted table (the
+    // commits through the route and the other writer's) is longer than the new primary's one
+    // commit since the fork; the table must advance from where the resync left it to the new
+    // primary's head, never onto that branch.
+    let diverged: Vec<i64> = demote_diverged
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap())
+        .collect();
+    assert!(
+        diverged.len() >= 2,
+        "the walked-over branch is the longer one: {demote_diverged}"
+    );
+    // (The journal's checkpoint is at 500, from the DR side's writes: the new primary's commit is
+    // one outside the journal.)
+    s.run(&[
+        "fault",
+        "delete",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        &orders,
+        "--where",
+        "order_version % 13 = 4",
+    ])
+    .ok();
+    replicate(&primary_wh, &replica, endpoint, true);
+    let st_back = s.path_str("state-back");
+    let follow_back = || {
+        let mut args = follow_args("f-back");
+        let at = args.iter().position(|a| a == "--state").unwrap();
+        args[at + 1] = st_back.clone();
+        s.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let at_resync = snap(&record("h8b.json"), &orders).unwrap();
+    let back = followed(follow_back());
+    let t = table(&back, &orders);
+    assert_eq!(table(&back, &other)["status"], "ok", "{back}");
+    // A SQL DR catalog's commits land beside the replica's files, so there the walked-over files
+    // are in the followed warehouse: strays, never the head (S3 Tables and REST keep theirs in
+    // the table's own bucket, which the follower does not read).
+    let strays = t["strays"].as_array().unwrap();
+    for w in walked.iter().filter(|_| kind == Kind::Postgres) {
+        let name = w.rsplit('/').next().unwrap();
+        assert!(
+            strays.iter().any(|x| x.as_str().unwrap().ends_with(name)),
+            "{name} walked over but not a stray: {back}"
+        );
+    }
+    match kind {
+        // KNOWN GAPS (issue 13, found here, open). PostgreSQL: the replica also holds the old
+        // primary's own walked-over file from its resync earlier in this story, whose record
+        // the replication does not bring (the replica holds its own record at the same key), so
+        // the table has two equally long heads and is held, undecidable, nothing moved.
+        Kind::Postgres => {
+            assert_eq!(t["status"], "held", "{back}");
+            assert!(t["head_choice"].as_str().unwrap().contains("undecidable"), "{back}");
+        }
+        // REST: the walked-over snapshots stay in the table's metadata and raised its last
+        // sequence number, so the server refuses the new primary's next snapshot (a lower
+        // sequence number); the follower fails the table, nothing moved.
+        Kind::Rest => {
+            assert_eq!(t["status"], "failed", "{back}");
+            assert!(t["reason"].as_str().unwrap().contains("sequence number"), "{back}");
+        }
+        Kind::S3Tables => {}
+    }
+    if kind != Kind::S3Tables {
+        let now = snap(&record("h9.json"), &orders).unwrap();
+        assert_eq!(now, at_resync, "moved: {back}");
+        assert!(
+            !diverged.contains(&now.as_i64().unwrap()),
+            "moved onto the walked-over branch"
+        );
+        return;
+    }
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &400.into()),
+        "{back}"
+    );
+    let hp3 = s.path_str("hp3.json");
+    s.run(&[
+        "history",
+        "record",
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--namespace",
+        namespace,
+        "--out",
+        &hp3,
+    ])
+    .ok();
+    let hp3: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp3).unwrap()).unwrap();
+    let now = record("h9.json");
+    let current = snap(&now, &orders).unwrap();
+    assert_ne!(current, at_resync, "not advanced: {back}");
+    assert_eq!(
+        Some(&current),
+        snap(&hp3, &orders).as_ref(),
+        "not at the new primary's head: {now}"
+    );
+    assert!(
+        !diverged.contains(&current.as_i64().unwrap()),
+        "moved onto the walked-over branch: {now}"
+    );
+    let rows = |h: &serde_json::Value| {
+        h["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["table"] == orders.as_str())
+            .map(|x| x["row_count"].clone())
+    };
+    assert_eq!(rows(&now), rows(&hp3), "{now}");
+    // In step: the next cycle moves nothing.
+    let again = followed(follow_back());
+    assert_eq!(table(&again, &orders)["verified_position"], 400, "{again}");
+    assert_eq!(snap(&record("h10.json"), &orders), Some(current));
+}
+
+/// The resync record at `location` (a local path or `s3://…` through `endpoint`), as JSON.
+fn read_record(location: &str, endpoint: Option<&str>) -> serde_json::Value {
+    let (folder, name) = location.rsplit_once('/').unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = super::replica_warm::open(folder, endpoint).await;
+        let got = store
+            .get(name, None)
+            .await
+            .unwrap_or_else(|e| panic!("no resync record at {location}: {e}"));
+        serde_json::from_slice(&got.body).unwrap()
+    })
 }
 
 #[test]

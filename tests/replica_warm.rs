@@ -64,6 +64,27 @@ pub(crate) fn replicate(from: &str, to: &str, endpoint: Option<&str>, data: bool
     })
 }
 
+/// The state a `replica follow --once --json` printed, after checking its exit code (issue 13):
+/// 0 when every table is OK, else 4 with every table that is not named on stderr with its
+/// status, as `replica status` exits for it.
+pub(crate) fn followed(run: Run) -> serde_json::Value {
+    let state = run.json();
+    let bad: Vec<String> = state["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] != "ok")
+        .map(|t| format!("{} {}", t["table"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    if bad.is_empty() {
+        run.ok();
+    } else {
+        let fragments: Vec<&str> = bad.iter().map(String::as_str).collect();
+        run.fails(VERIFY_FAILED, &fragments);
+    }
+    state
+}
+
 pub(crate) fn base(url: &str) -> String {
     if url.contains("://") {
         url.to_string()
@@ -134,13 +155,17 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "--json",
         ])
     };
-    let strict = follow("dr.db", "state", "strict", "f-strict").ok().json();
+    // --once exits 4 while a table is not OK (here: missing files), as `replica status` does.
+    let strict = follow("dr.db", "state", "strict", "f-strict")
+        .fails(VERIFY_FAILED, &["not every table is OK", "shop.orders missing_files"])
+        .json();
     let t = &strict["tables"][0];
     assert_eq!(t["status"], "missing_files", "{strict}");
     assert_eq!(t["verified_position"], 200, "{t}");
     assert_eq!(t["latest_position"], 300);
     assert!(t["missing_count"].as_u64().unwrap() > 0);
-    let eventual = follow("dr-ev.db", "state-ev", "eventual", "f-ev").ok().json();
+    let eventual = followed(follow("dr-ev.db", "state-ev", "eventual", "f-ev"));
+    assert_eq!(eventual["tables"][0]["status"], "missing_files", "{eventual}");
     assert_eq!(eventual["tables"][0]["verified_position"], 300, "{eventual}");
     assert_eq!(eventual["tables"][0]["missing_count"], t["missing_count"]);
 
@@ -168,7 +193,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             writer.join().unwrap();
         });
         replicate(&primary_wh, &replica, endpoint, false);
-        let r = follow("dr.db", "state", "strict", "f-strict").ok().json();
+        let r = followed(follow("dr.db", "state", "strict", "f-strict"));
         let pos = r["tables"][0]["verified_position"].as_u64().unwrap();
         assert!(pos >= last, "moved backwards: {pos} < {last}: {r}");
         last = pos;
@@ -474,7 +499,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     assert_eq!(Some(pointer()), theirs, "nothing moved");
     // The resync recorded what it walks over before its move, which lost: the reversed follow
     // holds the table (its pointer descends from a walked-over version) and says what to do.
-    let held = follow_back().ok().json();
+    let held = follow_back().fails(VERIFY_FAILED, &["shop.orders held"]).json();
     let t = &held["tables"][0];
     assert_eq!(t["status"], "held", "{held}");
     assert!(t["reason"].as_str().unwrap().contains("replica resync again"), "{held}");
@@ -499,6 +524,62 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         (&"ok".into(), &600.into()),
         "{back}"
     );
+
+    // Two resyncs of the same table at once (issue 13): the old primary diverges again; resync A
+    // stops between reading the record and writing it, and meanwhile another writer commits once
+    // more and resync B walks back over both commits and records them. A's write of the record
+    // then loses the race: it reads B's record, finds its own walk in it, and its move loses too
+    // (exit 5, nothing moved by it). No walk is lost: every file B walked over, the last commit's
+    // included, stays in the record, and the reversed follow never takes one as its head.
+    fault("order_version % 7 = 2");
+    let mut b_walked = Vec::new();
+    let raced = s.run_paused("resync:before-record", &resync_args, || {
+        fault("order_version % 11 = 3");
+        let b = s.run(&resync_args).ok().json();
+        assert_eq!(b["tables"][0]["action"], "walked_back", "{b}");
+        b_walked = b["tables"][0]["walked_over"].as_array().unwrap().clone();
+    });
+    let raced = raced.fails(CONFLICT, &["shop.orders", "again"]);
+    assert_eq!(raced.json()["tables"][0]["action"], "conflict", "{}", raced.stdout);
+    assert_eq!(b_walked.len(), 2, "{b_walked:?}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let rec: serde_json::Value = rt.block_on(async {
+        let src = open(&primary_wh, endpoint).await;
+        let got = src
+            .get("shop/orders/metadata/tidemark-resync.json", None)
+            .await
+            .unwrap();
+        serde_json::from_slice(&got.body).unwrap()
+    });
+    let recorded: Vec<&serde_json::Value> = rec["walks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["walked_over"].as_array().unwrap())
+        .collect();
+    for w in &b_walked {
+        assert!(recorded.contains(&w), "{w} walked over but lost from the record: {rec}");
+    }
+    let again = s.run(&resync_args).ok().json();
+    assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
+    let back = follow_back().ok().json();
+    let t = &back["tables"][0];
+    assert_eq!(
+        (&t["status"], &t["verified_position"]),
+        (&"ok".into(), &600.into()),
+        "{back}"
+    );
+    let strays = t["strays"].as_array().unwrap();
+    for w in &b_walked {
+        let name = w.as_str().unwrap().rsplit('/').next().unwrap();
+        assert!(
+            strays.iter().any(|x| x.as_str().unwrap().ends_with(name)),
+            "{name}: {back}"
+        );
+    }
 }
 
 #[test]

@@ -68,7 +68,8 @@ pub fn hit(name: &str) {
 /// reaches `NAME` it creates `DIR/reached` and waits (at most ten minutes) until `DIR/resume`
 /// exists. Tests use it to land another writer's commit between a read and the write it guards.
 /// The boundaries: `resync:before-move` (per table `replica resync` moves, after reading the
-/// demoted pointer and before the swap or commit from it).
+/// demoted pointer and before the swap or commit from it), `resync:before-record` (per write of
+/// a table's resync record, after reading the record and before the conditional write of it).
 pub fn pause(name: &str) {
     static PAUSED: OnceLock<()> = OnceLock::new();
     if std::env::var("TIDEMARK_PAUSEPOINT").ok().as_deref() != Some(name) {

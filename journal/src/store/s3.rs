@@ -19,6 +19,7 @@
 //! [`StoreError::OutcomeUnknown`], resolved by the caller reading back (the store contract).
 //! [`request_stats`] counts operations, retried attempts and failures of the process.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -56,6 +57,23 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(120);
 /// fails one in 1,000: a copy of a few thousand objects would fail).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 8;
 
+/// Keys given explicitly (a catalog's S3 properties) instead of the SDK's standard chain. The
+/// `Debug` output shows the key id only.
+#[derive(Clone, Default)]
+pub struct StaticCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl fmt::Debug for StaticCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StaticCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where and how to reach S3. `None` fields fall back to the defaults (see [`from_env`]).
 ///
 /// [`from_env`]: S3Options::from_env
@@ -64,6 +82,9 @@ pub struct S3Options {
     /// A custom endpoint such as `http://127.0.0.1:5999`; `None` means AWS itself.
     pub endpoint: Option<String>,
     pub region: Option<String>,
+    /// Static credentials (a catalog's `s3.access-key-id` / `s3.secret-access-key`); `None`: the
+    /// SDK's standard chain.
+    pub credentials: Option<StaticCredentials>,
     /// Path-style addressing (`http://host/bucket/key`). Default: on for an IP address or
     /// `localhost` endpoint (no DNS for `bucket.127.0.0.1`), off otherwise.
     pub path_style: Option<bool>,
@@ -148,6 +169,7 @@ impl S3Options {
         S3Options {
             endpoint: var("AWS_ENDPOINT_URL_S3").or_else(|| var("AWS_ENDPOINT_URL")),
             region: var("AWS_REGION").or_else(|| var("AWS_DEFAULT_REGION")),
+            credentials: None,
             path_style,
             connect_timeout,
             read_timeout,
@@ -226,6 +248,15 @@ impl S3Options {
             .interceptor(CountRequests);
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
+        }
+        if let Some(c) = &self.credentials {
+            builder = builder.credentials_provider(aws_sdk_s3::config::Credentials::new(
+                c.access_key_id.clone(),
+                c.secret_access_key.clone(),
+                c.session_token.clone(),
+                None,
+                "tidemark-static",
+            ));
         }
         Client::from_conf(builder.build())
     }

@@ -142,7 +142,8 @@ pub enum WarmCommand {
         /// Time between cycles (30s, 5m, 500ms); without --once the follower runs until stopped.
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         interval: std::time::Duration,
-        /// One cycle, then release the lease and exit (for cron).
+        /// One cycle, then release the lease and exit (for cron): exit 0 when every table is OK,
+        /// 4 when one is behind, missing files, held, in conflict or failed (as `replica status`).
         #[arg(long)]
         once: bool,
         /// Stop after this many cycles (drills and tests).
@@ -270,7 +271,7 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             let opts = target.options(mode, interval_ms)?;
             let store = follower::open_state(&state_url).await?;
             let json = common.json;
-            follower::run(&opts, &handle, store, limits, &SystemClock, &mut |s| {
+            let last = follower::run(&opts, &handle, store, limits, &SystemClock, &mut |s| {
                 if json {
                     if let Err(e) = print_json(s) {
                         eprintln!("cannot print the state: {e}");
@@ -280,6 +281,18 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
                 }
             })
             .await?;
+            // `--once` (cron) exits as `replica status` would for the tables; the looping
+            // follower keeps running whatever its tables show.
+            let code = follow_status::tables_code(&last);
+            if once && code != tidemark_recovery::exit::OK {
+                return Err(exit_error(
+                    code,
+                    format!(
+                        "followed, but not every table is OK: {}",
+                        follow_status::tables_not_ok(&last).join(", ")
+                    ),
+                ));
+            }
             Ok(())
         }
         WarmCommand::Status {

@@ -43,7 +43,7 @@ use super::replica::{self, MAX_MISSING_LISTED};
 use super::resync_record;
 use crate::catalog::CatalogHandle;
 use crate::recover::snapshot::{PrefixMap, file_io};
-use crate::table::{TableError, parse_ident};
+use crate::table::{TableError, load_table, parse_ident};
 
 /// What to follow, and how.
 #[derive(Debug, Clone)]
@@ -295,6 +295,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     let resync_record::Excluded {
         keys: walked,
         note: walked_note,
+        snapshots: walked_snapshots,
     } = resync_record::exclude_recorded(ctx.store, files, &mut parsed).await?;
     if parsed.is_empty() && !walked.is_empty() {
         out.status = TableStatus::Held;
@@ -340,10 +341,24 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
 
     // Who else touched the DR pointer?
     let pointer = ctx.handle.metadata_pointer(&ident).await?;
-    if let Some(p) = pointer
-        .as_deref()
-        .filter(|p| walked.iter().any(|w| file_name(w) == file_name(p)))
-    {
+    let on_walked = match (publish::way(ctx.handle), pointer.as_deref()) {
+        (_, None) => None,
+        // A REST table's pointer is the server's newest file, which logs the walked-over files
+        // even once main is walked back: judged by main's snapshot.
+        (publish::Way::Commit, Some(p)) if !walked_snapshots.is_empty() => {
+            let dr = load_table(ctx.handle, &table).await?;
+            dr.metadata()
+                .current_snapshot_id()
+                .filter(|id| walked_snapshots.contains(id))
+                .map(|id| format!("{p} (main at snapshot {id})"))
+        }
+        (publish::Way::Commit, Some(_)) => None,
+        (_, Some(p)) => walked
+            .iter()
+            .any(|w| file_name(w) == file_name(p))
+            .then(|| p.to_string()),
+    };
+    if let Some(p) = on_walked {
         out.status = TableStatus::Held;
         out.reason = format!(
             "the catalog points at {p}, a version replica resync walked over (or one descending from it): the resync \

@@ -10,6 +10,7 @@
 //! Exit codes ([`StatusReport::exit_code`]): 0 the follower is running or idle and every table is
 //! OK; 4 a table is behind, missing files, held, in conflict or failed; 10 every table was OK at
 //! the last scan but the follower is stale, stopped or fenced; 7 no state was ever written.
+//! `replica follow --once` exits with the tables' part of it ([`tables_code`]).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -157,7 +158,7 @@ pub fn status(
             latest_metadata: t.latest_metadata.clone(),
         })
         .collect();
-    let exit_code = if tables.iter().any(|t| t.status != TableStatus::Ok) {
+    let exit_code = if tables_code(state) != crate::exit::OK {
         crate::exit::VERIFY_FAILED
     } else if matches!(follower, FollowerHealth::Running | FollowerHealth::Idle) {
         crate::exit::OK
@@ -177,6 +178,34 @@ pub fn status(
         tables,
         exit_code,
     }
+}
+
+/// The code for the tables of one cycle's state, as `replica status` judges them: 4
+/// ([`crate::exit::VERIFY_FAILED`]) when a table is behind, missing files, held, in conflict or
+/// failed, else 0. `replica follow --once` exits with it, so a cron job alerts as `replica status`
+/// would.
+pub fn tables_code(state: &FollowerState) -> u8 {
+    if state.tables.iter().any(|t| t.status != TableStatus::Ok) {
+        crate::exit::VERIFY_FAILED
+    } else {
+        crate::exit::OK
+    }
+}
+
+/// The tables of `state` that are not OK, as `table status` (for a one-line message).
+pub fn tables_not_ok(state: &FollowerState) -> Vec<String> {
+    state
+        .tables
+        .iter()
+        .filter(|t| t.status != TableStatus::Ok)
+        .map(|t| {
+            let status = serde_json::to_value(t.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!("{} {status}", t.table)
+        })
+        .collect()
 }
 
 fn label(v: &str) -> String {

@@ -22,6 +22,7 @@ mod rebuild_tests;
 pub mod replica;
 pub mod resync;
 pub mod resync_record;
+pub mod resync_record_write;
 mod resync_rest;
 mod resync_restore;
 pub mod rewrite;

@@ -352,7 +352,7 @@ async fn files_a_resync_walked_over_are_never_the_rebuilt_head() {
         .iter()
         .map(|t| t.metadata_location().unwrap().to_string())
         .collect();
-    super::resync_record::record(walked2.file_io(), "shop.orders", &walked[0], &kept_location, &walked)
+    super::resync_record_write::record(&HashMap::new(), "shop.orders", &walked[0], &kept_location, &walked)
         .await
         .unwrap();
 

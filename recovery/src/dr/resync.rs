@@ -24,7 +24,11 @@
 //!   the call the follower uses. A table deleted only there is created again like the new
 //!   primary's, at its current version, as the follower creates one (see `resync_restore`).
 //! - **Iceberg REST**: walked back by snapshots, in one commit (see `resync_rest`); the later
-//!   snapshots stay in the table's metadata until expired. A table deleted only there: as S3 Tables.
+//!   snapshots stay in the table's metadata until expired; the server's metadata files on the
+//!   walked-over branch are recorded as on the other kinds. A table deleted only there: as S3 Tables.
+//!
+//! The record is written conditionally (`super::resync_record_write`): a walk is never lost to a
+//! concurrent resync of the same table; one that keeps losing that write is a `conflict`.
 //!
 //! `dry_run` plans and changes nothing. Refused while the new primary's follower state shows a
 //! table whose registered version lacks files (eventual mode). After a resync, a follower of the new primary into the
@@ -89,8 +93,8 @@ pub struct ResyncTable {
     /// The newest snapshot both sides hold, where the table is (or would be) walked back to or
     /// restored at; `None` when the table has no snapshot there, or no such snapshot was found.
     pub walked_back_to_snapshot: Option<i64>,
-    /// Metadata files walked over, newest first (REST: the pointer the commit moved from; the
-    /// server writes the metadata files, the snapshots walked over are `diverged_snapshots`).
+    /// Metadata files walked over, newest first (REST: the server's files on main's walked-over
+    /// branch; the snapshots walked over are `diverged_snapshots`).
     pub walked_over: Vec<String>,
     /// Snapshots only the demoted side has.
     pub diverged_snapshots: Vec<i64>,
@@ -238,44 +242,15 @@ async fn resync_table(
             }
         },
     };
-    // Walk back through metadata-log, newest first, to a version the new primary holds.
-    let mut location = start.clone();
-    let mut walked = Vec::new();
-    let mut newest: Option<Value> = None;
-    let common = loop {
-        let Some(json) = read_json(io, &location).await? else {
-            break None;
-        };
-        let current = json
-            .get("current-snapshot-id")
-            .and_then(Value::as_i64)
-            .filter(|id| *id >= 0);
-        if newest.is_none() {
-            newest = Some(json.clone());
-        }
-        if current.is_none_or(|id| held.contains(&id)) {
-            break Some((location.clone(), json));
-        }
-        walked.push(location.clone());
-        let Some(prev) = json
-            .get("metadata-log")
-            .and_then(Value::as_array)
-            .and_then(|l| l.last())
-            .and_then(|e| e.get("metadata-file"))
-            .and_then(Value::as_str)
-        else {
-            break None;
-        };
-        location = prev.to_string();
-    };
+    let LogWalk { walked, newest, common } = walk_log(io, &start, &held).await?;
     let Some((common_loc, common_json)) = common else {
         t.action = ResyncAction::NoCommonVersion;
         t.walked_over = walked;
         t.reason = "no version of the demoted chain has a current snapshot the new primary holds; nothing moved".into();
         return Ok(());
     };
-    let newest = newest.expect("read at least one");
     // Files only the walked-over versions reference.
+    let newest = newest.expect("the common version was read, so the pointer's file was");
     let newest_meta: TableMetadata = serde_json::from_value(newest).map_err(|e| e.to_string())?;
     let common_meta: TableMetadata = serde_json::from_value(common_json).map_err(|e| e.to_string())?;
     let common_ids: HashSet<i64> = common_meta.snapshots().map(|s| s.snapshot_id()).collect();
@@ -295,8 +270,8 @@ async fn resync_table(
     t.walked_back_to = Some(common_loc.clone());
     t.walked_back_to_snapshot = common_meta.current_snapshot_id();
     // Recorded before the move, so a later follower into this table never chooses them.
-    if !dry_run && !t.walked_over.is_empty() {
-        super::resync_record::record(io, &t.table, &start, &common_loc, &t.walked_over).await?;
+    if !dry_run && !record_walk(demoted, t, &start, &common_loc).await? {
+        return Ok(());
     }
 
     if restoring {
@@ -337,6 +312,82 @@ async fn resync_table(
         );
     }
     Ok(())
+}
+
+/// The demoted chain from a pointer back to the newest version the new primary holds.
+pub(super) struct LogWalk {
+    /// The metadata files walked over, newest first.
+    pub(super) walked: Vec<String>,
+    /// The pointer's own metadata (`None`: its file is not there).
+    pub(super) newest: Option<Value>,
+    /// The newest version whose current snapshot the new primary holds (or that has none), and
+    /// its metadata; `None` when the chain has no such version (or a file of it is gone).
+    pub(super) common: Option<(String, Value)>,
+}
+
+/// Walks back through `metadata-log` from `start`, newest first, to a version whose current
+/// snapshot is in `held` (the new primary's snapshot ids).
+pub(super) async fn walk_log(io: &FileIO, start: &str, held: &HashSet<i64>) -> Result<LogWalk, String> {
+    let mut location = start.to_string();
+    let mut walked = Vec::new();
+    let mut newest: Option<Value> = None;
+    let common = loop {
+        let Some(json) = read_json(io, &location).await? else {
+            break None;
+        };
+        let current = json
+            .get("current-snapshot-id")
+            .and_then(Value::as_i64)
+            .filter(|id| *id >= 0);
+        if newest.is_none() {
+            newest = Some(json.clone());
+        }
+        if current.is_none_or(|id| held.contains(&id)) {
+            break Some((location.clone(), json));
+        }
+        walked.push(location.clone());
+        let Some(prev) = json
+            .get("metadata-log")
+            .and_then(Value::as_array)
+            .and_then(|l| l.last())
+            .and_then(|e| e.get("metadata-file"))
+            .and_then(Value::as_str)
+        else {
+            break None;
+        };
+        location = prev.to_string();
+    };
+    Ok(LogWalk { walked, newest, common })
+}
+
+/// Records `t.walked_over` (walked from `from` back to `to`) beside them before the move
+/// (`resync_record_write`): `Ok(false)` when another resync of this table kept winning the
+/// record's write (`t` is then a conflict naming the record; nothing moved). A REST table whose
+/// storage refuses the record (SeaweedFS's table buckets take only Iceberg-shaped names) is
+/// walked back without one, said in its reason: the commit's own metadata file logs every
+/// walked-over file, so none of them is a head while it is there.
+pub(super) async fn record_walk(
+    demoted: &CatalogHandle,
+    t: &mut ResyncTable,
+    from: &str,
+    to: &str,
+) -> Result<bool, String> {
+    match super::resync_record_write::record(demoted.file_io_props(), &t.table, from, to, &t.walked_over).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_contended() => {
+            t.action = ResyncAction::Conflict;
+            t.reason = e.to_string();
+            Ok(false)
+        }
+        Err(e) if e.is_refused() && way(demoted) == Way::Commit => {
+            t.reason = format!(
+                "{}; no resync record: the catalog's storage refuses it ({e}); the walk back's commit logs every                  walked-over file, so none is a head while its metadata file is there",
+                t.reason
+            );
+            Ok(true)
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// The head of a table's own metadata files in the demoted catalog's warehouse.

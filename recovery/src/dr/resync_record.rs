@@ -9,15 +9,17 @@
 //! head is chosen (they are reported as strays, with the reason). No flag is needed: the follower
 //! finds the record where it lists the table's metadata files.
 //!
+//! The record is written conditionally, so that two resyncs of one table never lose a walk
+//! (`super::resync_record_write`).
+//!
 //! Order of writes: the record is written **before** the pointer moves. A resync stopped between
 //! the two leaves the pointer on a walked-over version: the follower holds that table and says to
 //! run the resync again, which finds the record, adds nothing new and moves the pointer. A
 //! resync whose move loses to another writer has recorded versions that the other writer's commit
 //! descends from; the follower holds that table too, until the resync runs again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tidemark_journal::store::ObjectStore;
@@ -57,48 +59,7 @@ pub fn location_beside(metadata_location: &str) -> String {
     }
 }
 
-/// Adds a walk to the record beside `from` (created if absent), unless every file it walks over
-/// is recorded already (a re-run after a crash). Called before the pointer moves.
-pub async fn record(io: &FileIO, table: &str, from: &str, to: &str, walked_over: &[String]) -> Result<(), String> {
-    if walked_over.is_empty() {
-        return Ok(());
-    }
-    let location = location_beside(from);
-    let input = io
-        .new_input(&location)
-        .map_err(|e| format!("cannot open {location}: {e}"))?;
-    let exists = input
-        .exists()
-        .await
-        .map_err(|e| format!("cannot check {location}: {e}"))?;
-    let mut rec = if exists {
-        let bytes = input.read().await.map_err(|e| format!("cannot read {location}: {e}"))?;
-        parse(&location, &bytes)?
-    } else {
-        ResyncRecord {
-            format_version: FORMAT_VERSION,
-            table: table.to_string(),
-            walks: Vec::new(),
-        }
-    };
-    let known = names(&rec);
-    if walked_over.iter().all(|w| known.contains(file_name(w))) {
-        return Ok(());
-    }
-    rec.walks.push(Walk {
-        from: from.to_string(),
-        walked_back_to: to.to_string(),
-        walked_over: walked_over.to_vec(),
-    });
-    let body = serde_json::to_vec_pretty(&rec).map_err(|e| e.to_string())?;
-    io.new_output(&location)
-        .map_err(|e| format!("cannot open {location} to write: {e}"))?
-        .write(body.into())
-        .await
-        .map_err(|e| format!("cannot write the resync record {location} (nothing of this table moved): {e}"))
-}
-
-fn parse(location: &str, bytes: &[u8]) -> Result<ResyncRecord, String> {
+pub(super) fn parse(location: &str, bytes: &[u8]) -> Result<ResyncRecord, String> {
     let rec: ResyncRecord = serde_json::from_slice(bytes)
         .map_err(|e| format!("the resync record {location} is not a resync record: {e}; inspect it by hand"))?;
     if rec.format_version != FORMAT_VERSION {
@@ -111,7 +72,7 @@ fn parse(location: &str, bytes: &[u8]) -> Result<ResyncRecord, String> {
 }
 
 /// The file names every walk of `rec` walked over.
-fn names(rec: &ResyncRecord) -> HashSet<String> {
+pub(super) fn names(rec: &ResyncRecord) -> HashSet<String> {
     rec.walks
         .iter()
         .flat_map(|w| w.walked_over.iter().map(|f| file_name(f).to_string()))
@@ -137,6 +98,11 @@ async fn read(store: &dyn ObjectStore, files: &TableFiles) -> Result<Option<(Str
 pub struct Excluded {
     pub keys: Vec<String>,
     pub note: String,
+    /// The current snapshots of the files taken out that no remaining file has as its current
+    /// one: main on one of them is main on a walked-over branch (a REST table's pointer is always
+    /// the server's newest metadata file, whose log names the walked-over files even once main
+    /// is walked back, so it is judged by its snapshot).
+    pub snapshots: HashSet<i64>,
 }
 
 /// Reads the record of the table folder `files` (if a resync left one) and removes from `parsed`
@@ -151,9 +117,22 @@ pub async fn exclude_recorded(
         return Ok(Excluded {
             keys: Vec::new(),
             note: String::new(),
+            snapshots: HashSet::new(),
         });
     };
+    let current = |j: &Value| {
+        j.get("current-snapshot-id")
+            .and_then(Value::as_i64)
+            .filter(|id| *id >= 0)
+    };
+    let before: HashMap<String, Option<i64>> = parsed.iter().map(|(k, j)| (k.clone(), current(j))).collect();
     let keys = exclude(parsed, &names(&rec));
+    let kept: HashSet<i64> = parsed.iter().filter_map(|(_, j)| current(j)).collect();
+    let snapshots = keys
+        .iter()
+        .filter_map(|k| before.get(k).copied().flatten())
+        .filter(|id| !kept.contains(id))
+        .collect();
     let note = if keys.is_empty() {
         String::new()
     } else {
@@ -163,7 +142,7 @@ pub async fn exclude_recorded(
             keys.len()
         )
     };
-    Ok(Excluded { keys, note })
+    Ok(Excluded { keys, note, snapshots })
 }
 
 /// Removes from `files` every file named in `walked` and every file whose metadata log names one

@@ -9,13 +9,20 @@
 //! The server writes a new metadata file; the later snapshots stay in the table's metadata (until
 //! someone expires them), and they and every file only they reference are listed in the report
 //! and never deleted.
+//!
+//! Before the commit, the server's metadata files on the walked-over branch (its metadata log
+//! from the pointer back to the newest file whose main the new primary holds) are recorded beside
+//! them (`resync_record_write`), as on the other kinds: the commit's own file logs them, and so
+//! does every later one, so a follower or `catalog rebuild` reading this folder never takes the
+//! server's files written since the walk back as a head either (the new primary's replicated
+//! files are the chain to follow), and the follower judges a REST pointer by its main snapshot.
 
 use std::collections::HashSet;
 
 use iceberg::io::FileIO;
 
 use super::follow_publish::{based_on, main_branch};
-use super::resync::{KeptFile, ResyncAction, ResyncTable, referenced};
+use super::resync::{KeptFile, LogWalk, ResyncAction, ResyncTable, record_walk, referenced, walk_log};
 use crate::catalog::{CatalogHandle, CommitError, CommitRequest};
 use crate::table::load_table;
 
@@ -70,7 +77,16 @@ pub(super) async fn walk_back(
     kept.sort();
     t.diverged_snapshots = diverged;
     t.kept_files = kept;
-    t.walked_over = t.demoted_pointer.iter().cloned().collect();
+    // The server's metadata files on main's walked-over branch, newest first: its log from the
+    // pointer back to the newest file whose main the new primary holds.
+    let pointer = t.demoted_pointer.clone().unwrap_or_default();
+    let LogWalk {
+        walked: files,
+        common: common_file,
+        ..
+    } = walk_log(io, &pointer, held).await?;
+    t.walked_over = if files.is_empty() { vec![pointer.clone()] } else { files };
+    t.walked_back_to = common_file.map(|(location, _)| location);
     t.action = ResyncAction::WalkedBack;
     t.reason = format!(
         "{} snapshots of main only the demoted side has ({}), main walked back to snapshot {common} by one commit; \
@@ -80,6 +96,12 @@ pub(super) async fn walk_back(
         t.kept_files.len()
     );
     if dry_run {
+        return Ok(());
+    }
+    // Recorded before the commit, as on the other kinds, so that a follower or a rebuild reading
+    // this table's folder never chooses a walked-over file, however long its chain.
+    let to = t.walked_back_to.clone().unwrap_or_else(|| format!("snapshot {common}"));
+    if !record_walk(demoted, t, &pointer, &to).await? {
         return Ok(());
     }
     let request = CommitRequest {

@@ -27,6 +27,7 @@ pub mod seed;
 pub mod snapshot;
 pub mod trust;
 pub mod validate;
+mod validate_spill;
 
 use std::time::Instant;
 

@@ -7,9 +7,6 @@
 //! for a sample of the key partitions instead ([`validate_keys`], [`SampleRequest`]): it checks
 //! every key on the cluster itself (`recover::distributed_check`).
 
-use arrow::array::Array;
-
-use arrow::array::RecordBatch;
 use iceberg::table::Table;
 use serde::Serialize;
 use tidemark_journal::spec::CompiledSpec;
@@ -22,9 +19,10 @@ use futures::StreamExt;
 
 use super::columnar::{self, Extra};
 use super::replay::EventStream;
+use super::validate_spill::{Side, Spill, Spilled};
 use crate::reference::{RefRow, extra_columns, rows_of};
 use crate::table::arrow_schema;
-use crate::table::read::{live_files, read_files, read_paths, read_table, split_rows};
+use crate::table::read::{live_files, read_files, read_paths, read_table};
 
 /// How many mismatches the report lists.
 pub const FIRST_MISMATCHES: usize = 20;
@@ -250,7 +248,9 @@ pub async fn validate_keys(
     for &p in &todo {
         keep[p] = true;
     }
-    let spill = Spill::create(spill_dir, parts, keep)?;
+    let spill = Spill::create(spill_dir, parts, keep).map_err(|e| RecoverError::Validation {
+        message: format!("cannot create the validation spill folder {}: {e}", spill_dir.display()),
+    })?;
     let io_err = |e: std::io::Error| RecoverError::Validation {
         message: format!("validation spill under {}: {e}", spill_dir.display()),
     };
@@ -352,130 +352,6 @@ fn validate_partition(
         &read(Side::Events)?,
         &read(Side::Table)?,
     )
-}
-
-#[derive(Clone, Copy)]
-enum Side {
-    Snapshot,
-    Table,
-    Events,
-}
-
-/// Open spill files: one IPC writer per side and partition, created on first use.
-struct Spill {
-    dir: SpillDir,
-    parts: usize,
-    /// The partitions whose rows are kept (all but a sample's are dropped).
-    keep: Vec<bool>,
-    writers: std::sync::Mutex<Vec<Option<arrow::ipc::writer::FileWriter<std::io::BufWriter<std::fs::File>>>>>,
-}
-
-/// The written spill files.
-struct Spilled {
-    dir: SpillDir,
-    parts: usize,
-}
-
-/// Removes the spill folder when dropped.
-struct SpillDir(std::path::PathBuf);
-
-impl Drop for SpillDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl SpillDir {
-    fn file(&self, side: Side, p: usize) -> std::path::PathBuf {
-        let s = match side {
-            Side::Snapshot => "snapshot",
-            Side::Table => "table",
-            Side::Events => "events",
-        };
-        self.0.join(format!("{s}-{p:05}.arrow"))
-    }
-}
-
-impl Spill {
-    fn create(dir: &std::path::Path, parts: usize, keep: Vec<bool>) -> Result<Spill, RecoverError> {
-        std::fs::create_dir_all(dir).map_err(|e| RecoverError::Validation {
-            message: format!("cannot create the validation spill folder {}: {e}", dir.display()),
-        })?;
-        Ok(Spill {
-            dir: SpillDir(dir.to_path_buf()),
-            parts,
-            keep,
-            writers: std::sync::Mutex::new((0..3 * parts).map(|_| None).collect()),
-        })
-    }
-
-    fn write(&self, spec: &CompiledSpec, side: Side, batches: &[RecordBatch]) -> std::io::Result<()> {
-        let mut writers = self.writers.lock().expect("spill lock");
-        for b in batches {
-            for (p, part) in split(spec, b, self.parts)? {
-                if !self.keep[p] {
-                    continue;
-                }
-                let slot = &mut writers[side as usize * self.parts + p];
-                if slot.is_none() {
-                    let f = std::io::BufWriter::new(std::fs::File::create(self.dir.file(side, p))?);
-                    *slot = Some(
-                        arrow::ipc::writer::FileWriter::try_new(f, &part.schema()).map_err(std::io::Error::other)?,
-                    );
-                }
-                slot.as_mut()
-                    .expect("just set")
-                    .write(&part)
-                    .map_err(std::io::Error::other)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> std::io::Result<Spilled> {
-        for w in self.writers.into_inner().expect("spill lock").iter_mut().flatten() {
-            w.finish().map_err(std::io::Error::other)?;
-        }
-        Ok(Spilled {
-            dir: self.dir,
-            parts: self.parts,
-        })
-    }
-}
-
-impl Spilled {
-    fn read(&self, side: Side, p: usize) -> std::io::Result<Vec<RecordBatch>> {
-        debug_assert!(p < self.parts);
-        let path = self.dir.file(side, p);
-        if !path.exists() {
-            return Ok(Vec::new()); // no row of this side hashed here
-        }
-        let reader =
-            arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(std::fs::File::open(&path)?), None)
-                .map_err(std::io::Error::other)?;
-        reader.map(|b| b.map_err(std::io::Error::other)).collect()
-    }
-}
-
-/// The rows of `batch` per partition of the key's hash (a fixed hash, the same in every run).
-fn split(spec: &CompiledSpec, batch: &RecordBatch, parts: usize) -> std::io::Result<Vec<(usize, RecordBatch)>> {
-    use std::hash::{Hash, Hasher};
-    let schema = batch.schema();
-    let key = batch.column(
-        schema
-            .index_of(&spec.spec.key_column)
-            .map_err(|e| std::io::Error::other(e.to_string()))?,
-    );
-    let strings = key.as_any().downcast_ref::<arrow::array::StringArray>();
-    split_rows(batch, parts, |r| {
-        let mut h = std::hash::DefaultHasher::new();
-        match strings {
-            Some(s) if !s.is_null(r) => s.value(r).hash(&mut h),
-            _ => crate::reference::cell(key.as_ref(), spec.types[spec.key_index], r).hash(&mut h),
-        }
-        (h.finish() % parts as u64) as usize
-    })
-    .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 #[cfg(test)]

@@ -1,0 +1,240 @@
+//! The resync record under concurrent writers and lost replies, on a local folder and on
+//! SeaweedFS (sandbox/seaweedfs.sh; skipped with TIDEMARK_SKIP_SEAWEEDFS=1).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tidemark_journal::store::faulty::{Fault, FaultyStore, ModeFilter, Op, Rule};
+use tidemark_journal::store::local::LocalStore;
+use tidemark_journal::store::s3::{S3Options, create_test_bucket};
+use tidemark_journal::store::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, VersionEntry};
+
+use super::*;
+use crate::dr::resync_record::{ResyncRecord, parse};
+
+const TABLE: &str = "shop.orders";
+
+fn walk(tag: &str) -> Walk {
+    Walk {
+        from: format!("wh/shop/orders/metadata/00003-{tag}.metadata.json"),
+        walked_back_to: "wh/shop/orders/metadata/00001-a.metadata.json".into(),
+        walked_over: vec![
+            format!("wh/shop/orders/metadata/00003-{tag}.metadata.json"),
+            format!("wh/shop/orders/metadata/00002-{tag}.metadata.json"),
+        ],
+    }
+}
+
+async fn read(store: &dyn ObjectStore) -> ResyncRecord {
+    let got = store.get(RECORD_NAME, None).await.unwrap();
+    parse(RECORD_NAME, &got.body).unwrap()
+}
+
+/// Another `replica resync` of the same table: before each of the first `times` conditional puts
+/// of the record that reach it, it lands its own walk (the tag `other-<n>`) through the inner
+/// store, as a second process between our read and our write would.
+#[derive(Debug)]
+struct SecondWriter {
+    inner: Arc<dyn ObjectStore>,
+    times: usize,
+    done: AtomicUsize,
+}
+
+#[async_trait]
+impl ObjectStore for SecondWriter {
+    fn url(&self) -> String {
+        self.inner.url()
+    }
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
+        if key == RECORD_NAME {
+            let n = self.done.fetch_add(1, Ordering::SeqCst);
+            if n < self.times {
+                let theirs = walk(&format!("other-{n}"));
+                record_in(self.inner.as_ref(), key, RECORD_NAME, TABLE, &theirs)
+                    .await
+                    .expect("the second writer records its walk");
+            }
+        }
+        self.inner.put(key, body, mode).await
+    }
+    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
+        self.inner.get(key, version_id).await
+    }
+    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
+        self.inner.head(key, version_id).await
+    }
+    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
+        self.inner.list_page(prefix, token, max).await
+    }
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>> {
+        self.inner.list_versions(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key).await
+    }
+    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
+        self.inner.delete_version(key, version_id).await
+    }
+}
+
+/// A second resync's walk lands between our read of the record and our write, the first time
+/// (the record absent: both create) and again once it exists (both If-Match the same ETag):
+/// every walk is kept, none is written twice.
+async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
+    let raced = SecondWriter {
+        inner: store.clone(),
+        times: 1,
+        done: AtomicUsize::new(0),
+    };
+    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-1"))
+        .await
+        .unwrap();
+    let rec = read(store.as_ref()).await;
+    let froms: Vec<&str> = rec.walks.iter().map(|w| w.from.as_str()).collect();
+    assert_eq!(froms.len(), 2, "{rec:?}");
+    assert!(
+        froms.iter().any(|f| f.contains("other-0")),
+        "the other writer's walk was lost: {rec:?}"
+    );
+    assert!(froms.iter().any(|f| f.contains("ours-1")), "our walk was lost: {rec:?}");
+
+    let raced = SecondWriter {
+        inner: store.clone(),
+        times: 1,
+        done: AtomicUsize::new(0),
+    };
+    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-2"))
+        .await
+        .unwrap();
+    let rec = read(store.as_ref()).await;
+    let mut froms: Vec<String> = rec
+        .walks
+        .iter()
+        .map(|w| w.from.rsplit('/').next().unwrap().to_string())
+        .collect();
+    froms.sort();
+    assert_eq!(
+        froms,
+        [
+            "00003-other-0.metadata.json",
+            "00003-ours-1.metadata.json",
+            "00003-ours-2.metadata.json"
+        ],
+        "{rec:?}"
+    );
+}
+
+/// Our write reached the store but its reply was lost (or the backend's own retry of it got a
+/// 412): reading back finds our walk, so it is our success, never a conflict, and it is not
+/// written twice.
+async fn a_lost_reply_on_our_own_write_is_our_success(store: Arc<dyn ObjectStore>) {
+    for (n, fault) in [Fault::LostReply, Fault::LostReplyRetried].into_iter().enumerate() {
+        let rules = vec![
+            Rule::new(Op::Put, fault)
+                .prefix(RECORD_NAME)
+                .mode(ModeFilter::Any)
+                .times(1),
+        ];
+        let faulty = FaultyStore::new(store.clone(), 7, rules);
+        let ours = walk(&format!("lost-{n}"));
+        record_in(&faulty, RECORD_NAME, RECORD_NAME, TABLE, &ours)
+            .await
+            .unwrap();
+        assert_eq!(faulty.injected(), 1, "{fault:?} was not injected");
+        let rec = read(store.as_ref()).await;
+        assert_eq!(rec.walks.len(), n + 1, "{rec:?}");
+        assert_eq!(rec.walks.last(), Some(&ours), "{rec:?}");
+    }
+}
+
+/// A record that another writer changes before every one of our writes: refused after
+/// [`ATTEMPTS`], naming the table and the record, every walk the others wrote still there.
+async fn a_record_that_keeps_changing_is_refused(store: Arc<dyn ObjectStore>) {
+    let raced = SecondWriter {
+        inner: store.clone(),
+        times: usize::MAX,
+        done: AtomicUsize::new(0),
+    };
+    let err = record_in(
+        &raced,
+        RECORD_NAME,
+        "s3://b/wh/shop/orders/metadata/tidemark-resync.json",
+        TABLE,
+        &walk("ours"),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.is_contended(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(TABLE) && msg.contains("tidemark-resync.json") && msg.contains("again"),
+        "{msg}"
+    );
+    let rec = read(store.as_ref()).await;
+    assert_eq!(rec.walks.len(), ATTEMPTS, "{rec:?}");
+}
+
+fn local() -> (Arc<dyn ObjectStore>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    (Arc::new(LocalStore::open(dir.path()).unwrap()), dir)
+}
+
+/// A fresh versioned bucket on SeaweedFS, opened by [`record_store`] with a catalog's S3
+/// properties (endpoint and keys); `None` when skipped.
+async fn seaweedfs() -> Option<Arc<dyn ObjectStore>> {
+    if std::env::var("TIDEMARK_SKIP_SEAWEEDFS").is_ok_and(|v| v == "1") {
+        eprintln!("skipped (TIDEMARK_SKIP_SEAWEEDFS=1)");
+        return None;
+    }
+    let endpoint = std::env::var("TIDEMARK_SEAWEED_S3_ENDPOINT")
+        .expect("TIDEMARK_SEAWEED_S3_ENDPOINT: run under sandbox/test.sh, or TIDEMARK_SKIP_SEAWEEDFS=1");
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let bucket = format!(
+        "resync-record-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let opts = S3Options {
+        endpoint: Some(endpoint.clone()),
+        ..S3Options::from_env()
+    };
+    create_test_bucket(&opts, &bucket, true).await.unwrap();
+    let key = |v: &str| std::env::var(v).unwrap_or_else(|_| "test".into());
+    let props = HashMap::from([
+        ("s3.endpoint".to_string(), endpoint),
+        ("s3.access-key-id".to_string(), key("AWS_ACCESS_KEY_ID")),
+        ("s3.secret-access-key".to_string(), key("AWS_SECRET_ACCESS_KEY")),
+        ("s3.region".to_string(), "us-east-1".to_string()),
+    ]);
+    let location = format!("s3://{bucket}/wh/shop/orders/metadata/{RECORD_NAME}");
+    let (store, name) = record_store(&location, &props).await.unwrap();
+    assert_eq!(name, RECORD_NAME);
+    Some(store)
+}
+
+macro_rules! on_local_and_seaweedfs {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn local() {
+                let (store, _dir) = super::local();
+                super::$name(store).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn seaweedfs() {
+                if let Some(store) = super::seaweedfs().await {
+                    super::$name(store).await
+                }
+            }
+        }
+    )*};
+}
+
+on_local_and_seaweedfs!(
+    concurrent_resyncs_never_lose_a_walk,
+    a_lost_reply_on_our_own_write_is_our_success,
+    a_record_that_keeps_changing_is_refused,
+);

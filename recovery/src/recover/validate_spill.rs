@@ -1,0 +1,298 @@
+//! The partitioned validation's spill ([`super::validate`]): the snapshot's rows, the table's rows
+//! and the range's events, split by a fixed hash of the key into partitions, each partition of
+//! each side one Arrow IPC file under the spill folder (removed when dropped, also on error).
+//!
+//! Coalesced: every input batch is grouped by partition with one `take` (rows ordered by
+//! partition) and cut into zero-copy slices; the slices wait until [`BUFFER_BYTES`] of input
+//! are pending, then each partition's are concatenated and written as one IPC batch. Writing each
+//! input batch's share of each partition as an IPC batch of its own (as before) made the work
+//! grow with batches × partitions — both grow with the size, so the validation's time grew with
+//! its square (100M rows + 10M events: 21.8× the 10M + 1M time for 10× the data; see
+//! docs/performance.md, "100M + 10M").
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use arrow::array::{Array, RecordBatch, StringArray, UInt32Array};
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::FileWriter;
+use tidemark_journal::spec::CompiledSpec;
+
+/// Input held (as slices of grouped batches) before the pending rows are written, per spill.
+pub(super) const BUFFER_BYTES: usize = 128 << 20;
+
+#[derive(Clone, Copy)]
+pub(super) enum Side {
+    Snapshot,
+    Table,
+    Events,
+}
+
+/// Open spill files: one IPC writer per side and partition, created on first use.
+pub(super) struct Spill {
+    dir: SpillDir,
+    parts: usize,
+    /// The partitions whose rows are kept (all but a sample's are dropped).
+    keep: Vec<bool>,
+    buffer_bytes: usize,
+    state: Mutex<State>,
+}
+
+struct State {
+    writers: Vec<Option<FileWriter<BufWriter<File>>>>,
+    /// Per side and partition: slices not yet written.
+    pending: Vec<Vec<RecordBatch>>,
+    /// Memory of the grouped input batches the pending slices point into.
+    pending_bytes: usize,
+}
+
+/// The written spill files.
+pub(super) struct Spilled {
+    dir: SpillDir,
+    parts: usize,
+}
+
+/// Removes the spill folder when dropped.
+struct SpillDir(PathBuf);
+
+impl Drop for SpillDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl SpillDir {
+    fn file(&self, side: Side, p: usize) -> PathBuf {
+        let s = match side {
+            Side::Snapshot => "snapshot",
+            Side::Table => "table",
+            Side::Events => "events",
+        };
+        self.0.join(format!("{s}-{p:05}.arrow"))
+    }
+}
+
+impl Spill {
+    /// A spill of `parts` partitions under `dir` (created; the caller names it in errors).
+    pub(super) fn create(dir: &Path, parts: usize, keep: Vec<bool>) -> std::io::Result<Spill> {
+        Self::with_buffer(dir, parts, keep, BUFFER_BYTES)
+    }
+
+    fn with_buffer(dir: &Path, parts: usize, keep: Vec<bool>, buffer_bytes: usize) -> std::io::Result<Spill> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Spill {
+            dir: SpillDir(dir.to_path_buf()),
+            parts,
+            keep,
+            buffer_bytes,
+            state: Mutex::new(State {
+                writers: (0..3 * parts).map(|_| None).collect(),
+                pending: vec![Vec::new(); 3 * parts],
+                pending_bytes: 0,
+            }),
+        })
+    }
+
+    pub(super) fn write(&self, spec: &CompiledSpec, side: Side, batches: &[RecordBatch]) -> std::io::Result<()> {
+        let mut st = self.state.lock().expect("spill lock");
+        for b in batches {
+            let (grouped, ranges) = group(spec, b, self.parts, &self.keep)?;
+            st.pending_bytes += grouped.get_array_memory_size();
+            for (p, start, len) in ranges {
+                st.pending[side as usize * self.parts + p].push(grouped.slice(start, len));
+            }
+            if st.pending_bytes >= self.buffer_bytes {
+                flush(&self.dir, self.parts, &mut st)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn finish(self) -> std::io::Result<Spilled> {
+        let mut st = self.state.into_inner().expect("spill lock");
+        flush(&self.dir, self.parts, &mut st)?;
+        for w in st.writers.iter_mut().flatten() {
+            w.finish().map_err(std::io::Error::other)?;
+        }
+        Ok(Spilled {
+            dir: self.dir,
+            parts: self.parts,
+        })
+    }
+}
+
+/// Writes every partition's pending slices as one IPC batch.
+fn flush(dir: &SpillDir, parts: usize, st: &mut State) -> std::io::Result<()> {
+    let State { writers, pending, .. } = st;
+    for (slot, slices) in pending.iter_mut().enumerate().filter(|(_, s)| !s.is_empty()) {
+        let batch =
+            arrow::compute::concat_batches(&slices[0].schema(), slices.iter()).map_err(std::io::Error::other)?;
+        slices.clear();
+        if writers[slot].is_none() {
+            let side = [Side::Snapshot, Side::Table, Side::Events][slot / parts];
+            let f = BufWriter::new(File::create(dir.file(side, slot % parts))?);
+            writers[slot] = Some(FileWriter::try_new(f, &batch.schema()).map_err(std::io::Error::other)?);
+        }
+        writers[slot]
+            .as_mut()
+            .expect("just set")
+            .write(&batch)
+            .map_err(std::io::Error::other)?;
+    }
+    st.pending_bytes = 0;
+    Ok(())
+}
+
+impl Spilled {
+    pub(super) fn read(&self, side: Side, p: usize) -> std::io::Result<Vec<RecordBatch>> {
+        debug_assert!(p < self.parts);
+        let path = self.dir.file(side, p);
+        if !path.exists() {
+            return Ok(Vec::new()); // no row of this side hashed here
+        }
+        let reader = FileReader::try_new(BufReader::new(File::open(&path)?), None).map_err(std::io::Error::other)?;
+        reader.map(|b| b.map_err(std::io::Error::other)).collect()
+    }
+}
+
+/// A partition's rows in a grouped batch: `(partition, first row, rows)`.
+type Range = (usize, usize, usize);
+
+/// The kept rows of `batch` ordered by the partition of their key's hash (a fixed hash, the
+/// same in every run), and each partition's `(partition, first row, rows)` in that batch.
+fn group(
+    spec: &CompiledSpec,
+    batch: &RecordBatch,
+    parts: usize,
+    keep: &[bool],
+) -> std::io::Result<(RecordBatch, Vec<Range>)> {
+    use std::hash::{Hash, Hasher};
+    let schema = batch.schema();
+    let key = batch.column(
+        schema
+            .index_of(&spec.spec.key_column)
+            .map_err(|e| std::io::Error::other(e.to_string()))?,
+    );
+    let strings = key.as_any().downcast_ref::<StringArray>();
+    let part_of: Vec<u32> = (0..batch.num_rows())
+        .map(|r| {
+            let mut h = std::hash::DefaultHasher::new();
+            match strings {
+                Some(s) if !s.is_null(r) => s.value(r).hash(&mut h),
+                _ => crate::reference::cell(key.as_ref(), spec.types[spec.key_index], r).hash(&mut h),
+            }
+            (h.finish() % parts as u64) as u32
+        })
+        .collect();
+    // A counting sort of the row numbers by partition.
+    let mut starts = vec![0usize; parts + 1];
+    for &p in &part_of {
+        if keep[p as usize] {
+            starts[p as usize + 1] += 1;
+        }
+    }
+    for p in 0..parts {
+        starts[p + 1] += starts[p];
+    }
+    let mut next = starts.clone();
+    let mut order = vec![0u32; starts[parts]];
+    for (r, &p) in part_of.iter().enumerate() {
+        if keep[p as usize] {
+            order[next[p as usize]] = r as u32;
+            next[p as usize] += 1;
+        }
+    }
+    let grouped = arrow::compute::take_record_batch(batch, &UInt32Array::from(order)).map_err(std::io::Error::other)?;
+    let ranges = (0..parts)
+        .filter(|&p| starts[p + 1] > starts[p])
+        .map(|p| (p, starts[p], starts[p + 1] - starts[p]))
+        .collect();
+    Ok((grouped, ranges))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use std::sync::Arc;
+
+    fn batch(spec: &CompiledSpec, from: i64, n: i64) -> RecordBatch {
+        let keys: Vec<String> = (from..from + n).map(|i| format!("order-{i}")).collect();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+            arrow::datatypes::Field::new(&spec.spec.key_column, arrow::datatypes::DataType::Utf8, false),
+            arrow::datatypes::Field::new("n", arrow::datatypes::DataType::Int64, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(keys)),
+                Arc::new(Int64Array::from((from..from + n).collect::<Vec<_>>())),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn numbers(batches: &[RecordBatch]) -> Vec<i64> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let n = b.column(1).as_any().downcast_ref::<Int64Array>().unwrap();
+                n.values().to_vec()
+            })
+            .collect()
+    }
+
+    /// Each partition file holds one IPC batch per flush, not one per input batch; every row
+    /// lands in exactly one partition, the same one as its key's hash says, on each side.
+    #[test]
+    fn input_batches_are_coalesced_per_partition_and_every_row_kept_once() {
+        let spec = CompiledSpec::orders();
+        let dir = tempfile::tempdir().unwrap();
+        let parts = 8;
+        let spill = Spill::with_buffer(&dir.path().join("s"), parts, vec![true; parts], 1 << 30).unwrap();
+        let inputs: Vec<RecordBatch> = (0..40).map(|i| batch(&spec, i * 100, 100)).collect();
+        spill.write(&spec, Side::Snapshot, &inputs).unwrap();
+        spill.write(&spec, Side::Events, &inputs[..3]).unwrap();
+        let spilled = spill.finish().unwrap();
+        let mut all = Vec::new();
+        for p in 0..parts {
+            let got = spilled.read(Side::Snapshot, p).unwrap();
+            assert!(got.len() <= 1, "partition {p}: {} IPC batches for one flush", got.len());
+            for n in numbers(&got) {
+                let (_, ranges) = group(&spec, &batch(&spec, n, 1), parts, &vec![true; parts]).unwrap();
+                assert_eq!(ranges[0].0, p, "row {n} spilled to partition {p}");
+            }
+            all.extend(numbers(&got));
+            let ev = numbers(&spilled.read(Side::Events, p).unwrap());
+            assert!(ev.iter().all(|&n| n < 300));
+            assert!(spilled.read(Side::Table, p).unwrap().is_empty());
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..4000).collect::<Vec<_>>());
+    }
+
+    /// A small buffer flushes as it goes (memory bounded), a sample keeps only its partitions,
+    /// and the rows are the same.
+    #[test]
+    fn a_small_buffer_flushes_as_it_goes_and_a_sample_keeps_only_its_partitions() {
+        let spec = CompiledSpec::orders();
+        let dir = tempfile::tempdir().unwrap();
+        let parts = 4;
+        let keep = vec![true, false, true, false];
+        let spill = Spill::with_buffer(&dir.path().join("s"), parts, keep.clone(), 1).unwrap();
+        let inputs: Vec<RecordBatch> = (0..10).map(|i| batch(&spec, i * 50, 50)).collect();
+        spill.write(&spec, Side::Table, &inputs).unwrap();
+        let spilled = spill.finish().unwrap();
+        let mut all = Vec::new();
+        for (p, kept) in keep.iter().enumerate() {
+            let got = spilled.read(Side::Table, p).unwrap();
+            assert_eq!(!got.is_empty(), *kept, "partition {p}");
+            all.extend(numbers(&got));
+        }
+        let (_, ranges) = group(&spec, &batch(&spec, 0, 500), parts, &keep).unwrap();
+        assert_eq!(all.len(), ranges.iter().map(|r| r.2).sum::<usize>());
+        assert!(ranges.iter().all(|r| keep[r.0]));
+    }
+}
