@@ -636,12 +636,14 @@ fn tidemark_applies_into_a_table_pyiceberg_created() {
             &catalog,
             "--table",
             "shop.orders",
+            "--batches-per-commit",
+            "1",
             "--json",
         ])
         .ok()
         .json();
     assert_eq!(applied["applied_to_position"], events.len(), "{applied}");
-    // Counted per batch of 4: [o-a keep, o-b keep, o-c 2 update, o-f insert], [o-c 4 update (3 is
+    // Counted per batch of 4 (a commit each): [o-a keep, o-b keep, o-c 2 update, o-f insert], [o-c 4 update (3 is
     // older), o-d tombstone update, o-f 2 update], [o-g insert].
     assert_eq!(
         (

@@ -11,7 +11,7 @@
 use super::super::support::faults::*;
 use super::super::support::*;
 
-/// A journal of 60 events (batches of 20) applied (with `env`) into `shop.orders` of `catalog`,
+/// A journal of 60 events (batches of 20) applied a batch a commit (with `env`) into `shop.orders` of `catalog`,
 /// its files in a warehouse of its own on S3 named after `name`; returns the journal and the
 /// warehouse.
 fn applied_on_s3(s: &Scratch, env: &[(&str, &str)], name: &str, catalog: &str) -> (String, String) {
@@ -27,6 +27,9 @@ fn applied_on_s3(s: &Scratch, env: &[(&str, &str)], name: &str, catalog: &str) -
         &warehouse,
         "--table",
         "shop.orders",
+        // A commit per batch, as the fault tests were made for (the default groups the three).
+        "--batches-per-commit",
+        "1",
     ];
     s.run_with(env, &args).ok();
     (journal, warehouse)
