@@ -387,7 +387,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     let t = table(&done, &orders);
     assert_eq!(t["action"], "walked_back", "{done}");
     let (demote_walked, demote_diverged) = (t["walked_over"].clone(), t["diverged_snapshots"].clone());
-    let t_reason = t["reason"].clone();
+    let (t_reason, t_record) = (t["reason"].clone(), t["record"].clone());
     let done_kept = t["kept_files"].as_array().unwrap();
     assert!(kept.as_array().unwrap().iter().all(|f| done_kept.contains(f)), "{t}");
     assert!(
@@ -475,7 +475,6 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         .map(|w| w.as_str().unwrap().to_string())
         .collect();
     assert!(walked.iter().all(|w| w.ends_with(".metadata.json")), "{demote_walked}");
-    let record_at = format!("{}/tidemark-resync.json", walked[0].rsplit_once('/').unwrap().0);
     let record_endpoint = match kind {
         Kind::S3Tables => std::env::var("TIDEMARK_S3TABLES_ENDPOINT").ok(),
         Kind::Rest => endpoint.map(str::to_string),
@@ -489,9 +488,19 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
             reason.contains("no resync record") && reason.contains("refuses"),
             "{reason}"
         );
+        assert!(t_record.is_null(), "{t_record}");
     } else {
-        let rec = read_record(&record_at, record_endpoint.as_deref());
-        assert_eq!(rec["format_version"], 1, "{rec}");
+        // One record per walk, named by the walk, beside the file it started from; the report
+        // names it.
+        let record_at = t_record
+            .as_str()
+            .unwrap_or_else(|| panic!("no record in the report: {done}"));
+        let (folder, name) = record_at.rsplit_once('/').unwrap();
+        assert_eq!(Some(folder), walked[0].rsplit_once('/').map(|(f, _)| f), "{record_at}");
+        assert!(name.starts_with("tidemark-resync-"), "{record_at}");
+        let rec = read_record(record_at, record_endpoint.as_deref());
+        assert_eq!(rec["format_version"], 2, "{rec}");
+        assert!(rec["demoted_catalog"].as_str().unwrap().contains(dr), "{rec}");
         let recorded: Vec<&serde_json::Value> = rec["walks"]
             .as_array()
             .unwrap()

@@ -27,6 +27,19 @@ pub(crate) async fn open(url: &str, endpoint: Option<&str>) -> std::sync::Arc<dy
     }
 }
 
+/// Every resync record in the metadata folder of the table folder `table` (`shop/orders`) of
+/// `store`, as JSON: one per walk (`tidemark-resync-<id>.json`).
+pub(crate) async fn records(warehouse: &dyn ObjectStore, table: &str) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for o in store::list_all(warehouse, &format!("{table}/metadata/")).await.unwrap() {
+        if o.key.rsplit('/').next().unwrap().starts_with("tidemark-resync") {
+            let got = warehouse.get(&o.key, None).await.unwrap();
+            out.push(serde_json::from_slice(&got.body).unwrap());
+        }
+    }
+    out
+}
+
 /// The hostile replication: every object of `from` that `to` lacks, metadata JSON first (newest
 /// first), then manifests, then data, one object at a time; with `data`, false, the data files
 /// are left behind (they arrive in a later pass).
@@ -437,13 +450,11 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
                 .await
                 .unwrap_or_else(|e| panic!("{path} is gone: {e}"));
         }
-        // The record the resync left beside them (schema resync-record).
-        let got = src
-            .get("shop/orders/metadata/tidemark-resync.json", None)
-            .await
-            .unwrap();
-        let rec: serde_json::Value = serde_json::from_slice(&got.body).unwrap();
-        assert_eq!(rec["format_version"], 1, "{rec}");
+        // The record the resync left beside them (schema resync-record), one for this walk.
+        let recs = records(src.as_ref(), "shop/orders").await;
+        assert_eq!(recs.len(), 1, "{recs:?}");
+        let rec = &recs[0];
+        assert_eq!(rec["format_version"], 2, "{rec}");
         assert_eq!(
             rec["walks"][0]["walked_over"],
             serde_json::Value::from(walked_over.clone()),
@@ -526,11 +537,12 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     );
 
     // Two resyncs of the same table at once (issue 13): the old primary diverges again; resync A
-    // stops between reading the record and writing it, and meanwhile another writer commits once
-    // more and resync B walks back over both commits and records them. A's write of the record
-    // then loses the race: it reads B's record, finds its own walk in it, and its move loses too
-    // (exit 5, nothing moved by it). No walk is lost: every file B walked over, the last commit's
-    // included, stays in the record, and the reversed follow never takes one as its head.
+    // stops just before writing its record, and meanwhile another writer commits once more and
+    // resync B walks back over both commits and records them. Each walk has a record of its own
+    // (two walks never share one; a race at one key is `dr::resync_record_write::tests`): A's
+    // record is written beside B's, and its move loses (exit 5, nothing moved by it). No walk is
+    // lost: every file B walked over, the last commit's included, is recorded, and the reversed
+    // follow never takes one as its head.
     fault("order_version % 7 = 2");
     let mut b_walked = Vec::new();
     let raced = s.run_paused("resync:before-record", &resync_args, || {
@@ -546,22 +558,17 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         .enable_all()
         .build()
         .unwrap();
-    let rec: serde_json::Value = rt.block_on(async {
-        let src = open(&primary_wh, endpoint).await;
-        let got = src
-            .get("shop/orders/metadata/tidemark-resync.json", None)
-            .await
-            .unwrap();
-        serde_json::from_slice(&got.body).unwrap()
-    });
-    let recorded: Vec<&serde_json::Value> = rec["walks"]
-        .as_array()
-        .unwrap()
+    let recs = rt.block_on(async { records(open(&primary_wh, endpoint).await.as_ref(), "shop/orders").await });
+    let recorded: Vec<&serde_json::Value> = recs
         .iter()
+        .flat_map(|r| r["walks"].as_array().unwrap())
         .flat_map(|w| w["walked_over"].as_array().unwrap())
         .collect();
     for w in &b_walked {
-        assert!(recorded.contains(&w), "{w} walked over but lost from the record: {rec}");
+        assert!(
+            recorded.contains(&w),
+            "{w} walked over but lost from the records: {recs:?}"
+        );
     }
     let again = s.run(&resync_args).ok().json();
     assert_eq!(again["tables"][0]["action"], "in_step", "{again}");

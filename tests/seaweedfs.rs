@@ -106,7 +106,14 @@ fn a_rest_table_bucket_is_rebuilt_and_followed_directly() {
     // (current snapshot, rows) of the table in `catalog`.
     let held = |catalog: &str, out: &str| {
         let path = s.path_str(out);
-        let mut args: Vec<&str> = vec!["history", "record", "--catalog", catalog, "--namespace", namespace.as_str()];
+        let mut args: Vec<&str> = vec![
+            "history",
+            "record",
+            "--catalog",
+            catalog,
+            "--namespace",
+            namespace.as_str(),
+        ];
         if catalog.ends_with(".db") {
             args.extend(["--warehouse", warehouse.as_str()]);
         }

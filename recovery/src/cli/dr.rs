@@ -225,6 +225,12 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
                     for m in &t.newest_missing {
                         println!("{:<32}   missing {} {}", "", m.what, m.path);
                     }
+                    for w in &t.walked_over {
+                        println!("{:<32}   walked over by replica resync, not a head: {w}", "");
+                    }
+                    if let Some(r) = &t.refused {
+                        println!("{:<32}   REFUSED: {r}", "");
+                    }
                 }
             }
             if !report.is_current() {

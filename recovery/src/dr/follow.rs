@@ -5,8 +5,9 @@
 //! 1. the head is chosen by the metadata-log chain ([`rebuild::choose_head`], hinted by the
 //!    newest file the last cycle saw); strays and forks are reported, an undecidable table is
 //!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates, nor
-//!    the metadata files a `replica resync` walked over and their descendants (the record it
-//!    leaves beside them, [`resync_record`]): they are strays, and a pointer on one is held;
+//!    the metadata files a `replica resync` walked over and their descendants (the records it
+//!    leaves beside them, one per walk, [`resync_record`]): they are strays, and a pointer on
+//!    one is held, as is a table with a record that cannot be read;
 //! 2. the target: `strict`, the newest file on the head's chain whose current snapshot has every
 //!    referenced file (manifest list, manifests, data and delete files); `eventual`, the head,
 //!    with its missing files listed;
@@ -291,12 +292,20 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
 
     let (mut parsed, unparsable) = rebuild::read_metadata(ctx.store, files).await?;
     parsed.retain(|(k, j)| !is_own_rewrite(k, j));
-    // What a `replica resync` walked over (and what descends from it) is never a head.
+    // What a `replica resync` walked over (and what descends from it) is never a head. A record
+    // that is there but cannot be read may name the very file that would be chosen: held.
     let resync_record::Excluded {
         keys: walked,
         note: walked_note,
         snapshots: walked_snapshots,
-    } = resync_record::exclude_recorded(ctx.store, files, &mut parsed).await?;
+    } = match resync_record::exclude_recorded(ctx.store, files, &mut parsed).await {
+        Ok(e) => e,
+        Err(reason) => {
+            out.status = TableStatus::Held;
+            out.reason = format!("{reason}; nothing moved");
+            return Ok(out);
+        }
+    };
     if parsed.is_empty() && !walked.is_empty() {
         out.status = TableStatus::Held;
         out.strays = walked;

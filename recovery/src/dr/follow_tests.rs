@@ -305,3 +305,36 @@ async fn an_undecidable_head_is_held_and_named_and_a_hint_from_the_last_scan_dec
             .is_none()
     );
 }
+
+/// A resync record listed beside a table's metadata files that cannot be read (here: not a
+/// record at all) may name the very file that would be chosen as the head: the table is held,
+/// naming the record, nothing registered; the other tables are followed.
+#[tokio::test]
+async fn a_resync_record_that_cannot_be_read_holds_its_table() {
+    let site = Site::new().await;
+    table_with(&site.src, "shop.orders", &site.ids, 1..=2).await;
+    table_with(&site.src, "shop.other", &site.ids, 1..=1).await;
+    site.replicate(true);
+    let bad = site
+        .replica()
+        .join("shop/orders/metadata/tidemark-resync-0000000000000000.json");
+    std::fs::write(&bad, b"{\"torn").unwrap();
+    let c = clock();
+    let (dr, state) = site.dr("dr").await;
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let s = once(&opts, &dr, &state, &c).await.unwrap();
+    let held = s.table("shop.orders").unwrap();
+    assert_eq!(held.status, TableStatus::Held, "{held:?}");
+    assert!(
+        held.reason.contains("tidemark-resync-0000000000000000.json") && held.reason.contains("nothing moved"),
+        "{}",
+        held.reason
+    );
+    let orders = parse_ident("shop.orders").unwrap();
+    assert!(dr.metadata_pointer(&orders).await.unwrap().is_none());
+    assert_eq!(s.table("shop.other").unwrap().status, TableStatus::Ok);
+    // Once it is readable (here: removed), the table is followed.
+    std::fs::remove_file(&bad).unwrap();
+    let s = once(&opts, &dr, &state, &c).await.unwrap();
+    assert_eq!(s.table("shop.orders").unwrap().status, TableStatus::Ok, "{s:?}");
+}

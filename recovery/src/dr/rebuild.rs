@@ -1,7 +1,7 @@
 //! Rebuilding a lost catalog from the metadata files in the warehouse.
 //!
-//! Layout read: `<warehouse>/<ns…>/<table>/metadata/<NNNNN>-<uuid>.metadata.json`; a nested
-//! namespace `a/b/t` is namespace `a.b`.
+//! Layout read: `<warehouse>/<ns…>/<table>/metadata/<NNNNN>-<uuid>.metadata.json`, and the resync
+//! records beside them (`super::resync_record`); a nested namespace `a/b/t` is namespace `a.b`.
 //!
 //! Choosing a table's head ([`choose_head`]). "Newest by name" is wrong: a commit that lost its
 //! catalog swap, or crashed before it, leaves a metadata file that may sort after the true head.
@@ -107,6 +107,9 @@ pub struct TableFiles {
     pub prefix: String,
     /// Keys of its `*.metadata.json` files relative to the warehouse root, sorted.
     pub metadata_keys: Vec<String>,
+    /// Keys of the resync records in its metadata folder
+    /// ([`super::resync_record::is_record_name`]), sorted.
+    pub record_keys: Vec<String>,
 }
 
 impl TableFiles {
@@ -135,11 +138,16 @@ pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Resul
             source,
         })?;
     let mut tables: BTreeMap<String, TableFiles> = BTreeMap::new();
+    let mut records: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for object in objects {
         let parts: Vec<&str> = object.key.split('/').collect();
         // <ns…>/<table>/metadata/<file>: at least one namespace level.
         let n = parts.len();
-        if n < 4 || parts[n - 2] != "metadata" || !parts[n - 1].ends_with(METADATA_SUFFIX) {
+        if n < 4 || parts[n - 2] != "metadata" {
+            continue;
+        }
+        let is_metadata = parts[n - 1].ends_with(METADATA_SUFFIX);
+        if !is_metadata && !super::resync_record::is_record_name(parts[n - 1]) {
             continue;
         }
         let ns = parts[..n - 3].join(".");
@@ -147,6 +155,10 @@ pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Resul
             continue;
         }
         let prefix = parts[..n - 2].join("/");
+        if !is_metadata {
+            records.entry(prefix).or_default().push(object.key);
+            continue;
+        }
         tables
             .entry(prefix.clone())
             .or_insert_with(|| TableFiles {
@@ -154,13 +166,21 @@ pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Resul
                 name: parts[n - 3].to_string(),
                 prefix,
                 metadata_keys: Vec::new(),
+                record_keys: Vec::new(),
             })
             .metadata_keys
             .push(object.key);
     }
+    // A record in a folder without metadata files names nothing that could be a head.
+    for (prefix, keys) in records {
+        if let Some(t) = tables.get_mut(&prefix) {
+            t.record_keys = keys;
+        }
+    }
     let mut out: Vec<TableFiles> = tables.into_values().collect();
     for t in &mut out {
         t.metadata_keys.sort();
+        t.record_keys.sort();
     }
     Ok(out)
 }

@@ -352,7 +352,12 @@ async fn files_a_resync_walked_over_are_never_the_rebuilt_head() {
         .iter()
         .map(|t| t.metadata_location().unwrap().to_string())
         .collect();
-    super::resync_record_write::record(&HashMap::new(), "shop.orders", &walked[0], &kept_location, &walked)
+    let walk = super::resync_record::Walk {
+        from: walked[0].clone(),
+        walked_back_to: kept_location.clone(),
+        walked_over: walked.clone(),
+    };
+    super::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
         .await
         .unwrap();
 

@@ -6,12 +6,14 @@
 //! long after the failover was declared done.
 //!
 //! For each table folder ([`rebuild::discover`]) the head is chosen as the rebuild does
-//! ([`rebuild::choose_head`]), and the chain of metadata files is walked from the head backwards.
-//! For each metadata file every file its current snapshot references is checked for existence:
-//! the manifest list, the manifests, and the live data and delete files. The newest metadata file
-//! with all of them present is the newest *consistent* one; the replica can be recovered to it,
-//! and what it loses is the recovery point objective: the commits on the chain after it
-//! (`behind_commits`) and the `last-updated-ms` gap (`behind_ms`).
+//! ([`rebuild::choose_head`], without the files a `replica resync` walked over, named by the
+//! records it left beside them: `super::resync_record`), and the chain of metadata files is
+//! walked from the head backwards. For each metadata file every file its current snapshot
+//! references is checked for existence: the manifest list, the manifests, and the live data and
+//! delete files. The newest metadata file with all of them present is the newest *consistent*
+//! one; the replica can be recovered to it, and what it loses is the recovery point objective:
+//! the commits on the chain after it (`behind_commits`) and the `last-updated-ms` gap
+//! (`behind_ms`).
 //!
 //! Paths in the metadata are the source's absolute paths; a [`PrefixMap`] reads them under the
 //! replica's root. Nothing is written. A table whose files cannot be read (other than being
@@ -69,6 +71,9 @@ pub struct ReplicaTable {
     /// Why no head was chosen, when none was.
     pub refused: Option<String>,
     pub error: Option<String>,
+    /// Metadata files a `replica resync` walked over (named by the resync records beside them),
+    /// and those descending from one: no candidates for the head.
+    pub walked_over: Vec<String>,
 }
 
 impl ReplicaTable {
@@ -86,6 +91,7 @@ impl ReplicaTable {
             unparsable_metadata: Vec::new(),
             refused: None,
             error: None,
+            walked_over: Vec::new(),
         }
     }
 
@@ -178,9 +184,17 @@ async fn check_table(
     files: &TableFiles,
     out: &mut ReplicaTable,
 ) -> Result<(), String> {
-    let (parsed, unparsable) = rebuild::read_metadata(store, files).await.map_err(|e| e.to_string())?;
+    let (mut parsed, unparsable) = rebuild::read_metadata(store, files).await.map_err(|e| e.to_string())?;
     // An unparsable file (a torn copy) is no candidate; the head's chain steps over it.
     out.unparsable_metadata = unparsable.into_iter().map(|(key, _)| key).collect();
+    // Nor is what a `replica resync` walked over; a record that cannot be read refuses the table.
+    match super::resync_record::exclude_recorded(store, files, &mut parsed).await {
+        Ok(excluded) => out.walked_over = excluded.keys,
+        Err(reason) => {
+            out.refused = Some(reason);
+            return Ok(());
+        }
+    }
     let choice = choose_head(&parsed, None);
     let Some(head_key) = choice.head else {
         out.refused = choice.refused;

@@ -127,3 +127,50 @@ async fn an_unsafe_copy_falls_back_to_the_newest_consistent_metadata() {
     assert_eq!(t.consistent_metadata, t.newest_metadata);
     assert_eq!(t.consistent_snapshot_id, table.metadata().current_snapshot_id());
 }
+
+/// A warehouse a `replica resync` walked back: the walked-over branch is the longest chain, and
+/// without its record it would be reported as the newest metadata.
+#[tokio::test]
+async fn files_a_resync_walked_over_are_not_the_replicas_newest_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(22);
+    let handle = catalog_in(dir.path()).await;
+    let mut table = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
+        .await
+        .unwrap();
+    table = append(&handle, &table, &ids, 1).await;
+    let kept = table.metadata_location().unwrap().to_string();
+    let mut walked = Vec::new();
+    for n in 2..=3 {
+        table = append(&handle, &table, &ids, n).await;
+        walked.insert(0, table.metadata_location().unwrap().to_string());
+    }
+    let warehouse = dir.path().join("warehouse").display().to_string();
+    let before = check(&warehouse, &HashMap::new(), None).await.unwrap();
+    assert_eq!(
+        before.tables[0].newest_metadata.as_deref().map(file_name),
+        Some(file_name(&walked[0]))
+    );
+
+    let walk = crate::dr::resync_record::Walk {
+        from: walked[0].clone(),
+        walked_back_to: kept.clone(),
+        walked_over: walked.clone(),
+    };
+    crate::dr::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
+        .await
+        .unwrap();
+    let report = check(&warehouse, &HashMap::new(), None).await.unwrap();
+    let t = &report.tables[0];
+    assert_eq!(
+        t.newest_metadata.as_deref().map(file_name),
+        Some(file_name(&kept)),
+        "{t:?}"
+    );
+    assert!(report.is_current(), "{report:?}");
+    let mut over: Vec<&str> = t.walked_over.iter().map(|k| file_name(k)).collect();
+    over.sort();
+    let mut expected: Vec<&str> = walked.iter().map(|w| file_name(w)).collect();
+    expected.sort();
+    assert_eq!(over, expected);
+}

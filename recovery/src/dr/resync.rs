@@ -27,8 +27,10 @@
 //!   snapshots stay in the table's metadata until expired; the server's metadata files on the
 //!   walked-over branch are recorded as on the other kinds. A table deleted only there: as S3 Tables.
 //!
-//! The record is written conditionally (`super::resync_record_write`): a walk is never lost to a
-//! concurrent resync of the same table; one that keeps losing that write is a `conflict`.
+//! Each walk gets a record of its own, named by the walk (`super::resync_record`), written
+//! conditionally (`super::resync_record_write`): a walk is never lost to a concurrent resync of
+//! the same table, nor to a replication that brings the other side's records back; one that
+//! keeps losing that write is a `conflict`.
 //!
 //! `dry_run` plans and changes nothing. Refused while the new primary's follower state shows a
 //! table whose registered version lacks files (eventual mode). After a resync, a follower of the new primary into the
@@ -100,6 +102,10 @@ pub struct ResyncTable {
     pub diverged_snapshots: Vec<i64>,
     /// Every file only the walked-over versions reference: kept, never deleted.
     pub kept_files: Vec<KeptFile>,
+    /// The resync record that names this walk (`<table>/metadata/tidemark-resync-<id>.json`),
+    /// written before the move or found holding it; null under `dry_run`, when nothing was
+    /// walked over, or when the storage refused it (the reason says so).
+    pub record: Option<String>,
 }
 
 /// The result of [`resync`] (`tidemark replica resync --json`).
@@ -171,6 +177,7 @@ pub async fn resync(
             walked_over: Vec::new(),
             diverged_snapshots: Vec::new(),
             kept_files: Vec::new(),
+            record: None,
         };
         if let Err(e) = resync_table(demoted, primary, &io, &mut t, dry_run).await {
             t.action = ResyncAction::Failed;
@@ -360,20 +367,30 @@ pub(super) async fn walk_log(io: &FileIO, start: &str, held: &HashSet<i64>) -> R
     Ok(LogWalk { walked, newest, common })
 }
 
-/// Records `t.walked_over` (walked from `from` back to `to`) beside them before the move
-/// (`resync_record_write`): `Ok(false)` when another resync of this table kept winning the
-/// record's write (`t` is then a conflict naming the record; nothing moved). A REST table whose
-/// storage refuses the record (SeaweedFS's table buckets take only Iceberg-shaped names) is
-/// walked back without one, said in its reason: the commit's own metadata file logs every
-/// walked-over file, so none of them is a head while it is there.
+/// Records `t.walked_over` (walked from `from` back to `to`) beside them before the move, in a
+/// record of this walk's own (`resync_record_write`; its location goes to `t.record`):
+/// `Ok(false)` when another resync of this table kept winning the record's write (`t` is then a
+/// conflict naming the record; nothing moved). A REST table whose storage refuses the record
+/// (SeaweedFS's table buckets take only Iceberg-shaped names) is walked back without one, said in
+/// its reason: the commit's own metadata file logs every walked-over file, so none of them is a
+/// head while it is there.
 pub(super) async fn record_walk(
     demoted: &CatalogHandle,
     t: &mut ResyncTable,
     from: &str,
     to: &str,
 ) -> Result<bool, String> {
-    match super::resync_record_write::record(demoted.file_io_props(), &t.table, from, to, &t.walked_over).await {
-        Ok(()) => Ok(true),
+    let walk = super::resync_record::Walk {
+        from: from.to_string(),
+        walked_back_to: to.to_string(),
+        walked_over: t.walked_over.clone(),
+    };
+    let whose = demoted.reference().to_string();
+    match super::resync_record_write::record(demoted.file_io_props(), &t.table, &whose, &walk).await {
+        Ok(location) => {
+            t.record = location;
+            Ok(true)
+        }
         Err(e) if e.is_contended() => {
             t.action = ResyncAction::Conflict;
             t.reason = e.to_string();
@@ -381,7 +398,8 @@ pub(super) async fn record_walk(
         }
         Err(e) if e.is_refused() && way(demoted) == Way::Commit => {
             t.reason = format!(
-                "{}; no resync record: the catalog's storage refuses it ({e}); the walk back's commit logs every                  walked-over file, so none is a head while its metadata file is there",
+                "{}; no resync record: the catalog's storage refuses it ({e}); the walk back's commit logs every \
+                 walked-over file, so none is a head while its metadata file is there",
                 t.reason
             );
             Ok(true)

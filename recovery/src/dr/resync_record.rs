@@ -1,16 +1,31 @@
-//! The record `replica resync` leaves beside a walked-back table's metadata files
-//! (`<table>/metadata/tidemark-resync.json`, schema `resync-record`), and how a later follower
-//! into that table reads it.
+//! The records `replica resync` leaves beside a walked-back table's metadata files (schema
+//! `resync-record`), and how a later follower, `catalog rebuild` or `replica check` reads them.
 //!
 //! The metadata files a resync walks over stay in the demoted warehouse (nothing is deleted),
-//! and their chain may be longer than the new primary's since the fork: a follower choosing a
+//! and their chain may be longer than the new primary's since the fork: a reader choosing a
 //! head by the longest chain would choose them and move the table back. The record names them,
-//! so [`exclude`] removes them and every file descending from them from the candidates before the
-//! head is chosen (they are reported as strays, with the reason). No flag is needed: the follower
-//! finds the record where it lists the table's metadata files.
+//! so [`exclude_recorded`] removes them and every file descending from them from the candidates
+//! before the head is chosen (they are reported as strays, with the reason). No flag is needed:
+//! the reader finds the records where it lists the table's metadata files.
 //!
-//! The record is written conditionally, so that two resyncs of one table never lose a walk
-//! (`super::resync_record_write`).
+//! **One record per walk** (format 2): `<table>/metadata/tidemark-resync-<id>.json`, `<id>` a
+//! digest of the walk ([`record_name`]: where it started, where it went back to, what it walked
+//! over), so each walk is written once, by the resync that made it, and never changed after.
+//! When the roles turn twice, each warehouse holds the records of its own walks; the replication
+//! back brings the other side's under their own names (it never has to overwrite a key, so even
+//! a copy that skips keys present brings them), and a reader takes the **union** of every record
+//! in the folder. Two records at one key hold the same walk. The single record of format 1,
+//! `tidemark-resync.json` (every walk of the table in one object), is still read.
+//!
+//! Reading is by listing: only the records the listing shows are read, so a store that answers
+//! 403 to a read of a key that is not there (SeaweedFS's table buckets, for any name Iceberg does
+//! not use) costs nothing. A listed record that cannot be read or parsed is an error for its
+//! table, never skipped: it may name walked-over files, and without it one of them could be
+//! taken as the head, a wrong result; the follower holds that table and `catalog rebuild`
+//! refuses it, naming the record.
+//!
+//! A record is written conditionally (`super::resync_record_write`): create-only, If-Match after
+//! that, a lost race merged, so that no walk is ever lost, even at one key.
 //!
 //! Order of writes: the record is written **before** the pointer moves. A resync stopped between
 //! the two leaves the pointer on a walked-over version: the follower holds that table and says to
@@ -26,17 +41,27 @@ use tidemark_journal::store::ObjectStore;
 
 use super::rebuild::{TableFiles, file_name};
 
-/// The record's name, in the table's metadata folder.
-pub const RECORD_NAME: &str = "tidemark-resync.json";
+/// The single record of format 1 (every walk of the table in one object), in the table's
+/// metadata folder: still read, no longer written.
+pub const LEGACY_RECORD_NAME: &str = "tidemark-resync.json";
 
-/// Version of the record's JSON.
-pub const FORMAT_VERSION: u32 = 1;
+/// A record of format 2 is `tidemark-resync-<id>.json` ([`record_name`]).
+const RECORD_PREFIX: &str = "tidemark-resync-";
 
-/// Every walk back `replica resync` made on one table, oldest first.
+/// Version of the record's JSON written (1, the single record, is read too).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The walks back `replica resync` made on one table: one walk per record (format 2); every walk
+/// of the table, oldest first, in a record of format 1.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResyncRecord {
+    /// 2 (one record per walk, `tidemark-resync-<id>.json`); 1: the single `tidemark-resync.json`.
     pub format_version: u32,
     pub table: String,
+    /// Whose walk it is: the demoted catalog the resync walked back (as `replica resync` reports
+    /// it, no secrets); absent in format 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demoted_catalog: Option<String>,
     pub walks: Vec<Walk>,
 }
 
@@ -51,20 +76,46 @@ pub struct Walk {
     pub walked_over: Vec<String>,
 }
 
-/// `<folder of metadata_location>/tidemark-resync.json`.
-pub fn location_beside(metadata_location: &str) -> String {
-    match metadata_location.rsplit_once('/') {
-        Some((dir, _)) => format!("{dir}/{RECORD_NAME}"),
-        None => RECORD_NAME.to_string(),
+/// Whether `name` (a file name) is a resync record's: `tidemark-resync.json` (format 1) or
+/// `tidemark-resync-<id>.json`.
+pub fn is_record_name(name: &str) -> bool {
+    name == LEGACY_RECORD_NAME
+        || name
+            .strip_prefix(RECORD_PREFIX)
+            .and_then(|rest| rest.strip_suffix(".json"))
+            .is_some_and(|id| !id.is_empty() && !id.ends_with(".metadata"))
+}
+
+/// The name of the record of `walk`: `tidemark-resync-<id>.json`, `<id>` the first 16 hex digits
+/// of the SHA-256 of the walk (start, target, files walked over, in order). The same walk always
+/// has the same name (a re-run after a crash finds its record); two different walks, from either
+/// side of a replication, never share one.
+pub fn record_name(walk: &Walk) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(b"tidemark-resync-walk\n");
+    for part in [&walk.from, &walk.walked_back_to].into_iter().chain(&walk.walked_over) {
+        h.update(part.as_bytes());
+        h.update(b"\n");
+    }
+    let digest = format!("{:x}", h.finalize());
+    format!("{RECORD_PREFIX}{}.json", &digest[..16])
+}
+
+/// Where the record of `walk` lives: beside the metadata file it started from.
+pub fn record_location(walk: &Walk) -> String {
+    match walk.from.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/{}", record_name(walk)),
+        None => record_name(walk),
     }
 }
 
 pub(super) fn parse(location: &str, bytes: &[u8]) -> Result<ResyncRecord, String> {
     let rec: ResyncRecord = serde_json::from_slice(bytes)
         .map_err(|e| format!("the resync record {location} is not a resync record: {e}; inspect it by hand"))?;
-    if rec.format_version != FORMAT_VERSION {
+    if !(1..=FORMAT_VERSION).contains(&rec.format_version) {
         return Err(format!(
-            "the resync record {location} has format_version {} (this tidemark reads {FORMAT_VERSION})",
+            "the resync record {location} has format_version {} (this tidemark reads 1 to {FORMAT_VERSION})",
             rec.format_version
         ));
     }
@@ -79,18 +130,24 @@ pub(super) fn names(rec: &ResyncRecord) -> HashSet<String> {
         .collect()
 }
 
-/// The record of a table folder of a warehouse, when a resync left one. Its key, for messages,
-/// comes with it.
-async fn read(store: &dyn ObjectStore, files: &TableFiles) -> Result<Option<(String, ResyncRecord)>, String> {
-    let Some(first) = files.metadata_keys.first() else {
-        return Ok(None);
-    };
-    let key = location_beside(first);
-    match store.get(&key, None).await {
-        Ok(got) => parse(&key, &got.body).map(|r| Some((key, r))),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(format!("cannot read the resync record {key}: {e}")),
+/// Every record the listing found in the table folder `files` (`files.record_keys`), read, with
+/// its key. A record listed and gone when read (deleted in between) is skipped; any other
+/// failure to read or parse one is an error naming it (see the module documentation).
+async fn read_all(store: &dyn ObjectStore, files: &TableFiles) -> Result<Vec<(String, ResyncRecord)>, String> {
+    let mut out = Vec::with_capacity(files.record_keys.len());
+    for key in &files.record_keys {
+        match store.get(key, None).await {
+            Ok(got) => out.push((key.clone(), parse(key, &got.body)?)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the resync record {key} ({e}): it may name metadata files a replica resync walked \
+                     over, and without it one of them could be taken as the head; give read access to it"
+                ));
+            }
+        }
     }
+    Ok(out)
 }
 
 /// What [`exclude_recorded`] took out of a table's candidates: their keys, sorted, and a note for
@@ -105,28 +162,32 @@ pub struct Excluded {
     pub snapshots: HashSet<i64>,
 }
 
-/// Reads the record of the table folder `files` (if a resync left one) and removes from `parsed`
-/// every metadata file it names and every file descending from one ([`exclude`]): what a
-/// `replica resync` walked over is never a head, for the follower and for `catalog rebuild`.
+/// Reads the records of the table folder `files` (those a resync left) and removes from `parsed`
+/// every metadata file one of them names and every file descending from one ([`exclude`]): what
+/// a `replica resync` walked over is never a head, for the follower, `catalog rebuild` and
+/// `replica check`. An error (a listed record that cannot be read or parsed) names the record;
+/// the caller holds or refuses the table.
 pub async fn exclude_recorded(
     store: &dyn ObjectStore,
     files: &TableFiles,
     parsed: &mut Vec<(String, Value)>,
 ) -> Result<Excluded, String> {
-    let Some((key, rec)) = read(store, files).await? else {
+    let records = read_all(store, files).await?;
+    if records.is_empty() {
         return Ok(Excluded {
             keys: Vec::new(),
             note: String::new(),
             snapshots: HashSet::new(),
         });
-    };
+    }
     let current = |j: &Value| {
         j.get("current-snapshot-id")
             .and_then(Value::as_i64)
             .filter(|id| *id >= 0)
     };
     let before: HashMap<String, Option<i64>> = parsed.iter().map(|(k, j)| (k.clone(), current(j))).collect();
-    let keys = exclude(parsed, &names(&rec));
+    let walked: HashSet<String> = records.iter().flat_map(|(_, r)| names(r)).collect();
+    let keys = exclude(parsed, &walked);
     let kept: HashSet<i64> = parsed.iter().filter_map(|(_, j)| current(j)).collect();
     let snapshots = keys
         .iter()
@@ -136,10 +197,12 @@ pub async fn exclude_recorded(
     let note = if keys.is_empty() {
         String::new()
     } else {
+        let at: Vec<&str> = records.iter().map(|(k, _)| k.as_str()).collect();
         format!(
-            "; {} metadata files walked over by replica resync (or descending from one), recorded in {key}, are not \
+            "; {} metadata files walked over by replica resync (or descending from one), recorded in {}, are not \
              candidates (strays)",
-            keys.len()
+            keys.len(),
+            at.join(", ")
         )
     };
     Ok(Excluded { keys, note, snapshots })
@@ -195,11 +258,57 @@ mod tests {
         assert_eq!(kept, vec!["t/metadata/1.metadata.json", "t/metadata/2b.metadata.json"]);
     }
 
+    fn walk(from: &str, over: &[&str]) -> Walk {
+        let at = |n: &str| format!("s3://b/wh/shop/orders/metadata/{n}");
+        Walk {
+            from: at(from),
+            walked_back_to: at("00001-a.metadata.json"),
+            walked_over: over.iter().map(|&n| at(n)).collect(),
+        }
+    }
+
     #[test]
-    fn the_record_lives_beside_the_metadata_file() {
-        assert_eq!(
-            location_beside("s3://b/wh/shop/orders/metadata/00003-x.metadata.json"),
-            "s3://b/wh/shop/orders/metadata/tidemark-resync.json"
+    fn a_record_is_named_by_its_walk_and_lives_beside_the_file_it_started_from() {
+        let w = walk(
+            "00003-x.metadata.json",
+            &["00003-x.metadata.json", "00002-x.metadata.json"],
         );
+        let location = record_location(&w);
+        let name = file_name(&location);
+        assert_eq!(location, format!("s3://b/wh/shop/orders/metadata/{name}"));
+        assert!(
+            name.starts_with("tidemark-resync-") && name.ends_with(".json"),
+            "{name}"
+        );
+        assert_eq!(name.len(), "tidemark-resync-".len() + 16 + ".json".len(), "{name}");
+        assert!(is_record_name(name), "{name}");
+        // The same walk, the same name (a re-run finds its record); another walk, another name.
+        assert_eq!(record_name(&w.clone()), name);
+        let other = walk(
+            "00003-y.metadata.json",
+            &["00003-y.metadata.json", "00002-y.metadata.json"],
+        );
+        assert_ne!(record_name(&other), name);
+        let shorter = walk("00003-x.metadata.json", &["00003-x.metadata.json"]);
+        assert_ne!(record_name(&shorter), name);
+    }
+
+    #[test]
+    fn record_names_are_told_from_metadata_files_and_other_objects() {
+        assert!(is_record_name("tidemark-resync.json"));
+        assert!(is_record_name("tidemark-resync-0123456789abcdef.json"));
+        for other in [
+            "tidemark-resync-.json",
+            "tidemark-resync-00001-x.metadata.json",
+            "tidemark-resync.json.tmp",
+            "00001-x.metadata.json",
+            "version-hint.text",
+        ] {
+            assert!(!is_record_name(other), "{other}");
+        }
     }
 }
+
+#[cfg(test)]
+#[path = "resync_record_tests.rs"]
+mod read_tests;

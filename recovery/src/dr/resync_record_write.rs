@@ -1,15 +1,17 @@
-//! Writing the resync record (`<table>/metadata/tidemark-resync.json`, [`super::resync_record`])
-//! so that no walk is ever lost, whoever else writes it at the same time.
+//! Writing a resync record (`<table>/metadata/tidemark-resync-<id>.json`, one per walk,
+//! [`super::resync_record`]) so that no walk is ever lost, whoever else writes it at the same time.
 //!
-//! The record is read with its ETag and written back conditionally through the store layer's
-//! [`put_resolved`]: create-only (`If-None-Match: *`) the first time, `If-Match` on the ETag read
-//! after that. Two `replica resync` runs walking the same table back at once both read, both
-//! append their walk, and one write wins; the other gets a conflict, reads the record again,
-//! finds its walk there (done) or appends it to the winner's record and writes again, at most
-//! [`ATTEMPTS`] times, then refuses ([`RecordError::Contended`], exit 5) with nothing of its
-//! table moved. A write whose reply was lost (or that the backend's own retry saw as a `412`)
-//! is resolved by reading back: the record holding exactly our bytes, or our walk, is our
-//! success, never a conflict.
+//! Each walk has its own record, named by the walk ([`record_name`]), so two resyncs that walk a
+//! table back differently write two records, and a replication never has to overwrite one. At
+//! one key (the same walk, or a record written by hand) the record is read with its ETag and
+//! written back conditionally through the store layer's [`put_resolved`]: create-only
+//! (`If-None-Match: *`) the first time, `If-Match` on the ETag read after that. Two writers of the
+//! same key both read, both append their walk, and one write wins; the other gets a conflict,
+//! reads the record again, finds its walk there (done) or appends it to the winner's record and
+//! writes again, at most [`ATTEMPTS`] times, then refuses ([`RecordError::Contended`], exit 5)
+//! with nothing of its table moved. A write whose reply was lost (or that the backend's own retry
+//! saw as a `412`) is resolved by reading back: the record holding exactly our bytes, or our walk,
+//! is our success, never a conflict.
 //!
 //! The store is the record's folder, reached as the demoted catalog's FileIO reaches it
 //! ([`record_store`]): on S3 with the catalog's endpoint, region, path style and keys.
@@ -21,7 +23,7 @@ use tidemark_journal::store::s3::{S3Options, S3Store, StaticCredentials};
 use tidemark_journal::store::{self, ObjectStore, PutMode, StoreError, put_resolved};
 
 use super::rebuild::file_name;
-use super::resync_record::{FORMAT_VERSION, RECORD_NAME, ResyncRecord, Walk, location_beside, names, parse};
+use super::resync_record::{FORMAT_VERSION, ResyncRecord, Walk, is_record_name, names, parse, record_location};
 
 /// Writes of the record tried before a run refuses (each after reading the other writer's).
 pub const ATTEMPTS: usize = 5;
@@ -116,21 +118,22 @@ pub async fn record_store(
     Ok((Arc::new(S3Store::from_url(rest, opts).await?), name.to_string()))
 }
 
-/// Adds the walk `from` → `to` over `walked_over` to the record beside `from` (created if
-/// absent), unless every file it walks over is recorded already (a re-run after a crash, or our
-/// own write whose reply was lost). Called before the pointer moves. `props`: see
+/// Records `walk` (from the demoted pointer `walk.from` back to `walk.walked_back_to`) in its own
+/// record beside `walk.from` ([`record_location`]), created if absent, unless every file it walks
+/// over is recorded there already (a re-run after a crash, or our own write whose reply was
+/// lost). `demoted` names the demoted catalog (whose walk it is). Called before the pointer
+/// moves. Returns the record's location, `None` when nothing was walked over. `props`: see
 /// [`record_store`].
 pub async fn record(
     props: &HashMap<String, String>,
     table: &str,
-    from: &str,
-    to: &str,
-    walked_over: &[String],
-) -> Result<(), RecordError> {
-    if walked_over.is_empty() {
-        return Ok(());
+    demoted: &str,
+    walk: &Walk,
+) -> Result<Option<String>, RecordError> {
+    if walk.walked_over.is_empty() {
+        return Ok(None);
     }
-    let location = location_beside(from);
+    let location = record_location(walk);
     let (store, key) = record_store(&location, props)
         .await
         .map_err(|source| RecordError::Open {
@@ -138,12 +141,8 @@ pub async fn record(
             table: table.to_string(),
             source,
         })?;
-    let walk = Walk {
-        from: from.to_string(),
-        walked_back_to: to.to_string(),
-        walked_over: walked_over.to_vec(),
-    };
-    record_in(store.as_ref(), &key, &location, table, &walk).await
+    record_in(store.as_ref(), &key, &location, table, demoted, walk).await?;
+    Ok(Some(location))
 }
 
 /// [`record`] on an open store: `key` is the record's key in it, `location` its full location
@@ -153,9 +152,10 @@ pub async fn record_in(
     key: &str,
     location: &str,
     table: &str,
+    demoted: &str,
     walk: &Walk,
 ) -> Result<(), RecordError> {
-    debug_assert_eq!(file_name(key), RECORD_NAME);
+    debug_assert!(is_record_name(file_name(key)), "{key}");
     for _ in 0..ATTEMPTS {
         let (mut rec, mode) = match store.get(key, None).await {
             Ok(got) => {
@@ -169,6 +169,7 @@ pub async fn record_in(
                 ResyncRecord {
                     format_version: FORMAT_VERSION,
                     table: table.to_string(),
+                    demoted_catalog: Some(demoted.to_string()),
                     walks: Vec::new(),
                 },
                 PutMode::Create,

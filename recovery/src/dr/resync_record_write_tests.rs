@@ -17,6 +17,12 @@ use crate::dr::resync_record::{ResyncRecord, parse};
 
 const TABLE: &str = "shop.orders";
 
+/// The one record key the writers race on (a record of one walk is named by the walk; here they
+/// share a key, as two resyncs of the same walk do).
+const KEY: &str = "tidemark-resync-0123456789abcdef.json";
+
+const DEMOTED: &str = "sqlite catalog tidemark at /sites/old.db";
+
 fn walk(tag: &str) -> Walk {
     Walk {
         from: format!("wh/shop/orders/metadata/00003-{tag}.metadata.json"),
@@ -29,8 +35,8 @@ fn walk(tag: &str) -> Walk {
 }
 
 async fn read(store: &dyn ObjectStore) -> ResyncRecord {
-    let got = store.get(RECORD_NAME, None).await.unwrap();
-    parse(RECORD_NAME, &got.body).unwrap()
+    let got = store.get(KEY, None).await.unwrap();
+    parse(KEY, &got.body).unwrap()
 }
 
 /// Another `replica resync` of the same table: before each of the first `times` conditional puts
@@ -49,11 +55,11 @@ impl ObjectStore for SecondWriter {
         self.inner.url()
     }
     async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
-        if key == RECORD_NAME {
+        if key == KEY {
             let n = self.done.fetch_add(1, Ordering::SeqCst);
             if n < self.times {
                 let theirs = walk(&format!("other-{n}"));
-                record_in(self.inner.as_ref(), key, RECORD_NAME, TABLE, &theirs)
+                record_in(self.inner.as_ref(), key, KEY, TABLE, DEMOTED, &theirs)
                     .await
                     .expect("the second writer records its walk");
             }
@@ -89,7 +95,7 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
         times: 1,
         done: AtomicUsize::new(0),
     };
-    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-1"))
+    record_in(&raced, KEY, KEY, TABLE, DEMOTED, &walk("ours-1"))
         .await
         .unwrap();
     let rec = read(store.as_ref()).await;
@@ -106,7 +112,7 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
         times: 1,
         done: AtomicUsize::new(0),
     };
-    record_in(&raced, RECORD_NAME, RECORD_NAME, TABLE, &walk("ours-2"))
+    record_in(&raced, KEY, KEY, TABLE, DEMOTED, &walk("ours-2"))
         .await
         .unwrap();
     let rec = read(store.as_ref()).await;
@@ -132,17 +138,10 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
 /// written twice.
 async fn a_lost_reply_on_our_own_write_is_our_success(store: Arc<dyn ObjectStore>) {
     for (n, fault) in [Fault::LostReply, Fault::LostReplyRetried].into_iter().enumerate() {
-        let rules = vec![
-            Rule::new(Op::Put, fault)
-                .prefix(RECORD_NAME)
-                .mode(ModeFilter::Any)
-                .times(1),
-        ];
+        let rules = vec![Rule::new(Op::Put, fault).prefix(KEY).mode(ModeFilter::Any).times(1)];
         let faulty = FaultyStore::new(store.clone(), 7, rules);
         let ours = walk(&format!("lost-{n}"));
-        record_in(&faulty, RECORD_NAME, RECORD_NAME, TABLE, &ours)
-            .await
-            .unwrap();
+        record_in(&faulty, KEY, KEY, TABLE, DEMOTED, &ours).await.unwrap();
         assert_eq!(faulty.injected(), 1, "{fault:?} was not injected");
         let rec = read(store.as_ref()).await;
         assert_eq!(rec.walks.len(), n + 1, "{rec:?}");
@@ -160,9 +159,10 @@ async fn a_record_that_keeps_changing_is_refused(store: Arc<dyn ObjectStore>) {
     };
     let err = record_in(
         &raced,
-        RECORD_NAME,
-        "s3://b/wh/shop/orders/metadata/tidemark-resync.json",
+        KEY,
+        &format!("s3://b/wh/shop/orders/metadata/{KEY}"),
         TABLE,
+        DEMOTED,
         &walk("ours"),
     )
     .await
@@ -170,11 +170,59 @@ async fn a_record_that_keeps_changing_is_refused(store: Arc<dyn ObjectStore>) {
     assert!(err.is_contended(), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains(TABLE) && msg.contains("tidemark-resync.json") && msg.contains("again"),
+        msg.contains(TABLE) && msg.contains(KEY) && msg.contains("again"),
         "{msg}"
     );
     let rec = read(store.as_ref()).await;
     assert_eq!(rec.walks.len(), ATTEMPTS, "{rec:?}");
+}
+
+/// Each walk gets a record of its own beside the file it started from (format 2, naming the
+/// demoted catalog); the same walk again adds nothing and writes no second record.
+#[tokio::test]
+async fn a_walk_gets_a_record_of_its_own_and_a_rerun_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("wh/shop/orders/metadata");
+    std::fs::create_dir_all(&folder).unwrap();
+    let at = |n: &str| format!("{}/{n}", folder.display());
+    let walk_of = |tag: &str| Walk {
+        from: at(&format!("00003-{tag}.metadata.json")),
+        walked_back_to: at("00001-a.metadata.json"),
+        walked_over: vec![
+            at(&format!("00003-{tag}.metadata.json")),
+            at(&format!("00002-{tag}.metadata.json")),
+        ],
+    };
+    let props = HashMap::new();
+    let ours = walk_of("ours");
+    let location = record(&props, TABLE, DEMOTED, &ours).await.unwrap().unwrap();
+    assert_eq!(location, crate::dr::resync_record::record_location(&ours));
+    let theirs = walk_of("theirs");
+    let other = record(&props, TABLE, "postgres catalog pg at postgres://db/dr", &theirs)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_ne!(other, location, "two walks share a record");
+    assert_eq!(
+        record(&props, TABLE, DEMOTED, &ours).await.unwrap(),
+        Some(location.clone())
+    );
+    let records: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("tidemark-resync"))
+        .collect();
+    assert_eq!(records.len(), 2, "{records:?}");
+    let rec = parse(&location, &std::fs::read(&location).unwrap()).unwrap();
+    assert_eq!(rec.format_version, 2);
+    assert_eq!(rec.demoted_catalog.as_deref(), Some(DEMOTED));
+    assert_eq!(rec.walks, vec![ours]);
+    // Nothing walked over, nothing recorded.
+    let none = Walk {
+        walked_over: Vec::new(),
+        ..walk_of("none")
+    };
+    assert_eq!(record(&props, TABLE, DEMOTED, &none).await.unwrap(), None);
 }
 
 fn local() -> (Arc<dyn ObjectStore>, tempfile::TempDir) {
@@ -209,9 +257,9 @@ async fn seaweedfs() -> Option<Arc<dyn ObjectStore>> {
         ("s3.secret-access-key".to_string(), key("AWS_SECRET_ACCESS_KEY")),
         ("s3.region".to_string(), "us-east-1".to_string()),
     ]);
-    let location = format!("s3://{bucket}/wh/shop/orders/metadata/{RECORD_NAME}");
+    let location = format!("s3://{bucket}/wh/shop/orders/metadata/{KEY}");
     let (store, name) = record_store(&location, &props).await.unwrap();
-    assert_eq!(name, RECORD_NAME);
+    assert_eq!(name, KEY);
     Some(store)
 }
 
