@@ -5,8 +5,9 @@
 //! data files written after the data listing: a replica that looks current and fails at read
 //! time. This copy works per table and per commit instead:
 //!
-//! 1. the table's head is chosen by the metadata-log chain ([`rebuild::choose_head`]), and its
-//!    chain is walked oldest first;
+//! 1. the table's head is chosen by the metadata-log chain ([`rebuild::choose_head`]; never a
+//!    file a `replica resync` walked over, `super::resync_record`), and its chain is walked
+//!    oldest first;
 //! 2. for each metadata file of the chain, every file it references is copied first (data and
 //!    delete files, then manifests, then manifest lists, for every snapshot it keeps, so branches,
 //!    tags and time travel work on the replica), and the metadata file itself last;
@@ -476,10 +477,15 @@ async fn copy_table_safe(
     out: &mut CopyTable,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Result<(), Stopped>, String> {
-    // An unparsable file cannot be a published head (see rebuild); it is not copied.
-    let (parsed, _) = rebuild::read_metadata(copier.src, files)
+    // An unparsable file cannot be a published head (see rebuild); it is not copied. Nor is
+    // what a `replica resync` walked over (a stray then); a record that cannot be read refuses.
+    let (mut parsed, _) = rebuild::read_metadata(copier.src, files)
         .await
         .map_err(|e| e.to_string())?;
+    if let Err(reason) = super::resync_record::exclude_recorded(copier.src, files, &mut parsed).await {
+        out.refused = Some(reason);
+        return Ok(Ok(()));
+    }
     let choice = choose_head(&parsed, hint);
     let Some(head) = choice.head else {
         out.refused = choice.refused;

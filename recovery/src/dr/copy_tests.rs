@@ -215,3 +215,47 @@ async fn an_undecidable_head_is_refused_unless_a_hint_decides() {
     assert!(r.is_complete(), "{r:?}");
     assert!(r.tables[0].head.as_deref().unwrap().ends_with(&head));
 }
+
+/// A source a `replica resync` walked back: the walked-over branch is the longest chain, yet the
+/// safe copy goes up to the version walked back to and leaves the walked-over files behind.
+#[tokio::test]
+async fn a_safe_copy_never_takes_a_file_a_resync_walked_over_as_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = SeededIds::new(62);
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    let handle = catalog_in(&dir.path().join("src")).await;
+    let mut orders = table_with(&handle, "shop.orders", &ids, 1..=1).await;
+    let kept = orders.metadata_location().unwrap().to_string();
+    let mut walked = Vec::new();
+    for n in 2..=3 {
+        orders = append(&handle, &orders, &ids, n).await;
+        walked.insert(0, orders.metadata_location().unwrap().to_string());
+    }
+    let walk = crate::dr::resync_record::Walk {
+        from: walked[0].clone(),
+        walked_back_to: kept.clone(),
+        walked_over: walked.clone(),
+    };
+    crate::dr::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
+        .await
+        .unwrap();
+    let from = dir.path().join("src/warehouse").display().to_string();
+    let replica = dir.path().join("replica");
+    let r = copy(
+        &from,
+        &replica.display().to_string(),
+        &CopyOptions::default(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(r.is_complete(), "{r:?}");
+    let name = |l: &str| l.rsplit('/').next().unwrap().to_string();
+    let t = &r.tables[0];
+    assert_eq!(t.head.as_deref().map(name), Some(name(&kept)), "{t:?}");
+    let metadata = replica.join("shop/orders/metadata");
+    assert!(metadata.join(name(&kept)).exists());
+    for w in &walked {
+        assert!(!metadata.join(name(w)).exists(), "{w} was copied");
+    }
+}
