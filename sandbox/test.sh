@@ -19,18 +19,25 @@ stop_all() {
     done
 }
 trap stop_all EXIT
-eval "$(bash sandbox/moto.sh start "$port")"
-eval "$(bash sandbox/moto.sh start-auth "$auth_port")"
+# Runs a server script and takes the export lines it prints; a server that does not start (a
+# port in use, a missing tool) stops the run here, naming it, instead of failing its tests later.
+start() {
+    local out
+    out="$(bash "$@")" || { echo "test.sh: \`bash $*\` failed: its server is needed by the tests" >&2; exit 1; }
+    eval "$out"
+}
+start sandbox/moto.sh start "$port"
+start sandbox/moto.sh start-auth "$auth_port"
 python3 sandbox/s3_buckets.py
 # SeaweedFS: S3 (TIDEMARK_SEAWEED_S3_ENDPOINT) and its Iceberg REST catalog (TIDEMARK_REST_URI,
 # TIDEMARK_REST_WAREHOUSE, TIDEMARK_REST_CREDENTIAL); base port TIDEMARK_SEAWEED_PORT.
-eval "$(bash sandbox/seaweedfs.sh start)"
+start sandbox/seaweedfs.sh start
 # moto's S3 Tables (TIDEMARK_S3TABLES_ENDPOINT, TIDEMARK_S3TABLES_ARN); port TIDEMARK_S3TABLES_PORT.
-eval "$(bash sandbox/s3tables.sh start)"
+start sandbox/s3tables.sh start
 # PyIceberg for the interoperability tests (exports TIDEMARK_PYTHON).
-eval "$(bash sandbox/pyiceberg.sh)"
+start sandbox/pyiceberg.sh
 # A throwaway PostgreSQL server for the catalog tests on PostgreSQL (exports TIDEMARK_TEST_PG_URI).
-eval "$(bash sandbox/postgres.sh start)"
+start sandbox/postgres.sh start
 # The distributed recovery engine (issue 15) is built and tested too: the cargo feature
 # tidemark-recovery/ballista-engine (off by default in the crate, so that a plain build and the
 # embedded drill stay light; no protoc needed). Its standalone tests (scheduler and executor in
@@ -44,6 +51,6 @@ if [[ "${TIDEMARK_BALLISTA:-1}" != 0 ]]; then
     cargo test --workspace "${features[@]}" --no-run
     # The cluster's scheduler and executors get an S3 store for the test bucket (moto, above).
     export TIDEMARK_BALLISTA_S3_BUCKETS="${TIDEMARK_BALLISTA_S3_BUCKETS:-s3://tidemark}"
-    eval "$(bash sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-50050}")"
+    start sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-50050}"
 fi
 cargo test --workspace "${features[@]}" "$@"

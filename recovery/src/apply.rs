@@ -432,6 +432,7 @@ pub async fn apply(
     let pending: Vec<&StoredManifest> = chain.range(state.position, target).collect();
     let mut queue: VecDeque<Vec<&StoredManifest>> = units(&pending, state.position, target, opts.grouping).into();
     let mut commits = 0u64;
+    let mut left_behind: Vec<String> = Vec::new();
     let key_index = std::sync::Mutex::new(KeyIndex::default());
     let deletes_cache = crate::table::files::PositionDeleteCache::default();
     while let Some(unit) = queue.pop_front() {
@@ -476,15 +477,17 @@ pub async fn apply(
             // A conflict in a unit the default grouping made: that unit again one batch a
             // commit, so that the applier stops where, and with the report, it would at one
             // batch a commit (the batches before the conflicting one are applied).
-            Err(e @ ApplyError::Merge(_))
-                if e.is_conflict() && matches!(opts.grouping, Grouping::Waiting { .. }) && unit.len() > 1 =>
-            {
+            // Files the grouped attempt could not delete stay named with the final error.
+            Err(e) if crate::apply_group::regroup_on(&e, opts.grouping, unit.len()) => {
+                if let ApplyError::Uncleaned { left, .. } = e {
+                    left_behind.extend(left);
+                }
                 for m in unit.into_iter().rev() {
                     queue.push_front(vec![m]);
                 }
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(crate::apply_group::with_left(e, left_behind)),
         };
         let committed = c.committed;
         table = c.table;

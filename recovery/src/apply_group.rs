@@ -15,6 +15,8 @@
 
 use tidemark_journal::journal::StoredManifest;
 
+use crate::apply::ApplyError;
+
 /// Batches one commit of the default grouping takes at most.
 pub const DEFAULT_GROUP_BATCHES: usize = 100;
 /// Events one commit of the default grouping takes at most (a larger batch is a unit alone).
@@ -89,6 +91,32 @@ pub fn units<'a>(
         events += n;
     }
     out
+}
+
+/// Whether a unit of `unit_len` batches that stopped with `error` is applied again one batch a
+/// commit: a conflict (also one wrapped with files that could not be deleted) in a unit the
+/// default grouping made, so that the applier stops where, and with the report, it would at one
+/// batch a commit. Fixed units (`--batches-per-commit N`) stop as they are.
+pub(crate) fn regroup_on(error: &ApplyError, grouping: Grouping, unit_len: usize) -> bool {
+    error.is_conflict() && matches!(grouping, Grouping::Waiting { .. }) && unit_len > 1
+}
+
+/// `error`, with `left` (files earlier attempts of the same batches wrote and could not delete)
+/// named beside it: unchanged when `left` is empty, else as [`ApplyError::Uncleaned`].
+pub(crate) fn with_left(error: ApplyError, mut left: Vec<String>) -> ApplyError {
+    if left.is_empty() {
+        return error;
+    }
+    match error {
+        ApplyError::Uncleaned { error, left: more } => {
+            left.extend(more);
+            ApplyError::Uncleaned { error, left }
+        }
+        error => ApplyError::Uncleaned {
+            error: Box::new(error),
+            left,
+        },
+    }
 }
 
 #[cfg(test)]
@@ -210,5 +238,44 @@ mod tests {
             let seqs: Vec<u64> = u.concat().iter().map(|m| m.manifest.sequence).collect();
             assert_eq!(seqs, [1, 2, 3, 4], "{g:?}");
         }
+    }
+
+    fn conflict() -> ApplyError {
+        ApplyError::Merge(crate::merge::MergeError::ConflictInEvents {
+            key: "o-1".into(),
+            version: 3,
+            first_position: 12,
+            second_position: 45,
+        })
+    }
+
+    #[test]
+    fn a_conflict_with_files_left_behind_is_regrouped_too() {
+        let uncleaned = with_left(conflict(), vec!["s3://b/t/data/x.parquet: denied".into()]);
+        assert!(matches!(uncleaned, ApplyError::Uncleaned { .. }));
+        for e in [conflict(), uncleaned] {
+            assert!(regroup_on(&e, Grouping::default(), 2), "{e}");
+            assert!(!regroup_on(&e, Grouping::default(), 1), "{e}");
+            assert!(!regroup_on(&e, Grouping::Fixed(5), 5), "{e}");
+        }
+        let other = ApplyError::Spill {
+            path: "/tmp/s".into(),
+            message: "full".into(),
+        };
+        assert!(!regroup_on(&other, Grouping::default(), 2));
+    }
+
+    #[test]
+    fn files_left_by_a_regrouped_attempt_stay_named_beside_the_final_error() {
+        assert_eq!(with_left(conflict(), Vec::new()).to_string(), conflict().to_string());
+        let first = with_left(conflict(), vec!["a.parquet: denied".into()]);
+        let last = with_left(first, vec!["b.parquet: gone".into()]);
+        let msg = last.to_string();
+        assert!(msg.starts_with(&conflict().to_string()), "{msg}");
+        assert!(
+            msg.contains("2 file(s)") && msg.contains("a.parquet") && msg.contains("b.parquet"),
+            "{msg}"
+        );
+        assert!(last.is_conflict());
     }
 }

@@ -254,8 +254,10 @@ pub async fn validate_keys(
     let io_err = |e: std::io::Error| RecoverError::Validation {
         message: format!("validation spill under {}: {e}", spill_dir.display()),
     };
-    // The snapshot's rows, then the table's, one file at a time (two read at once, so that
-    // decoding keeps both cores busy while the spill is written).
+    // The snapshot's rows, then the table's, one file at a time (two read and grouped by
+    // partition at once, so that decoding and hashing keep both cores busy while the spill is
+    // written).
+    let grouper = spill.grouper(spec);
     // (Each read is a task of its own: futures polled in one task would share one core.)
     let died = |e: tokio::task::JoinError| RecoverError::Validation {
         message: format!("a validation read task failed: {e}"),
@@ -268,23 +270,30 @@ pub async fn validate_keys(
                 snap_schema.clone(),
                 snap.deletes.clone(),
             );
-            tokio::spawn(async move { read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await })
+            let g = grouper.clone();
+            tokio::spawn(async move {
+                let batches = read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await?;
+                Ok::<_, RecoverError>(g.group_all(&batches))
+            })
         })
         .buffered(2);
-    while let Some(batches) = snap_files.next().await {
+    while let Some(grouped) = snap_files.next().await {
         spill
-            .write(spec, Side::Snapshot, &batches.map_err(died)??)
+            .push(Side::Snapshot, grouped.map_err(died)??.map_err(io_err)?)
             .map_err(io_err)?;
     }
     let mut table_files = futures::stream::iter(files.clone())
         .map(|file| {
-            let (table, schema, deletes) = (table.clone(), schema.clone(), deletes.clone());
-            tokio::spawn(async move { read_files(&table, &[&file], &schema, None, &deletes).await })
+            let (table, schema, deletes, g) = (table.clone(), schema.clone(), deletes.clone(), grouper.clone());
+            tokio::spawn(async move {
+                let batches = read_files(&table, &[&file], &schema, None, &deletes).await?;
+                Ok::<_, RecoverError>(g.group_all(&batches))
+            })
         })
         .buffered(2);
-    while let Some(batches) = table_files.next().await {
+    while let Some(grouped) = table_files.next().await {
         spill
-            .write(spec, Side::Table, &batches.map_err(died)??)
+            .push(Side::Table, grouped.map_err(died)??.map_err(io_err)?)
             .map_err(io_err)?;
     }
     while let Some(batches) = events.next().await {

@@ -3,8 +3,10 @@
 //! each side one Arrow IPC file under the spill folder (removed when dropped, also on error).
 //!
 //! Coalesced: every input batch is grouped by partition with one `take` (rows ordered by
-//! partition) and cut into zero-copy slices; the slices wait until [`BUFFER_BYTES`] of input
-//! are pending, then each partition's are concatenated and written as one IPC batch. Writing each
+//! partition: `table::read::group_rows`) and cut into zero-copy slices; the slices wait until
+//! [`BUFFER_BYTES`] of input are pending, then each partition's are concatenated and written as
+//! one IPC batch. The grouping (hashing every key, the `take`) is done by the tasks that read the
+//! files, two at once ([`Grouper`]); the spill's lock only orders the slices and the writes. Writing each
 //! input batch's share of each partition as an IPC batch of its own (as before) made the work
 //! grow with batches × partitions — both grow with the size, so the validation's time grew with
 //! its square (100M rows + 10M events: 21.8× the 10M + 1M time for 10× the data; see
@@ -15,7 +17,7 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use arrow::array::{Array, RecordBatch, StringArray, UInt32Array};
+use arrow::array::{Array, RecordBatch, StringArray};
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
 use tidemark_journal::spec::CompiledSpec;
@@ -52,6 +54,32 @@ struct State {
 pub(super) struct Spilled {
     dir: SpillDir,
     parts: usize,
+}
+
+/// Groups input batches by partition for a [`Spill`] (cheap to clone into a task).
+#[derive(Clone)]
+pub(super) struct Grouper {
+    spec: std::sync::Arc<CompiledSpec>,
+    parts: usize,
+    keep: std::sync::Arc<Vec<bool>>,
+}
+
+/// An input batch's kept rows ordered by partition, and each partition's range in it.
+pub(super) struct Grouped {
+    batch: RecordBatch,
+    ranges: Vec<Range>,
+}
+
+impl Grouper {
+    pub(super) fn group_all(&self, batches: &[RecordBatch]) -> std::io::Result<Vec<Grouped>> {
+        batches
+            .iter()
+            .map(|b| {
+                let (batch, ranges) = group(&self.spec, b, self.parts, &self.keep)?;
+                Ok(Grouped { batch, ranges })
+            })
+            .collect()
+    }
 }
 
 /// Removes the spill folder when dropped.
@@ -95,13 +123,31 @@ impl Spill {
         })
     }
 
+    /// Groups `batches` by partition (as [`Grouper::group_all`]) and adds them.
     pub(super) fn write(&self, spec: &CompiledSpec, side: Side, batches: &[RecordBatch]) -> std::io::Result<()> {
+        let grouped = self.grouper(spec).group_all(batches)?;
+        self.push(side, grouped)
+    }
+
+    /// What groups input batches for this spill, for tasks that read and group side by side
+    /// before they [`Spill::push`] (the grouping is the spill's CPU work; the lock only orders
+    /// the slices and the writes).
+    pub(super) fn grouper(&self, spec: &CompiledSpec) -> Grouper {
+        Grouper {
+            spec: std::sync::Arc::new(spec.clone()),
+            parts: self.parts,
+            keep: std::sync::Arc::new(self.keep.clone()),
+        }
+    }
+
+    /// Adds grouped batches of `side`; writes every pending partition once
+    /// [`BUFFER_BYTES`] of input are pending.
+    pub(super) fn push(&self, side: Side, grouped: Vec<Grouped>) -> std::io::Result<()> {
         let mut st = self.state.lock().expect("spill lock");
-        for b in batches {
-            let (grouped, ranges) = group(spec, b, self.parts, &self.keep)?;
-            st.pending_bytes += grouped.get_array_memory_size();
+        for Grouped { batch, ranges } in grouped {
+            st.pending_bytes += batch.get_array_memory_size();
             for (p, start, len) in ranges {
-                st.pending[side as usize * self.parts + p].push(grouped.slice(start, len));
+                st.pending[side as usize * self.parts + p].push(batch.slice(start, len));
             }
             if st.pending_bytes >= self.buffer_bytes {
                 flush(&self.dir, self.parts, &mut st)?;
@@ -158,7 +204,7 @@ impl Spilled {
 }
 
 /// A partition's rows in a grouped batch: `(partition, first row, rows)`.
-type Range = (usize, usize, usize);
+type Range = crate::table::read::GroupRange;
 
 /// The kept rows of `batch` ordered by the partition of their key's hash (a fixed hash, the
 /// same in every run), and each partition's `(partition, first row, rows)` in that batch.
@@ -176,40 +222,16 @@ fn group(
             .map_err(|e| std::io::Error::other(e.to_string()))?,
     );
     let strings = key.as_any().downcast_ref::<StringArray>();
-    let part_of: Vec<u32> = (0..batch.num_rows())
-        .map(|r| {
-            let mut h = std::hash::DefaultHasher::new();
-            match strings {
-                Some(s) if !s.is_null(r) => s.value(r).hash(&mut h),
-                _ => crate::reference::cell(key.as_ref(), spec.types[spec.key_index], r).hash(&mut h),
-            }
-            (h.finish() % parts as u64) as u32
-        })
-        .collect();
-    // A counting sort of the row numbers by partition.
-    let mut starts = vec![0usize; parts + 1];
-    for &p in &part_of {
-        if keep[p as usize] {
-            starts[p as usize + 1] += 1;
+    let part_of = |r: usize| {
+        let mut h = std::hash::DefaultHasher::new();
+        match strings {
+            Some(s) if !s.is_null(r) => s.value(r).hash(&mut h),
+            _ => crate::reference::cell(key.as_ref(), spec.types[spec.key_index], r).hash(&mut h),
         }
-    }
-    for p in 0..parts {
-        starts[p + 1] += starts[p];
-    }
-    let mut next = starts.clone();
-    let mut order = vec![0u32; starts[parts]];
-    for (r, &p) in part_of.iter().enumerate() {
-        if keep[p as usize] {
-            order[next[p as usize]] = r as u32;
-            next[p as usize] += 1;
-        }
-    }
-    let grouped = arrow::compute::take_record_batch(batch, &UInt32Array::from(order)).map_err(std::io::Error::other)?;
-    let ranges = (0..parts)
-        .filter(|&p| starts[p + 1] > starts[p])
-        .map(|p| (p, starts[p], starts[p + 1] - starts[p]))
-        .collect();
-    Ok((grouped, ranges))
+        let p = (h.finish() % parts as u64) as usize;
+        keep[p].then_some(p)
+    };
+    crate::table::read::group_rows(batch, parts, part_of).map_err(std::io::Error::other)
 }
 
 #[cfg(test)]

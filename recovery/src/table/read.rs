@@ -150,27 +150,60 @@ pub fn chunk_by_key<'a>(
     (chunks, cuts)
 }
 
+/// A group's rows in a batch made by [`group_rows`]: `(group, first row, rows)`.
+pub type GroupRange = (usize, usize, usize);
+
+/// The rows of `batch` ordered by group, with one `take` (a counting sort of the row numbers),
+/// and each non-empty group's [`GroupRange`] in that batch, in group order. `group_of(row)` names
+/// each row's group (below `groups`), `None` leaves the row out. A batch whose rows all fall in one
+/// group is returned as it is.
+pub fn group_rows(
+    batch: &RecordBatch,
+    groups: usize,
+    mut group_of: impl FnMut(usize) -> Option<usize>,
+) -> Result<(RecordBatch, Vec<GroupRange>), arrow::error::ArrowError> {
+    let of: Vec<Option<usize>> = (0..batch.num_rows()).map(&mut group_of).collect();
+    let mut starts = vec![0usize; groups + 1];
+    for g in of.iter().flatten() {
+        starts[g + 1] += 1;
+    }
+    for g in 0..groups {
+        starts[g + 1] += starts[g];
+    }
+    let ranges: Vec<GroupRange> = (0..groups)
+        .filter(|&g| starts[g + 1] > starts[g])
+        .map(|g| (g, starts[g], starts[g + 1] - starts[g]))
+        .collect();
+    if let [(g, 0, n)] = ranges[..]
+        && n == batch.num_rows()
+    {
+        return Ok((batch.clone(), vec![(g, 0, n)]));
+    }
+    let mut next = starts;
+    let mut order = vec![0u32; next[groups]];
+    for (r, g) in of.iter().enumerate() {
+        if let Some(g) = *g {
+            order[next[g]] = r as u32;
+            next[g] += 1;
+        }
+    }
+    let grouped = arrow::compute::take_record_batch(batch, &arrow::array::UInt32Array::from(order))?;
+    Ok((grouped, ranges))
+}
+
 /// The rows of `batch` by group: `group_of(row)` (below `groups`) names each row's group; the
-/// result has one batch per non-empty group, in group order.
+/// result has one batch per non-empty group, in group order: zero-copy slices of one
+/// [`group_rows`] batch (they keep it alive until the last of them is dropped).
 pub fn split_rows(
     batch: &RecordBatch,
     groups: usize,
     mut group_of: impl FnMut(usize) -> usize,
 ) -> Result<Vec<(usize, RecordBatch)>, arrow::error::ArrowError> {
-    let mut idx: Vec<Vec<u32>> = vec![Vec::new(); groups];
-    for r in 0..batch.num_rows() {
-        idx[group_of(r)].push(r as u32);
-    }
-    idx.into_iter()
-        .enumerate()
-        .filter(|(_, rows)| !rows.is_empty())
-        .map(|(g, rows)| {
-            Ok((
-                g,
-                arrow::compute::take_record_batch(batch, &arrow::array::UInt32Array::from(rows))?,
-            ))
-        })
-        .collect()
+    let (grouped, ranges) = group_rows(batch, groups, |r| Some(group_of(r)))?;
+    Ok(ranges
+        .into_iter()
+        .map(|(g, first, n)| (g, grouped.slice(first, n)))
+        .collect())
 }
 
 /// The chunk of [`chunk_by_key`] that `key` belongs to.
@@ -284,4 +317,61 @@ impl Projection {
 /// The key column's type must allow bound pruning; other key types read every file.
 pub fn prunable(t: ColumnType) -> bool {
     matches!(t, ColumnType::String | ColumnType::Long | ColumnType::Int)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Array, Int64Array};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn numbers(n: i64) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from_iter_values(0..n))]).unwrap()
+    }
+
+    fn values(b: &RecordBatch) -> Vec<i64> {
+        b.column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap()
+            .values()
+            .to_vec()
+    }
+
+    #[test]
+    fn split_rows_keeps_every_row_once_in_its_group_and_row_order() {
+        let b = numbers(100);
+        let parts = split_rows(&b, 7, |r| (r * r) % 7).unwrap();
+        let mut seen = Vec::new();
+        for (g, part) in &parts {
+            let v = values(part);
+            assert!(v.iter().all(|&x| (x * x) as usize % 7 == *g), "group {g}: {v:?}");
+            assert!(v.windows(2).all(|w| w[0] < w[1]), "row order kept in group {g}");
+            seen.extend(v);
+        }
+        // Squares mod 7 are 0, 1, 2, 4 only: no empty group is returned.
+        assert_eq!(parts.iter().map(|(g, _)| *g).collect::<Vec<_>>(), [0, 1, 2, 4]);
+        seen.sort_unstable();
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn group_rows_leaves_out_unnamed_rows_and_takes_a_single_group_batch_as_it_is() {
+        let b = numbers(10);
+        let (grouped, ranges) = group_rows(&b, 3, |r| (r % 2 == 0).then_some(r % 3)).unwrap();
+        assert_eq!(values(&grouped), [0, 6, 4, 2, 8]);
+        assert_eq!(ranges, [(0, 0, 2), (1, 2, 1), (2, 3, 2)]);
+        let (same, ranges) = group_rows(&b, 3, |_| Some(2)).unwrap();
+        assert_eq!(ranges, [(2, 0, 10)]);
+        assert_eq!(
+            same.column(0).to_data().buffers()[0].as_ptr(),
+            b.column(0).to_data().buffers()[0].as_ptr()
+        );
+        let (none, ranges) = group_rows(&b, 3, |_| None).unwrap();
+        assert_eq!((none.num_rows(), ranges.len()), (0, 0));
+    }
 }
