@@ -6,9 +6,13 @@
 //! resumed), someone else's commit as a conflict (the other table still advances), failover with
 //! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
 //! resync `--demote` of the DR catalog itself onto the old primary (its post-failover commits walked
-//! back, their files kept and listed), then a table dropped only in the DR catalog restored by the
+//! back, their files kept and listed; REST: the table renamed aside and created again at the
+//! common snapshot, a run stopped after the create finished by the next), then a table dropped
+//! only in the DR catalog (REST: left missing by a resync stopped after its rename) restored by the
 //! same resync (created again at the old primary's version; a run stopped after the create is
-//! finished by the next). And where the follower's state may live.
+//! finished by the next), and the failback: the new primary followed into the demoted catalog,
+//! advanced to its head, never onto the walked-over branch. And where the follower's state may
+//! live.
 
 use super::catalogs_remote::{ns, pg_definition, rest_definition, s3tables_definition};
 use super::replica_warm::{base, followed, replicate};
