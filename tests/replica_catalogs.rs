@@ -6,9 +6,13 @@
 //! resumed), someone else's commit as a conflict (the other table still advances), failover with
 //! a route, the fenced follower, a write on the DR side, resync of the diverged old primary onto it, and
 //! resync `--demote` of the DR catalog itself onto the old primary (its post-failover commits walked
-//! back, their files kept and listed), then a table dropped only in the DR catalog restored by the
+//! back, their files kept and listed; REST: the table renamed aside and created again at the
+//! common snapshot, a run stopped after the create finished by the next), then a table dropped
+//! only in the DR catalog (REST: left missing by a resync stopped after its rename) restored by the
 //! same resync (created again at the old primary's version; a run stopped after the create is
-//! finished by the next). And where the follower's state may live.
+//! finished by the next), and the failback: the new primary followed into the demoted catalog,
+//! advanced to its head, never onto the walked-over branch. And where the follower's state may
+//! live.
 
 use super::catalogs_remote::{ns, pg_definition, rest_definition, s3tables_definition};
 use super::replica_warm::{base, followed, replicate};
@@ -383,11 +387,37 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     assert_eq!(table(&raced.json(), &orders)["action"], "conflict", "{}", raced.stdout);
     assert!(theirs.is_some() && theirs != snap(&before, &orders));
     assert_eq!(snap(&record("h5c.json"), &orders), theirs, "nothing moved");
+    // REST: the table is renamed aside and created again at the common snapshot. Stopped dead
+    // after the create (the aside holds the table, an empty one has its name): the re-run fills it.
+    let aside_prefix = format!("{orders}__walked_");
+    let names = |h: &serde_json::Value| -> Vec<String> {
+        h["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|x| x["table"].as_str().map(str::to_string))
+            .collect()
+    };
+    if kind == Kind::Rest {
+        s.run_with(&[("TIDEMARK_FAILPOINT", "resync:after-create")], &args)
+            .fails(86, &["failpoint"]);
+        let h = record("h5d.json");
+        assert!(names(&h).iter().any(|n| n.starts_with(&aside_prefix)), "{h}");
+        assert!(names(&h).contains(&orders), "{h}");
+    }
     let done = demote(false);
     let t = table(&done, &orders);
     assert_eq!(t["action"], "walked_back", "{done}");
     let (demote_walked, demote_diverged) = (t["walked_over"].clone(), t["diverged_snapshots"].clone());
     let (t_reason, t_record) = (t["reason"].clone(), t["record"].clone());
+    let kept_aside = t["kept_aside"].clone();
+    if kind == Kind::Rest {
+        let reason = t_reason.as_str().unwrap();
+        assert!(reason.contains("stopped before filling"), "{reason}");
+        assert!(kept_aside["table"].as_str().unwrap().starts_with(&aside_prefix), "{t}");
+    } else {
+        assert!(kept_aside.is_null(), "{t}");
+    }
     let done_kept = t["kept_files"].as_array().unwrap();
     assert!(kept.as_array().unwrap().iter().all(|f| done_kept.contains(f)), "{t}");
     assert!(
@@ -395,13 +425,22 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "the other writer's files are kept too: {t}"
     );
     let kept = t["kept_files"].clone();
-    // Every file it walked over is still there (kept, never deleted): local ones checked here.
+    // Every file it walked over is still there (kept, never deleted): local ones and (REST)
+    // those on SeaweedFS checked here.
     for f in kept.as_array().unwrap() {
-        if let Some(local) = f["path"].as_str().unwrap().strip_prefix("file://") {
+        let path = f["path"].as_str().unwrap();
+        if let Some(local) = path.strip_prefix("file://") {
             assert!(std::path::Path::new(local).exists(), "{f}");
+        } else if kind == Kind::Rest {
+            assert!(s3_exists(path, endpoint), "{f} was deleted");
         }
     }
     let after = record("h6.json");
+    // REST: the aside holds the walked-over head (the other writer's commit), read whole.
+    if kind == Kind::Rest {
+        let aside = kept_aside["table"].as_str().unwrap();
+        assert_eq!(snap(&after, aside), theirs, "{after}");
+    }
     let hp2 = s.path_str("hp2.json");
     s.run(&[
         "history",
@@ -422,8 +461,18 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     assert_eq!(table(&demote(false), &orders)["action"], "in_step");
 
     // A table deleted only on the demoted side, live on the primary, is restored there: created
-    // again at the primary's version (planned first, the plan changing nothing).
-    if drop_table(s, dr, kind, &other) {
+    // again at the primary's version (planned first, the plan changing nothing). REST: the name
+    // goes missing as a resync stopped dead after renaming a diverged table aside leaves it, and is
+    // finished the same way (the aside reported).
+    let gone = if kind == Kind::Rest {
+        s.fault_delete(dr, &other, "order_version % 7 = 2");
+        s.run_with(&[("TIDEMARK_FAILPOINT", "resync:after-rename")], &args)
+            .fails(86, &["failpoint"]);
+        true
+    } else {
+        drop_table(s, dr, kind, &other)
+    };
+    if gone {
         let plan = demote(true);
         let o = table(&plan, &other);
         assert_eq!(o["action"], "restored", "{plan}");
@@ -458,6 +507,12 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
             assert!(o["reason"].as_str().unwrap().contains("a run before began"), "{o}");
         }
         assert_eq!(o["walked_back_to_snapshot"], snap(&hp2, &other).unwrap(), "{o}");
+        if kind == Kind::Rest {
+            let aside = o["kept_aside"]["table"].as_str().unwrap();
+            assert!(aside.starts_with(&format!("{other}__walked_")), "{o}");
+            assert!(!o["kept_files"].as_array().unwrap().is_empty(), "{o}");
+            assert_eq!(table(&done, aside)["action"], "kept_aside", "{done}");
+        }
         let restored = record("h8.json");
         assert_eq!(snap(&restored, &other), snap(&hp2, &other), "{restored}");
         // The restored table is at a version of the primary's: nothing more to do.
@@ -569,26 +624,10 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
             "{name} walked over but not a stray: {back}"
         );
     }
-    match kind {
-        // KNOWN GAPS (issue 13, found here, open). REST: the walked-over snapshots stay in the
-        // table's metadata and raised its last sequence number, so the server refuses the new
-        // primary's next snapshot (a lower sequence number); the follower fails the table,
-        // nothing moved.
-        Kind::Rest => {
-            assert_eq!(t["status"], "failed", "{back}");
-            assert!(t["reason"].as_str().unwrap().contains("sequence number"), "{back}");
-        }
-        Kind::S3Tables | Kind::Postgres => {}
-    }
-    if kind == Kind::Rest {
-        let now = snap(&record("h9.json"), &orders).unwrap();
-        assert_eq!(now, at_resync, "moved: {back}");
-        assert!(
-            !diverged.contains(&now.as_i64().unwrap()),
-            "moved onto the walked-over branch"
-        );
-        return;
-    }
+    // Every kind advances from where the resync left it to the new primary's head, never onto
+    // the walked-over branch (REST: the resync created the table again at the common snapshot,
+    // the walked-over one renamed aside, so the new primary's next snapshot is taken; PostgreSQL:
+    // the old primary's own walked-over files are strays too, below).
     assert_eq!(
         (&t["status"], &t["verified_position"]),
         (&"ok".into(), &400.into()),
@@ -646,6 +685,19 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     let again = followed(follow_back());
     assert_eq!(table(&again, &orders)["verified_position"], 400, "{again}");
     assert_eq!(snap(&record("h10.json"), &orders), Some(current));
+}
+
+/// Whether the object at `path` (`s3://bucket/key`, through `endpoint`) is there.
+fn s3_exists(path: &str, endpoint: Option<&str>) -> bool {
+    let (folder, name) = path.rsplit_once('/').unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = super::replica_warm::open(folder, endpoint).await;
+        store.head(name, None).await.is_ok()
+    })
 }
 
 /// The resync record at `location` (a local path or `s3://…` through `endpoint`), as JSON.

@@ -17,6 +17,9 @@
 //!   (before the lease is renewed or released).
 //! * `publish:after-create` — per table `replica follow` (or `resync`'s restore) created in an S3
 //!   Tables or REST catalog, before it is moved to a version.
+//! * `resync:after-rename`, `resync:after-create` — per REST table `replica resync` walks back:
+//!   after renaming it aside, before creating it again (a re-run restores it); after creating
+//!   it, before filling it (a re-run fills it).
 //! * `failover:after-flip` — `replica failover`, after its route flips, before its record.
 
 use std::collections::HashMap;

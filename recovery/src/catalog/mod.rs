@@ -20,7 +20,7 @@ mod like_tests;
 #[cfg(test)]
 mod live_tests;
 #[cfg(test)]
-mod server_tests;
+pub(crate) mod server_tests;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;

@@ -424,6 +424,9 @@ async fn run_resync(
     } else {
         for t in &r.tables {
             println!("{:<32} {:<18} {}", t.table, format!("{:?}", t.action), t.reason);
+            if let Some(a) = &t.kept_aside {
+                println!("{:<32}   kept aside as table {} at {}", "", a.table, a.location);
+            }
             for f in &t.kept_files {
                 println!("{:<32}   kept {} {}", "", f.what, f.path);
             }

@@ -538,8 +538,21 @@ async fn publish_commit(
 ) -> Result<Moved, Step> {
     let json = published_json(ctx, target_key).await?;
     let want = metadata_of(&json, target_key)?;
-    let mut dr = dr_table(ctx, table, pointer, &want).await?;
-    let pre = match schema_and_spec_updates(dr.metadata(), &want) {
+    let dr = dr_table(ctx, table, pointer, &want).await?;
+    commit_towards(ctx, dr, &want, held).await
+}
+
+/// Moves the REST table `dr` to `want`'s main (its schema and specs first, then the snapshots of
+/// main's ancestry it lacks, oldest first, and the properties that changed), in the commits
+/// [`publish`] describes. Also how `replica resync` fills a table it created again
+/// (`resync_rest`).
+pub(super) async fn commit_towards(
+    ctx: &Target<'_>,
+    mut dr: Table,
+    want: &TableMetadata,
+    held: Option<&Value>,
+) -> Result<Moved, Step> {
+    let pre = match schema_and_spec_updates(dr.metadata(), want) {
         Ok(u) => u,
         Err(why) => return Ok(Moved::Held(why)),
     };
@@ -558,7 +571,7 @@ async fn publish_commit(
             }
         }
     }
-    let snapshots = match new_snapshots(dr.metadata(), &want) {
+    let snapshots = match new_snapshots(dr.metadata(), want) {
         Ok(s) => s,
         Err(why) => return Ok(Moved::Conflict(why)),
     };
@@ -574,7 +587,7 @@ async fn publish_commit(
             reference: main_branch(last),
         });
     }
-    updates.extend(property_updates(dr.metadata(), &want, held));
+    updates.extend(property_updates(dr.metadata(), want, held));
     if updates.is_empty() {
         return Ok(Moved::To(dr.metadata_location().unwrap_or_default().to_string()));
     }

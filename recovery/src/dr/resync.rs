@@ -23,9 +23,12 @@
 //!   token read with the pointer (a stale token: someone else moved it, a conflict, nothing moved),
 //!   the call the follower uses. A table deleted only there is created again like the new
 //!   primary's, at its current version, as the follower creates one (see `resync_restore`).
-//! - **Iceberg REST**: walked back by snapshots, in one commit (see `resync_rest`); the later
-//!   snapshots stay in the table's metadata until expired; the server's metadata files on the
-//!   walked-over branch are recorded as on the other kinds. A table deleted only there: as S3 Tables.
+//! - **Iceberg REST**: walked back by snapshots (see `resync_rest`): the table is renamed aside
+//!   (kept, with every file) and created again at the newest snapshot both sides hold, so that
+//!   its last sequence number is that snapshot's and the new primary's later snapshots can be
+//!   added; the server's metadata files on the walked-over branch are recorded as on the other
+//!   kinds. A table deleted only there: as S3 Tables. A table an earlier resync renamed aside is
+//!   reported (`kept_aside`), on either side, never resynced or restored.
 //!
 //! Each walk gets a record of its own, named by the walk (`super::resync_record`), written
 //! conditionally (`super::resync_record_write`): a walk is never lost to a concurrent resync of
@@ -46,6 +49,7 @@ use serde_json::Value;
 use super::follow_publish::{Way, way};
 use super::follow_state::{FollowerState, TableStatus};
 use super::rebuild::{self, choose_head};
+use super::resync_rest::aside_of;
 use crate::catalog::CatalogHandle;
 use crate::recover::snapshot::file_io;
 use crate::table::{TableError, parse_ident};
@@ -72,7 +76,19 @@ pub enum ResyncAction {
     NoCommonVersion,
     /// The demoted pointer moved while the resync ran: nothing moved.
     Conflict,
+    /// A REST table an earlier resync renamed aside (the walked-over version, see
+    /// `resync_rest`): kept with every file, never resynced, restored or deleted.
+    KeptAside,
     Failed,
+}
+
+/// The walked-over REST table, renamed aside and kept (`resync_rest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct AsideTable {
+    /// Its name now: `<table>__walked_<the first 8 hex digits of its uuid>`, same namespace.
+    pub table: String,
+    /// Its location, where its metadata and data files stay.
+    pub location: String,
 }
 
 /// A file only the walked-over versions reference: kept, listed.
@@ -102,6 +118,9 @@ pub struct ResyncTable {
     pub diverged_snapshots: Vec<i64>,
     /// Every file only the walked-over versions reference: kept, never deleted.
     pub kept_files: Vec<KeptFile>,
+    /// REST: the walked-over table, renamed aside (kept, with every file) before the table was
+    /// created again at `walked_back_to_snapshot`; `None` on the other kinds.
+    pub kept_aside: Option<AsideTable>,
     /// The resync record that names this walk (`<table>/metadata/tidemark-resync-<id>.json`),
     /// written before the move or found holding it; null under `dry_run`, when nothing was
     /// walked over, or when the storage refused it (the reason says so).
@@ -177,9 +196,15 @@ pub async fn resync(
             walked_over: Vec::new(),
             diverged_snapshots: Vec::new(),
             kept_files: Vec::new(),
+            kept_aside: None,
             record: None,
         };
-        if let Err(e) = resync_table(demoted, primary, &io, &mut t, dry_run).await {
+        let asides: Vec<&str> = d
+            .keys()
+            .filter(|n| aside_of(n) == Some(name.as_str()))
+            .map(String::as_str)
+            .collect();
+        if let Err(e) = resync_table(demoted, primary, &io, &asides, &mut t, dry_run).await {
             t.action = ResyncAction::Failed;
             t.reason = e;
         }
@@ -215,9 +240,18 @@ async fn resync_table(
     demoted: &CatalogHandle,
     primary: &CatalogHandle,
     io: &FileIO,
+    asides: &[&str],
     t: &mut ResyncTable,
     dry_run: bool,
 ) -> Result<(), String> {
+    if let Some(of) = aside_of(&t.table) {
+        t.action = ResyncAction::KeptAside;
+        t.reason = format!(
+            "the walked-over version of {of}, renamed aside by an earlier resync: kept with every file, not \
+             resynced, restored or deleted (keep it: {of}, created again, reads files under its location)"
+        );
+        return Ok(());
+    }
     if t.primary_pointer.is_none() {
         t.action = ResyncAction::OnlyOnDemoted;
         t.reason = "the new primary has no such table; reported, not deleted".into();
@@ -226,13 +260,20 @@ async fn resync_table(
     let ident = parse_ident(&t.table).map_err(|e| e.to_string())?;
     let primary_table = primary.catalog().load_table(&ident).await.map_err(|e| e.to_string())?;
     let held: HashSet<i64> = primary_table.metadata().snapshots().map(|s| s.snapshot_id()).collect();
-    if way(demoted) != Way::Pointer
+    if way(demoted) == Way::Commit {
+        let sides = super::resync_rest::Sides {
+            demoted,
+            primary,
+            primary_table: &primary_table,
+            held: &held,
+            io,
+        };
+        return super::resync_rest::resync(&sides, asides, t, dry_run).await;
+    }
+    if way(demoted) == Way::S3Tables
         && (t.demoted_pointer.is_none() || super::resync_restore::interrupted(demoted, t, &primary_table).await?)
     {
         return super::resync_restore::restore(demoted, primary, &primary_table, t, dry_run).await;
-    }
-    if way(demoted) == Way::Commit {
-        return super::resync_rest::walk_back(demoted, io, &held, t, dry_run).await;
     }
 
     // The demoted head: its pointer, or (deleted there) the head of its own files.
@@ -372,8 +413,8 @@ pub(super) async fn walk_log(io: &FileIO, start: &str, held: &HashSet<i64>) -> R
 /// `Ok(false)` when another resync of this table kept winning the record's write (`t` is then a
 /// conflict naming the record; nothing moved). A REST table whose storage refuses the record
 /// (SeaweedFS's table buckets take only Iceberg-shaped names) is walked back without one, said in
-/// its reason: the commit's own metadata file logs every walked-over file, so none of them is a
-/// head while it is there.
+/// its reason: its walked-over metadata files stay with the table renamed aside (`resync_rest`),
+/// whose history they are.
 pub(super) async fn record_walk(
     demoted: &CatalogHandle,
     t: &mut ResyncTable,
@@ -398,8 +439,8 @@ pub(super) async fn record_walk(
         }
         Err(e) if e.is_refused() && way(demoted) == Way::Commit => {
             t.reason = format!(
-                "{}; no resync record: the catalog's storage refuses it ({e}); the walk back's commit logs every \
-                 walked-over file, so none is a head while its metadata file is there",
+                "{}; no resync record: the catalog's storage refuses it ({e}); the walked-over metadata files stay \
+                 with the table renamed aside, whose history they are",
                 t.reason
             );
             Ok(true)
