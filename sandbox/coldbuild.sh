@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The cold build of the first drill (issue 14 target 6), measured: the exact build
+# `sandbox/drill.sh` runs (`cargo build -p tidemark-recovery --bin tidemark`, dev profile) in a
+# fresh, empty target folder, with `--timings` (each crate's time, HTML) and `/usr/bin/time -v`
+# (wall, user and system CPU seconds: the CPU figure depends less on the machine's load). Prints
+# one line of figures and the package count, then deletes the target folder (several GB).
+# The crate sources must be fetched already (`cargo fetch`): downloads are not timed.
+#
+#   bash sandbox/coldbuild.sh [LABEL]    # figures in ${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}/LABEL.*
+set -euo pipefail
+cd "$(dirname "$0")/.."
+label="${1:-$(git rev-parse --short HEAD 2>/dev/null || echo build)}"
+out="${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}"
+mkdir -p "$out"
+tgt="$(mktemp -d -t tidemark-coldbuild.XXXXXX)"
+trap 'rm -rf "$tgt"' EXIT
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+CARGO_TARGET_DIR="$tgt" /usr/bin/time -v -o "$out/$label.time" \
+    cargo build -q -p tidemark-recovery --bin tidemark --timings
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+cp "$tgt"/cargo-timings/cargo-timing.html "$out/$label.timings.html"
+packages="$(cargo tree -p tidemark-recovery -e normal,build --prefix none |
+    sed -E 's/ \((\*|proc-macro)\)//g' | sort -u | wc -l)"
+wall="$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$out/$label.time")"
+user="$(sed -n 's/.*User time (seconds): //p' "$out/$label.time")"
+sys="$(sed -n 's/.*System time (seconds): //p' "$out/$label.time")"
+echo "$label: wall $wall, CPU ${user}s user + ${sys}s system, $packages packages," \
+    "load average $load_before before, $load_after after; $out/$label.timings.html"
