@@ -280,12 +280,10 @@ async fn resync_table(
     let (start, restoring) = match &t.demoted_pointer {
         Some(p) => (p.clone(), false),
         None => match demoted_head(demoted, &t.table).await? {
-            Some(head) => (head, true),
-            None => {
+            Ok(head) => (head, true),
+            Err(why) => {
                 t.action = ResyncAction::NotRestorable;
-                t.reason = "deleted on the demoted side and its warehouse holds no metadata file of it; create it \
-                            from the new primary"
-                    .into();
+                t.reason = why;
                 return Ok(());
             }
         },
@@ -449,11 +447,15 @@ pub(super) async fn record_walk(
     }
 }
 
-/// The head of a table's own metadata files in the demoted catalog's warehouse.
-async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Option<String>, String> {
+/// The head of a table's own metadata files in the demoted catalog's warehouse, chosen as the
+/// follower and `catalog rebuild` choose (files a resync walked over, and their descendants, are
+/// never a head: `resync_record`); `Ok(Err(why))` when there is none to restore from.
+async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Result<String, String>, String> {
+    const NONE: &str = "deleted on the demoted side and its warehouse holds no metadata file of it; create it from the \
+                        new primary";
     let warehouse = demoted.warehouse();
     if warehouse.is_empty() {
-        return Ok(None);
+        return Ok(Err(NONE.into()));
     }
     let store = tidemark_journal::store::open(warehouse)
         .await
@@ -461,14 +463,21 @@ async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Option<Str
     let ns = table.rsplit_once('.').map(|(ns, _)| ns);
     let found = rebuild::discover(store.as_ref(), ns).await.map_err(|e| e.to_string())?;
     let Some(files) = found.iter().find(|f| f.ident() == table) else {
-        return Ok(None);
+        return Ok(Err(NONE.into()));
     };
-    let (parsed, _) = rebuild::read_metadata(store.as_ref(), files)
+    let (mut parsed, _) = rebuild::read_metadata(store.as_ref(), files)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(choose_head(&parsed, None)
-        .head
-        .map(|k| format!("{}/{k}", warehouse.trim_end_matches('/'))))
+    let excluded = super::resync_record::exclude_recorded(store.as_ref(), files, &mut parsed).await?;
+    let choice = choose_head(&parsed, None);
+    Ok(match choice.head {
+        Some(k) => Ok(format!("{}/{k}", warehouse.trim_end_matches('/'))),
+        None => Err(format!(
+            "deleted on the demoted side, and its own metadata files give no head to restore from: {}{}; create it \
+             from the new primary",
+            choice.reason, excluded.note
+        )),
+    })
 }
 
 /// Every file the snapshots `ids` of `meta` reference.

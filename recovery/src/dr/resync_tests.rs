@@ -114,3 +114,42 @@ async fn resync_refuses_while_the_new_primary_misses_files() {
     let err = resync(&site.src, &dr, None, Some(&followed), true).await.unwrap_err();
     assert!(err.to_string().contains("shop.orders"), "{err}");
 }
+
+/// A SQL table walked back, committed to again from the common version (a file with the walked-over
+/// one's version number), then dropped on the demoted side only: its restore starts from its own
+/// head, never from the walked-over file (which ties with it by chain length).
+#[tokio::test]
+async fn a_table_dropped_after_a_walk_back_is_restored_from_its_own_head() {
+    let site = Site::new().await;
+    let t = table_with(&site.src, "shop.orders", &site.ids, 1..=2).await;
+    site.replicate(true);
+    let (dr, state) = site.dr("dr").await;
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let followed = run(&opts, &dr, state, RunLimits::once(), &clock(), &mut |_| {})
+        .await
+        .unwrap();
+    let common = t.metadata_location().unwrap().to_string();
+    let by = |r: &ResyncReport| r.tables.iter().find(|t| t.table == "shop.orders").unwrap().clone();
+    let walked = append(&site.src, &t, &site.ids, 3).await;
+    let done = resync(&site.src, &dr, None, Some(&followed), false).await.unwrap();
+    assert_eq!(by(&done).action, ResyncAction::WalkedBack, "{done:?}");
+    let ident = parse_ident("shop.orders").unwrap();
+    let back = site.src.catalog().load_table(&ident).await.unwrap();
+    let own = append(&site.src, &back, &site.ids, 4).await;
+    let (w, o) = (walked.metadata_location().unwrap(), own.metadata_location().unwrap());
+    assert_eq!(
+        crate::dr::rebuild::file_name(w).split('-').next(),
+        crate::dr::rebuild::file_name(o).split('-').next(),
+        "the same version number: {w} {o}"
+    );
+    site.src.catalog().drop_table(&ident).await.unwrap();
+    let r = resync(&site.src, &dr, None, Some(&followed), false).await.unwrap();
+    let t = by(&r);
+    assert_eq!(t.action, ResyncAction::Restored, "{t:?}");
+    assert_eq!(t.walked_over, vec![o.to_string()], "{t:?}");
+    assert_eq!(t.walked_back_to.as_deref(), Some(common.as_str()));
+    assert_eq!(
+        site.src.metadata_pointer(&ident).await.unwrap().as_deref(),
+        Some(common.as_str())
+    );
+}
