@@ -468,9 +468,14 @@ async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Result<Str
     let (mut parsed, _) = rebuild::read_metadata(store.as_ref(), files)
         .await
         .map_err(|e| e.to_string())?;
+    let all = parsed.clone();
     let excluded = super::resync_record::exclude_recorded(store.as_ref(), files, &mut parsed).await?;
     let choice = choose_head(&parsed, None);
-    Ok(match choice.head {
+    // The head only says where the walk back starts: it ends at the newest version the new
+    // primary holds from any file of the chain. When the files outside the walked-over ones tie,
+    // the head of all of them is taken (a walked-over file: its walk ends at the same version).
+    let head = choice.head.clone().or_else(|| choose_head(&all, None).head);
+    Ok(match head {
         Some(k) => Ok(format!("{}/{k}", warehouse.trim_end_matches('/'))),
         None => Err(format!(
             "deleted on the demoted side, and its own metadata files give no head to restore from: {}{}; create it \
