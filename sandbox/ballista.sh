@@ -55,24 +55,45 @@ start() {
     for i in $(seq 1 60); do listening "$port" && break; sleep 0.5; done
     listening "$port" || { say "scheduler did not listen on $port; log:"; cat "$SANDBOX_DIR/ballista-scheduler.log" >&2; stop; return 1; }
     for i in $(seq 1 "$EXECUTORS"); do
-        local flight=$((port + 2 * i - 1)) grpc=$((port + 2 * i))
-        mkdir -p "$SANDBOX_DIR/ballista-executor-$i"
-        # shellcheck disable=SC2046
-        setsid "$BIN" ballista executor --bind 127.0.0.1 --port "$flight" --grpc-port "$grpc" \
-            --scheduler-host 127.0.0.1 --scheduler-port "$port" --concurrent-tasks 1 \
-            --work-dir "$SANDBOX_DIR/ballista-executor-$i" $(buckets_args) \
-            >"$SANDBOX_DIR/ballista-executor-$i.log" 2>&1 </dev/null &
-        echo $! >"$SANDBOX_DIR/ballista-executor-$i.pid"
+        start_executor "$port" "$i"
     done
+    # An executor registers with the scheduler as it starts, and the scheduler connects back to
+    # the executor's gRPC port: on a loaded machine that port may not listen yet, the registration
+    # fails and the executor exits. Such an executor is started again (three tries).
     for i in $(seq 1 "$EXECUTORS"); do
-        local flight=$((port + 2 * i - 1)) n
-        for n in $(seq 1 60); do listening "$flight" && break; sleep 0.5; done
+        local flight=$((port + 2 * i - 1)) n try pid
+        for try in 1 2 3; do
+            pid="$(cat "$SANDBOX_DIR/ballista-executor-$i.pid")"
+            for n in $(seq 1 60); do
+                listening "$flight" && break
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.5
+            done
+            listening "$flight" && kill -0 "$pid" 2>/dev/null && break
+            [[ $try == 3 ]] && break
+            say "executor $i stopped before it listened (try $try); starting it again"
+            cp "$SANDBOX_DIR/ballista-executor-$i.log" "$SANDBOX_DIR/ballista-executor-$i.try$try.log"
+            start_executor "$port" "$i"
+        done
         listening "$flight" || { say "executor $i did not listen on $flight; log:"; cat "$SANDBOX_DIR/ballista-executor-$i.log" >&2; stop; return 1; }
     done
     # Executors register with the scheduler right after they listen; give them that moment.
     sleep 1
     say "started: scheduler 127.0.0.1:$port, $EXECUTORS executors (logs $SANDBOX_DIR/ballista-*.log)"
     echo "export TIDEMARK_BALLISTA_URL=ballista://127.0.0.1:$port"
+}
+
+# Starts executor I of the cluster whose scheduler listens on PORT (its pid in the sandbox).
+start_executor() {
+    local port="$1" i="$2"
+    local flight=$((port + 2 * i - 1)) grpc=$((port + 2 * i))
+    mkdir -p "$SANDBOX_DIR/ballista-executor-$i"
+    # shellcheck disable=SC2046 # word splitting of the bucket arguments is intended
+    setsid "$BIN" ballista executor --bind 127.0.0.1 --port "$flight" --grpc-port "$grpc" \
+        --scheduler-host 127.0.0.1 --scheduler-port "$port" --concurrent-tasks 1 \
+        --work-dir "$SANDBOX_DIR/ballista-executor-$i" $(buckets_args) \
+        >"$SANDBOX_DIR/ballista-executor-$i.log" 2>&1 </dev/null &
+    echo $! >"$SANDBOX_DIR/ballista-executor-$i.pid"
 }
 
 stop() {
