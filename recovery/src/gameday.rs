@@ -35,7 +35,8 @@ use crate::benchdata::order_columns;
 use crate::catalog::{CatalogConfig, CatalogHandle, INSTEAD_OF_REGISTER, open_catalog};
 use crate::dr::copy::{self, CopyOptions, Phase};
 use crate::dr::history::{self, HistoryRecord};
-use crate::dr::rebuild::{self, choose_head, file_name, warehouse_base};
+use crate::dr::head::{HeadRead, choose_folder_head};
+use crate::dr::rebuild::{self, file_name, warehouse_base};
 use crate::dr::replica;
 use crate::dr::rewrite::rewrite_paths;
 use crate::drill::{DrillCheck, DrillStep, Timer};
@@ -402,10 +403,10 @@ async fn recover_catalog(
     let mut heads: Vec<Option<String>> = Vec::with_capacity(found.len());
     for (files, out) in found.iter().zip(tables.iter_mut()) {
         let tt = Instant::now();
-        let (parsed, _) = rebuild::read_metadata(dr_store.as_ref(), files)
+        let choice = choose_folder_head(dr_store.as_ref(), files, HeadRead::default())
             .await
-            .map_err(|e| fail("choose")(e.to_string()))?;
-        let choice = choose_head(&parsed, None);
+            .map_err(|e| fail("choose")(e.to_string()))?
+            .choice;
         out.strays = choice.strays.len();
         out.head = choice.head.as_deref().map(|h| file_name(h).to_string());
         if let Some(r) = &choice.refused {

@@ -41,8 +41,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tidemark_journal::store::{self, ObjectStore, PutMode};
 
-use super::rebuild::{self, DrError, TableFiles, choose_head, warehouse_base};
-use super::replica::chain;
+use super::head::{self, HeadRead, choose_folder_head};
+use super::rebuild::{self, DrError, TableFiles, warehouse_base};
 
 /// Version of the JSON report.
 pub const FORMAT_VERSION: u32 = 1;
@@ -479,25 +479,26 @@ async fn copy_table_safe(
 ) -> Result<Result<(), Stopped>, String> {
     // An unparsable file cannot be a published head (see rebuild); it is not copied. Nor is
     // what a `replica resync` walked over (a stray then); a record that cannot be read refuses.
-    let (mut parsed, _) = rebuild::read_metadata(copier.src, files)
+    let how = HeadRead {
+        hint,
+        every_file: true,
+        ..HeadRead::default()
+    };
+    let folder = choose_folder_head(copier.src, files, how)
         .await
         .map_err(|e| e.to_string())?;
-    if let Err(reason) = super::resync_record::exclude_recorded(copier.src, files, &mut parsed).await {
-        out.refused = Some(reason);
-        return Ok(Ok(()));
-    }
-    let choice = choose_head(&parsed, hint);
-    let Some(head) = choice.head else {
-        out.refused = choice.refused;
+    let Some(head) = folder.choice.head.clone() else {
+        out.refused = folder.choice.refused;
         return Ok(Ok(()));
     };
+    let parsed = &folder.parsed;
     out.head = Some(head.clone());
     let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (rebuild::file_name(k), j)).collect();
     let key_by_name: HashMap<&str, &str> = parsed
         .iter()
         .map(|(k, _)| (rebuild::file_name(k), k.as_str()))
         .collect();
-    let mut names = chain(rebuild::file_name(&head), &by_name);
+    let mut names = head::chain(rebuild::file_name(&head), &by_name);
     names.reverse();
     let mut children = Children::default();
     for name in names {

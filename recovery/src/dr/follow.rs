@@ -37,9 +37,10 @@ use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{self, ObjectStore};
 
 use super::follow_publish as publish;
+use super::head::{self, FolderHead, HeadRead, choose_folder_head};
 use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
 use super::lease::{Lease, LeaseError};
-use super::rebuild::{self, DrError, TableFiles, choose_head, file_name, warehouse_base};
+use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
 use super::replica::{self, MAX_MISSING_LISTED};
 use super::resync_record;
 use crate::catalog::CatalogHandle;
@@ -290,22 +291,33 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     out.missing.clear();
     out.missing_count = 0;
 
-    let (mut parsed, unparsable) = rebuild::read_metadata(ctx.store, files).await?;
-    parsed.retain(|(k, j)| !is_own_rewrite(k, j));
-    // What a `replica resync` walked over (and what descends from it) is never a head. A record
-    // that is there but cannot be read may name the very file that would be chosen: held.
+    // Every file is read (the target is chosen along the chain); the follower's own rewrites
+    // and what a `replica resync` walked over (and what descends from it) are never heads. A
+    // record that is there but cannot be read may name the very file that would be chosen: held.
+    let hint = prev.and_then(|p| p.latest_metadata.clone().or(p.verified_metadata.clone()));
+    let how = HeadRead {
+        hint: hint.as_deref(),
+        every_file: true,
+        not_candidate: Some(is_own_rewrite),
+    };
+    let FolderHead {
+        parsed,
+        unparsable,
+        excluded,
+        unreadable_record,
+        choice,
+        ..
+    } = choose_folder_head(ctx.store, files, how).await?;
+    if let Some(reason) = unreadable_record {
+        out.status = TableStatus::Held;
+        out.reason = format!("{reason}; nothing moved");
+        return Ok(out);
+    }
     let resync_record::Excluded {
         keys: walked,
         note: walked_note,
         snapshots: walked_snapshots,
-    } = match resync_record::exclude_recorded(ctx.store, files, &mut parsed).await {
-        Ok(e) => e,
-        Err(reason) => {
-            out.status = TableStatus::Held;
-            out.reason = format!("{reason}; nothing moved");
-            return Ok(out);
-        }
-    };
+    } = excluded;
     if parsed.is_empty() && !walked.is_empty() {
         out.status = TableStatus::Held;
         out.strays = walked;
@@ -315,8 +327,6 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
             .into();
         return Ok(out);
     }
-    let hint = prev.and_then(|p| p.latest_metadata.clone().or(p.verified_metadata.clone()));
-    let choice = choose_head(&parsed, hint.as_deref());
     out.strays = choice.strays.clone();
     out.strays.extend(walked.iter().cloned());
     out.strays.sort();
@@ -328,7 +338,7 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     };
     let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (file_name(k), j)).collect();
     let key_of: HashMap<&str, &str> = parsed.iter().map(|(k, _)| (file_name(k), k.as_str())).collect();
-    let chain = replica::chain(file_name(&head_key), &by_name);
+    let chain = head::chain(file_name(&head_key), &by_name);
     let unknown: Vec<&str> = unparsable
         .iter()
         .map(|(k, _)| k.as_str())

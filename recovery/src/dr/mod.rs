@@ -14,6 +14,7 @@ pub mod follow_publish;
 pub mod follow_state;
 pub mod follow_status;
 pub mod follower;
+pub(crate) mod head;
 pub mod history;
 pub mod lease;
 pub mod rebuild;

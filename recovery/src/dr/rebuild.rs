@@ -35,6 +35,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::store::{self, ObjectStore, StoreError};
 
+use super::head::{HeadRead, choose_folder_head};
 use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
 use crate::table::{TableError, parse_ident};
 
@@ -185,28 +186,6 @@ pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Resul
     Ok(out)
 }
 
-/// One table's metadata files, read: `(key, json)` for each that parses, and `(key, error)` for
-/// each that does not (a torn write or copy).
-pub(crate) async fn read_metadata(
-    store: &dyn ObjectStore,
-    files: &TableFiles,
-) -> Result<(Vec<(String, Value)>, Vec<(String, String)>), DrError> {
-    let mut parsed = Vec::with_capacity(files.metadata_keys.len());
-    let mut unparsable = Vec::new();
-    for key in &files.metadata_keys {
-        let got = store.get(key, None).await.map_err(|source| DrError::Read {
-            table: files.ident(),
-            key: key.clone(),
-            source: Box::new(source),
-        })?;
-        match serde_json::from_slice::<Value>(&got.body) {
-            Ok(json) => parsed.push((key.clone(), json)),
-            Err(e) => unparsable.push((key.clone(), e.to_string())),
-        }
-    }
-    Ok((parsed, unparsable))
-}
-
 /// The outcome of [`choose_head`]. Exactly one of `head` and `refused` is set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HeadChoice {
@@ -227,7 +206,7 @@ pub(crate) fn file_name(location: &str) -> &str {
 }
 
 /// `NNNNN` of `NNNNN-<uuid>.metadata.json`.
-fn version_of(name: &str) -> Option<u64> {
+pub(crate) fn version_of(name: &str) -> Option<u64> {
     name.split_once('-')?.0.parse().ok()
 }
 
@@ -422,6 +401,9 @@ pub struct TableOutcome {
     pub existing_pointer: Option<String>,
     pub warning: Option<String>,
     pub error: Option<String>,
+    /// Metadata files read to choose the head: their ancestors named by the head's whole log are
+    /// not read (`super::head`).
+    pub metadata_files_read: usize,
     pub ms: u64,
 }
 
@@ -502,6 +484,7 @@ pub async fn rebuild(
                         existing_pointer: None,
                         warning: None,
                         error: Some(e.to_string()),
+                        metadata_files_read: 0,
                         ms: 0,
                     },
                 };
@@ -553,50 +536,32 @@ async fn rebuild_table(
             source: Box::new(source),
         })?;
 
-    let (mut parsed, unreadable) = read_metadata(store, files).await?;
-    // What a `replica resync` walked over, and what descends from it, is never a head
-    // (`resync_record`): an old primary's divergent branch may well be the longest chain. A
-    // record that cannot be read refuses the table rather than risk choosing such a file.
-    let (walked, walked_note, unreadable_record) =
-        match super::resync_record::exclude_recorded(store, files, &mut parsed).await {
-            Ok(e) => (e.keys, e.note, None),
-            Err(message) => (Vec::new(), String::new(), Some(message)),
-        };
-    // An explicit hint wins over the pointer of a catalog being rebuilt into.
-    let mut choice = choose_head(&parsed, hint.or(existing.as_deref()));
-    let mut strays = choice.strays.clone();
-    strays.extend(walked);
+    // An explicit hint wins over the pointer of a catalog being rebuilt into. Only the files the
+    // choice needs are read (`super::head`): what a `replica resync` walked over is never a head,
+    // and a record that cannot be read refuses the table rather than risk choosing such a file.
+    let hint = hint.or(existing.as_deref());
+    let folder = choose_folder_head(store, files, HeadRead { hint, ..HeadRead::default() }).await?;
+    let mut strays = folder.choice.strays.clone();
+    strays.extend(folder.excluded.keys.iter().cloned());
     strays.sort();
     let mut outcome = TableOutcome {
         table: table.clone(),
         status: TableStatus::Refused,
         metadata_file: None,
-        reason: format!("{}{walked_note}", choice.reason),
+        reason: format!("{}{}", folder.choice.reason, folder.excluded.note),
         strays,
-        refused: unreadable_record.clone().or(choice.refused.clone()),
+        refused: folder.choice.refused.clone(),
         existing_pointer: existing.clone(),
         warning: None,
         error: None,
+        metadata_files_read: files.metadata_keys.len() - folder.not_read,
         ms: 0,
     };
-    if unreadable_record.is_some() {
-        return Ok(outcome);
-    }
-    let Some(head_key) = choice.head.take() else {
+    // A file that cannot be parsed may be a newer head; it is harmless only as an ancestor.
+    let unknown = folder.unknown_unparsable();
+    let Some(head_key) = folder.choice.head.clone() else {
         return Ok(outcome);
     };
-    // A file that cannot be parsed may be a newer head; it is harmless only as an ancestor.
-    let head_json = &parsed
-        .iter()
-        .find(|(k, _)| *k == head_key)
-        .expect("the head is a parsed file")
-        .1;
-    let head_log = log_of(file_name(&head_key), head_json);
-    let unknown: Vec<String> = unreadable
-        .iter()
-        .filter(|(k, _)| !head_log.iter().any(|n| n == file_name(k)))
-        .map(|(k, e)| format!("{k} ({e})"))
-        .collect();
     if !unknown.is_empty() {
         outcome.refused = Some(format!(
             "metadata file(s) {} cannot be parsed and the chosen head {head_key} does not name them as \
@@ -605,6 +570,7 @@ async fn rebuild_table(
         ));
         return Ok(outcome);
     }
+    let head_json = folder.head_json().expect("the head is a file that was read and parsed");
 
     let location = format!("{base}/{head_key}");
     outcome.metadata_file = Some(location.clone());

@@ -14,7 +14,8 @@ use tidemark_journal::spec::CompiledSpec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::store::{ObjectStore, PutMode};
 
-use super::rebuild::{TableStatus, choose_head, discover, rebuild};
+use super::head::{FolderHead, HeadRead, choose_folder_head};
+use super::rebuild::{TableFiles, TableStatus, choose_head, discover, rebuild};
 use crate::benchdata::order_columns;
 use crate::ids::{Ids, SeededIds};
 use crate::table::read::read_table;
@@ -138,6 +139,158 @@ async fn discover_groups_by_table_and_reads_nested_namespaces() {
     assert_eq!(only.len(), 1);
     assert_eq!(only[0].namespace, "a.b");
     assert!(discover(&store, Some("a..b")).await.is_err());
+}
+
+// ---- choose_folder_head: reading only what the choice needs ----
+
+/// A folder of hand-made metadata files in a local store, found as `discover` finds it.
+async fn folder_of(files: &[(String, Value)]) -> (tempfile::TempDir, LocalStore, TableFiles) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::create(dir.path()).unwrap();
+    for (k, json) in files {
+        let body = Bytes::from(serde_json::to_vec(json).unwrap());
+        store.put(k, body, PutMode::Overwrite).await.unwrap();
+    }
+    let found = discover(&store, None).await.unwrap();
+    assert_eq!(found.len(), 1);
+    let files = found.into_iter().next().unwrap();
+    (dir, store, files)
+}
+
+/// The choice with only the needed files read, and with every file read; the two must agree.
+async fn both_ways(files: &[(String, Value)], hint: Option<&str>) -> (FolderHead, FolderHead) {
+    let (_dir, store, found) = folder_of(files).await;
+    let needed = HeadRead {
+        hint,
+        ..HeadRead::default()
+    };
+    let lazy = choose_folder_head(&store, &found, needed).await.unwrap();
+    let every = HeadRead {
+        every_file: true,
+        ..needed
+    };
+    let full = choose_folder_head(&store, &found, every).await.unwrap();
+    assert_eq!(lazy.choice, full.choice, "reading fewer files changed the choice");
+    assert_eq!(lazy.chain, full.chain);
+    assert_eq!(full.not_read, 0);
+    (lazy, full)
+}
+
+#[tokio::test]
+async fn a_head_whose_whole_log_names_its_ancestors_is_chosen_without_reading_them() {
+    // Four commits and a fork at version 2 (a commit that lost its swap): the newest file and
+    // the one its log does not name are read, its three ancestors are not.
+    let files = [
+        meta(F0, &[]),
+        meta(F1, &[F0]),
+        meta(F2, &[F0, F1]),
+        meta(F2B, &[F0, F1]),
+        meta(F3, &[F0, F1, F2]),
+    ];
+    let (lazy, _) = both_ways(&files, None).await;
+    assert_eq!(lazy.choice.head, Some(key(F3)));
+    assert_eq!(lazy.choice.strays, vec![key(F2B)]);
+    assert!(lazy.choice.reason.contains("fork at version 2"), "{}", lazy.choice.reason);
+    assert_eq!(lazy.not_read, 3);
+    let read: Vec<&str> = lazy.parsed.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(read, vec![key(F2B), key(F3)]);
+    assert_eq!(lazy.head_json(), Some(&files[4].1));
+}
+
+#[tokio::test]
+async fn a_log_with_dropped_entries_makes_every_file_read() {
+    // `write.metadata.previous-versions-max` = 2: each log keeps its last two entries. The head's
+    // chain is only seen whole through its ancestors' logs; read from the head's log alone it
+    // would look shorter than the stray's (S, F2, F1, F0) and the stray would be chosen.
+    let f4 = "00004-a.metadata.json";
+    let s3 = "00003-s.metadata.json";
+    let files = [
+        meta(F0, &[]),
+        meta(F1, &[F0]),
+        meta(F2, &[F0, F1]),
+        meta(F3, &[F1, F2]),
+        meta(s3, &[F0, F1, F2]),
+        meta(f4, &[F2, F3]),
+    ];
+    let (lazy, _) = both_ways(&files, None).await;
+    assert_eq!(lazy.choice.head, Some(key(f4)), "{}", lazy.choice.reason);
+    assert_eq!(lazy.choice.strays, vec![key(s3)]);
+    assert_eq!(lazy.not_read, 0);
+}
+
+#[tokio::test]
+async fn every_hand_made_case_is_chosen_alike_either_way() {
+    let stray = "00009-z.metadata.json";
+    let cases: Vec<(Vec<(String, Value)>, Option<&str>)> = vec![
+        (vec![meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1])], None),
+        // a log out of writer order (an entry twice): every file is read
+        (
+            vec![
+                meta(F0, &[]),
+                meta(F1, &[F0]),
+                meta(F2, &[F0, F1]),
+                meta(F3, &[F0, F1, F2]),
+                meta(stray, &[F0, F1, F2, F1]),
+            ],
+            None,
+        ),
+        (vec![meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F2B, &[F0, F1])], None),
+        (
+            vec![meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F2B, &[F0, F1])],
+            Some(F2B),
+        ),
+        // a file the head's log does not name logs a newer file: every file is read
+        (
+            vec![
+                meta(F0, &[]),
+                meta(F1, &[F0]),
+                meta(F2, &[F0, F1]),
+                meta(F2B, &[F0, F3]),
+                meta(F3, &[F0, F1, F2]),
+            ],
+            None,
+        ),
+        // the first file expired: the log no longer starts at version 0
+        (vec![meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F3, &[F0, F1, F2])], None),
+    ];
+    for (files, hint) in &cases {
+        both_ways(files, *hint).await;
+    }
+}
+
+#[tokio::test]
+async fn an_ancestor_the_whole_log_names_is_trusted_unread_and_read_when_asked() {
+    // F0 was edited by hand to name F1, a newer file (no writer does that): the full read sees
+    // the cycle and refuses; reading only what the choice needs trusts F0 as the head's log
+    // describes it and chooses F1. Readers that must see every file ask for it.
+    let files = [meta(F0, &[F1]), meta(F1, &[F0])];
+    let (_dir, store, found) = folder_of(&files).await;
+    let lazy = choose_folder_head(&store, &found, HeadRead::default()).await.unwrap();
+    assert_eq!((lazy.choice.head, lazy.not_read), (Some(key(F1)), 1));
+    let every = HeadRead {
+        every_file: true,
+        ..HeadRead::default()
+    };
+    let full = choose_folder_head(&store, &found, every).await.unwrap();
+    assert_eq!(full.choice.head, None);
+    assert!(full.choice.refused.unwrap().contains("cycle"));
+}
+
+#[tokio::test]
+async fn a_newest_file_that_does_not_parse_makes_every_file_read_and_refuses() {
+    let (dir, store, _) = folder_of(&[meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1])]).await;
+    store
+        .put(&key(F3), Bytes::from_static(b"{ torn"), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let found = discover(&store, None).await.unwrap().remove(0);
+    let folder = choose_folder_head(&store, &found, HeadRead::default()).await.unwrap();
+    assert_eq!(folder.not_read, 0);
+    assert_eq!(folder.choice.head, Some(key(F2)));
+    let unknown = folder.unknown_unparsable();
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    assert!(unknown[0].starts_with(&key(F3)), "{unknown:?}");
+    drop(dir);
 }
 
 // ---- rebuilding real tables ----
@@ -284,6 +437,12 @@ async fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     assert!(f.metadata_file.as_deref().unwrap().ends_with(&forked_head));
     assert_eq!(f.strays, vec![format!("shop/forked/metadata/{loser_3}")]);
     assert!(f.reason.contains("fork at version 3"), "{}", f.reason);
+    // Of its six files only the head and the loser were read: the head's log names the rest.
+    let in_folder = std::fs::read_dir(&fdir).unwrap().filter(|e| {
+        e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".metadata.json")
+    });
+    assert_eq!(in_folder.count(), 6);
+    assert_eq!(f.metadata_files_read, 2, "{f:?}");
 
     // (c) the undecidable table is refused, naming both files; the others went on.
     let t = by_name["other.tied"];

@@ -19,7 +19,7 @@
 //! replica's root. Nothing is written. A table whose files cannot be read (other than being
 //! missing) is reported with `error` and does not stop the others.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, Manifest, ManifestList, TableMetadata};
@@ -27,7 +27,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::store::{self, ObjectStore};
 
-use super::rebuild::{self, DrError, TableFiles, choose_head, file_name, predecessor_names, warehouse_base};
+use super::head::{self, HeadRead, choose_folder_head};
+use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
 use crate::recover::snapshot::{PrefixMap, file_io};
 
 /// Version of the JSON report.
@@ -147,35 +148,6 @@ pub async fn check(
     })
 }
 
-/// Predecessor file names, newest first, without the file itself.
-fn predecessors<'a>(name: &'a str, json: &'a Value) -> Vec<&'a str> {
-    let mut log: Vec<&str> = predecessor_names(name, json).collect();
-    log.reverse();
-    log
-}
-
-/// The head's chain, newest first, as file names; as [`choose_head`] walks it (a predecessor
-/// absent from the replica is stepped over through the log of the last file found).
-pub(crate) fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) -> Vec<&'a str> {
-    let mut out = vec![head];
-    let mut seen: HashSet<&str> = HashSet::from([head]);
-    let mut current = head;
-    'walk: loop {
-        for name in predecessors(current, by_name[current]) {
-            if !seen.insert(name) {
-                break 'walk;
-            }
-            out.push(name);
-            if let Some((n, _)) = by_name.get_key_value(name) {
-                current = n;
-                continue 'walk;
-            }
-        }
-        break;
-    }
-    out
-}
-
 async fn check_table(
     store: &dyn ObjectStore,
     base: &str,
@@ -184,25 +156,28 @@ async fn check_table(
     files: &TableFiles,
     out: &mut ReplicaTable,
 ) -> Result<(), String> {
-    let (mut parsed, unparsable) = rebuild::read_metadata(store, files).await.map_err(|e| e.to_string())?;
-    // An unparsable file (a torn copy) is no candidate; the head's chain steps over it.
-    out.unparsable_metadata = unparsable.into_iter().map(|(key, _)| key).collect();
-    // Nor is what a `replica resync` walked over; a record that cannot be read refuses the table.
-    match super::resync_record::exclude_recorded(store, files, &mut parsed).await {
-        Ok(excluded) => out.walked_over = excluded.keys,
-        Err(reason) => {
-            out.refused = Some(reason);
-            return Ok(());
-        }
+    // Every file is read (the chain is checked file by file). An unparsable file (a torn copy)
+    // is no candidate, the head's chain steps over it; nor is what a `replica resync` walked
+    // over; a record that cannot be read refuses the table.
+    let how = HeadRead {
+        every_file: true,
+        ..HeadRead::default()
+    };
+    let folder = choose_folder_head(store, files, how).await.map_err(|e| e.to_string())?;
+    out.unparsable_metadata = folder.unparsable.iter().map(|(key, _)| key.clone()).collect();
+    if folder.unreadable_record.is_some() {
+        out.refused = folder.choice.refused;
+        return Ok(());
     }
-    let choice = choose_head(&parsed, None);
-    let Some(head_key) = choice.head else {
-        out.refused = choice.refused;
+    out.walked_over = folder.excluded.keys.clone();
+    let Some(head_key) = folder.choice.head.clone() else {
+        out.refused = folder.choice.refused;
         return Ok(());
     };
+    let parsed = &folder.parsed;
     let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (file_name(k), j)).collect();
     let key_of: HashMap<&str, &str> = parsed.iter().map(|(k, _)| (file_name(k), k.as_str())).collect();
-    let chain = chain(file_name(&head_key), &by_name);
+    let chain = head::chain(file_name(&head_key), &by_name);
     let url = |name: &str| format!("{base}/{}", key_of[name]);
     out.newest_metadata = Some(url(chain[0]));
     let head_ms = by_name[chain[0]].get("last-updated-ms").and_then(Value::as_i64);

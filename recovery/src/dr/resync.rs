@@ -48,7 +48,8 @@ use serde_json::Value;
 
 use super::follow_publish::{Way, way};
 use super::follow_state::{FollowerState, TableStatus};
-use super::rebuild::{self, choose_head};
+use super::head::{HeadRead, choose_folder_head};
+use super::rebuild;
 use super::resync_rest::aside_of;
 use crate::catalog::CatalogHandle;
 use crate::recover::snapshot::file_io;
@@ -465,16 +466,17 @@ async fn demoted_head(demoted: &CatalogHandle, table: &str) -> Result<Result<Str
     let Some(files) = found.iter().find(|f| f.ident() == table) else {
         return Ok(Err(NONE.into()));
     };
-    let (mut parsed, _) = rebuild::read_metadata(store.as_ref(), files)
+    let folder = choose_folder_head(store.as_ref(), files, HeadRead::default())
         .await
         .map_err(|e| e.to_string())?;
-    let all = parsed.clone();
-    let excluded = super::resync_record::exclude_recorded(store.as_ref(), files, &mut parsed).await?;
-    let choice = choose_head(&parsed, None);
+    if let Some(reason) = &folder.unreadable_record {
+        return Err(reason.clone());
+    }
+    let (choice, excluded) = (&folder.choice, &folder.excluded);
     // The head only says where the walk back starts: it ends at the newest version the new
     // primary holds from any file of the chain. When the files outside the walked-over ones tie,
     // the head of all of them is taken (a walked-over file: its walk ends at the same version).
-    let head = choice.head.clone().or_else(|| choose_head(&all, None).head);
+    let head = choice.head.clone().or_else(|| folder.head_of_all_files());
     Ok(match head {
         Some(k) => Ok(format!("{}/{k}", warehouse.trim_end_matches('/'))),
         None => Err(format!(

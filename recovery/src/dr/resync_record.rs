@@ -152,6 +152,7 @@ async fn read_all(store: &dyn ObjectStore, files: &TableFiles) -> Result<Vec<(St
 
 /// What [`exclude_recorded`] took out of a table's candidates: their keys, sorted, and a note for
 /// the head choice naming the records (empty when nothing was taken out).
+#[derive(Default)]
 pub struct Excluded {
     pub keys: Vec<String>,
     pub note: String,

@@ -11,7 +11,8 @@ use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::store::{ObjectStore, PutMode};
 
 use super::*;
-use crate::dr::rebuild::{choose_head, discover, read_metadata};
+use crate::dr::head::read_metadata;
+use crate::dr::rebuild::{choose_head, discover};
 
 const DIR: &str = "shop/orders/metadata";
 
