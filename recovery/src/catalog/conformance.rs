@@ -236,6 +236,14 @@ impl CatalogBackend for Lossy {
     async fn register(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table, TableError> {
         self.inner.register(ident, metadata_location).await
     }
+    async fn register_read(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+        metadata: &iceberg::spec::TableMetadata,
+    ) -> Result<(), TableError> {
+        self.inner.register_read(ident, metadata_location, metadata).await
+    }
     async fn swap_pointer(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<bool, TableError> {
         self.inner.swap_pointer(ident, expected, new).await
     }
@@ -301,8 +309,27 @@ pub async fn register_where_capable(handle: &CatalogHandle, ns: &str) {
             handle.metadata_pointer(&copy).await.unwrap().as_deref(),
             Some(location.as_str())
         );
+        // Registered from the metadata already read: the same table loads, and a name that
+        // exists is refused without changing its pointer.
+        let read = TableIdent::new(ns_ident(ns), "registered_read".into());
+        handle.register_read(&read, &location, t1.metadata()).await.unwrap();
+        let loaded = table::load_table(handle, &format!("{ns}.registered_read")).await.unwrap();
+        assert_eq!(loaded.metadata().uuid(), t1.metadata().uuid());
+        assert_eq!(loaded.metadata_location(), Some(location.as_str()));
+        let t0_location = t0.metadata_location().unwrap();
+        let again = handle.register_read(&read, t0_location, t0.metadata()).await;
+        assert!(again.is_err(), "a second register of one name was accepted");
+        assert_eq!(
+            handle.metadata_pointer(&read).await.unwrap().as_deref(),
+            Some(location.as_str())
+        );
+        let missing = TableIdent::new(ns_ident(&format!("{ns}_none")), "t".into());
+        let err = handle.register_read(&missing, &location, t1.metadata()).await.unwrap_err();
+        assert!(err.to_string().contains("namespace"), "{err}");
     } else {
         let err = result.unwrap_err();
+        assert!(matches!(err, TableError::MissingCapability { .. }), "{err}");
+        let err = handle.register_read(&copy, &location, t1.metadata()).await.unwrap_err();
         assert!(matches!(err, TableError::MissingCapability { .. }), "{err}");
         assert_eq!(
             handle.metadata_pointer(&copy).await.unwrap(),

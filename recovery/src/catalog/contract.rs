@@ -46,6 +46,10 @@
 //! - `register` adds an existing metadata file as a table. Not every catalog can
 //!   ([`Capabilities::register`]); a command that needs it refuses *before it changes anything*,
 //!   naming what the catalog lacks. tidemark never drops a table in order to register it again.
+//!   `register_read` is the same for a caller that has read and parsed the file already
+//!   (`catalog rebuild`): the SQL backend then records the pointer with one `INSERT` (the row
+//!   iceberg-catalog-sql's `register_table` writes; a name that exists or a missing namespace is
+//!   refused) instead of reading the file again; other backends read it through `register`.
 //! - `swap_pointer` moves a table from one existing metadata file to another if and only if it
 //!   still points at the first (restore, rebuild, the warm follower). Only catalogs whose pointer
 //!   is a plain location can ([`Capabilities::swap_pointer`]).
@@ -118,6 +122,20 @@ pub trait CatalogBackend: Debug + Send + Sync {
 
     /// Registers the existing metadata file `metadata_location` as `ident`.
     async fn register(&self, ident: &TableIdent, metadata_location: &str) -> Result<Table, TableError>;
+
+    /// [`CatalogBackend::register`] for a caller that has already read and parsed the file
+    /// (`metadata`; `catalog rebuild` has, to choose it): a backend that can record the pointer
+    /// without reading the file again does (the SQL backend: one `INSERT`, refused when `ident`
+    /// exists or its namespace does not). The default reads it again through `register`.
+    async fn register_read(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+        metadata: &TableMetadata,
+    ) -> Result<(), TableError> {
+        let _ = metadata;
+        self.register(ident, metadata_location).await.map(drop)
+    }
 
     /// Moves `ident` from `expected` to `new` (both existing metadata files) if and only if it
     /// still points at `expected`. Returns whether this call won.

@@ -236,6 +236,19 @@ impl CatalogHandle {
         self.backend.register(ident, metadata_location).await
     }
 
+    /// [`CatalogHandle::register_table`] of a metadata file the caller has read and parsed
+    /// (`metadata`), without reading it again where the catalog can
+    /// ([`contract::CatalogBackend::register_read`]).
+    pub async fn register_read(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+        metadata: &iceberg::spec::TableMetadata,
+    ) -> Result<(), TableError> {
+        self.require(true, false, "register a table", INSTEAD_OF_REGISTER)?;
+        self.backend.register_read(ident, metadata_location, metadata).await
+    }
+
     /// Moves the catalog pointer of `ident` from `expected` to `new` if and only if it still
     /// points at `expected`. Returns whether this call won.
     pub async fn swap_metadata_pointer(

@@ -428,6 +428,42 @@ impl CatalogBackend for SqlBackend {
             .map_err(iceberg_err(format!("register {ident} at {metadata_location}")))
     }
 
+    /// One `INSERT` (iceberg-catalog-sql's `register_table` reads the file again first): the
+    /// row `register_table` writes, the table's primary key refusing a name that exists.
+    async fn register_read(
+        &self,
+        ident: &TableIdent,
+        metadata_location: &str,
+        _metadata: &TableMetadata,
+    ) -> Result<(), TableError> {
+        let context = format!("register {ident} at {metadata_location}");
+        if !self
+            .catalog
+            .namespace_exists(ident.namespace())
+            .await
+            .map_err(iceberg_err(context.clone()))?
+        {
+            return Err(iceberg_err(context)(iceberg::Error::new(
+                iceberg::ErrorKind::NamespaceNotFound,
+                format!("no namespace {}", ident.namespace().join(".")),
+            )));
+        }
+        let sql = self.bind_style(
+            "INSERT INTO iceberg_tables \
+             (catalog_name, table_namespace, table_name, metadata_location, iceberg_type) \
+             VALUES (?, ?, ?, ?, 'TABLE')",
+        );
+        sqlx::query(&sql)
+            .bind(self.name())
+            .bind(namespace_column(ident))
+            .bind(ident.name())
+            .bind(metadata_location)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| TableError::Sql { context, source })?;
+        Ok(())
+    }
+
     async fn swap_pointer(&self, ident: &TableIdent, expected: &str, new: &str) -> Result<bool, TableError> {
         self.swap(ident, expected, new).await.map_err(|source| TableError::Sql {
             context: format!("swap the metadata pointer of {ident}"),

@@ -31,6 +31,7 @@ use std::time::Instant;
 
 use futures::{StreamExt, stream};
 use iceberg::ErrorKind;
+use iceberg::spec::TableMetadata;
 use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::store::{self, ObjectStore, StoreError};
@@ -616,8 +617,18 @@ async fn rebuild_table(
             Err(e) => return Err(catalog_err("create the namespace")(e)),
         }
     }
+    // Parsed as Iceberg metadata here (what a catalog's register checks by reading it again),
+    // so that the SQL catalog records the pointer without another read of the file.
+    let metadata: TableMetadata = match serde_json::from_value(head_json.clone()) {
+        Ok(m) => m,
+        Err(e) => {
+            outcome.status = TableStatus::Failed;
+            outcome.error = Some(format!("the chosen head {head_key} is not Iceberg table metadata: {e}"));
+            return Ok(outcome);
+        }
+    };
     handle
-        .register_table(&ident, &location)
+        .register_read(&ident, &location, &metadata)
         .await
         .map_err(|source| DrError::Pointer {
             table: table.clone(),

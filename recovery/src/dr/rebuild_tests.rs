@@ -71,15 +71,20 @@ fn a_stray_sorting_after_the_head_is_not_chosen() {
     assert_eq!(c.strays, vec![key(stray)]);
 }
 
-#[test]
-fn a_fork_is_resolved_by_the_chain() {
-    let files = [
+/// Four commits and a fork at version 2 (a commit that lost its swap).
+fn forked_at_2() -> [(String, Value); 5] {
+    [
         meta(F0, &[]),
         meta(F1, &[F0]),
         meta(F2, &[F0, F1]),
         meta(F2B, &[F0, F1]),
         meta(F3, &[F0, F1, F2]),
-    ];
+    ]
+}
+
+#[test]
+fn a_fork_is_resolved_by_the_chain() {
+    let files = forked_at_2();
     let c = choose_head(&files, None);
     assert_eq!(c.head, Some(key(F3)));
     assert_eq!(c.strays, vec![key(F2B)]);
@@ -178,15 +183,8 @@ async fn both_ways(files: &[(String, Value)], hint: Option<&str>) -> (FolderHead
 
 #[tokio::test]
 async fn a_head_whose_whole_log_names_its_ancestors_is_chosen_without_reading_them() {
-    // Four commits and a fork at version 2 (a commit that lost its swap): the newest file and
-    // the one its log does not name are read, its three ancestors are not.
-    let files = [
-        meta(F0, &[]),
-        meta(F1, &[F0]),
-        meta(F2, &[F0, F1]),
-        meta(F2B, &[F0, F1]),
-        meta(F3, &[F0, F1, F2]),
-    ];
+    // The newest file and the one its log does not name are read, its three ancestors are not.
+    let files = forked_at_2();
     let (lazy, _) = both_ways(&files, None).await;
     assert_eq!(lazy.choice.head, Some(key(F3)));
     assert_eq!(lazy.choice.strays, vec![key(F2B)]);
@@ -291,6 +289,28 @@ async fn a_newest_file_that_does_not_parse_makes_every_file_read_and_refuses() {
     assert_eq!(unknown.len(), 1, "{unknown:?}");
     assert!(unknown[0].starts_with(&key(F3)), "{unknown:?}");
     drop(dir);
+}
+
+#[tokio::test]
+async fn a_head_that_is_json_but_not_iceberg_metadata_fails_its_table_and_registers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = catalog_in(dir.path()).await;
+    let warehouse = dir.path().join("warehouse");
+    let store = LocalStore::create(&warehouse).unwrap();
+    let (k, json) = meta(F0, &[]);
+    store
+        .put(&k, Bytes::from(serde_json::to_vec(&json).unwrap()), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let report = rebuild(&warehouse.display().to_string(), &handle, None, &HashMap::new())
+        .await
+        .unwrap();
+    let t = &report.tables[0];
+    assert_eq!(t.status, TableStatus::Failed, "{t:?}");
+    let error = t.error.as_deref().unwrap();
+    assert!(error.contains(F0) && error.contains("not Iceberg table metadata"), "{error}");
+    let ident = crate::table::parse_ident("shop.t").unwrap();
+    assert_eq!(handle.metadata_pointer(&ident).await.unwrap(), None);
 }
 
 // ---- rebuilding real tables ----
