@@ -313,7 +313,9 @@ pub async fn register_where_capable(handle: &CatalogHandle, ns: &str) {
         // exists is refused without changing its pointer.
         let read = TableIdent::new(ns_ident(ns), "registered_read".into());
         handle.register_read(&read, &location, t1.metadata()).await.unwrap();
-        let loaded = table::load_table(handle, &format!("{ns}.registered_read")).await.unwrap();
+        let loaded = table::load_table(handle, &format!("{ns}.registered_read"))
+            .await
+            .unwrap();
         assert_eq!(loaded.metadata().uuid(), t1.metadata().uuid());
         assert_eq!(loaded.metadata_location(), Some(location.as_str()));
         let t0_location = t0.metadata_location().unwrap();
@@ -324,7 +326,10 @@ pub async fn register_where_capable(handle: &CatalogHandle, ns: &str) {
             Some(location.as_str())
         );
         let missing = TableIdent::new(ns_ident(&format!("{ns}_none")), "t".into());
-        let err = handle.register_read(&missing, &location, t1.metadata()).await.unwrap_err();
+        let err = handle
+            .register_read(&missing, &location, t1.metadata())
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("namespace"), "{err}");
     } else {
         let err = result.unwrap_err();

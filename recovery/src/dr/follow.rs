@@ -37,8 +37,8 @@ use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{self, ObjectStore};
 
 use super::follow_publish as publish;
-use super::head::{self, FolderHead, HeadRead, choose_folder_head};
 use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
+use super::head::{self, FolderHead, HeadRead, choose_folder_head};
 use super::lease::{Lease, LeaseError};
 use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
 use super::replica::{self, MAX_MISSING_LISTED};

@@ -140,12 +140,12 @@ pub(crate) async fn choose_folder_head(
     let chain = match &choice.head {
         None => Vec::new(),
         Some(head) => {
-            let by_name: HashMap<&str, &Value> = parsed
-                .iter()
-                .chain(&assumed)
-                .map(|(k, j)| (file_name(k), j))
-                .collect();
-            chain(file_name(head), &by_name).into_iter().map(str::to_string).collect()
+            let by_name: HashMap<&str, &Value> =
+                parsed.iter().chain(&assumed).map(|(k, j)| (file_name(k), j)).collect();
+            chain(file_name(head), &by_name)
+                .into_iter()
+                .map(str::to_string)
+                .collect()
         }
     };
     Ok(FolderHead {
@@ -201,13 +201,17 @@ async fn read_for_choice(store: &dyn ObjectStore, files: &TableFiles) -> Result<
     let every = async || read_keys(store, files, keys).await.map(|(p, u)| (p, u, Vec::new()));
     let versions: Option<Vec<u64>> = keys.iter().map(|k| version_of(file_name(k))).collect();
     let Some(versions) = versions else { return every().await };
-    let Some(&newest) = versions.iter().max() else { return every().await };
+    let Some(&newest) = versions.iter().max() else {
+        return every().await;
+    };
     let mut at_newest = keys.iter().zip(&versions).filter(|(_, v)| **v == newest);
     let (Some((head_key, _)), None) = (at_newest.next(), at_newest.next()) else {
         return every().await;
     };
     let (head, _) = read_keys(store, files, std::slice::from_ref(head_key)).await?;
-    let Some((_, head_json)) = head.into_iter().next() else { return every().await };
+    let Some((_, head_json)) = head.into_iter().next() else {
+        return every().await;
+    };
     let head_name = file_name(head_key);
     if !log_is_whole(head_name, &head_json) {
         return every().await;

@@ -541,7 +541,15 @@ async fn rebuild_table(
     // choice needs are read (`super::head`): what a `replica resync` walked over is never a head,
     // and a record that cannot be read refuses the table rather than risk choosing such a file.
     let hint = hint.or(existing.as_deref());
-    let folder = choose_folder_head(store, files, HeadRead { hint, ..HeadRead::default() }).await?;
+    let folder = choose_folder_head(
+        store,
+        files,
+        HeadRead {
+            hint,
+            ..HeadRead::default()
+        },
+    )
+    .await?;
     let mut strays = folder.choice.strays.clone();
     strays.extend(folder.excluded.keys.iter().cloned());
     strays.sort();

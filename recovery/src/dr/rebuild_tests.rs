@@ -188,7 +188,11 @@ async fn a_head_whose_whole_log_names_its_ancestors_is_chosen_without_reading_th
     let (lazy, _) = both_ways(&files, None).await;
     assert_eq!(lazy.choice.head, Some(key(F3)));
     assert_eq!(lazy.choice.strays, vec![key(F2B)]);
-    assert!(lazy.choice.reason.contains("fork at version 2"), "{}", lazy.choice.reason);
+    assert!(
+        lazy.choice.reason.contains("fork at version 2"),
+        "{}",
+        lazy.choice.reason
+    );
     assert_eq!(lazy.not_read, 3);
     let read: Vec<&str> = lazy.parsed.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(read, vec![key(F2B), key(F3)]);
@@ -232,9 +236,22 @@ async fn every_hand_made_case_is_chosen_alike_either_way() {
             ],
             None,
         ),
-        (vec![meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F2B, &[F0, F1])], None),
         (
-            vec![meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F2B, &[F0, F1])],
+            vec![
+                meta(F0, &[]),
+                meta(F1, &[F0]),
+                meta(F2, &[F0, F1]),
+                meta(F2B, &[F0, F1]),
+            ],
+            None,
+        ),
+        (
+            vec![
+                meta(F0, &[]),
+                meta(F1, &[F0]),
+                meta(F2, &[F0, F1]),
+                meta(F2B, &[F0, F1]),
+            ],
             Some(F2B),
         ),
         // a file the head's log does not name logs a newer file: every file is read
@@ -249,7 +266,10 @@ async fn every_hand_made_case_is_chosen_alike_either_way() {
             None,
         ),
         // the first file expired: the log no longer starts at version 0
-        (vec![meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F3, &[F0, F1, F2])], None),
+        (
+            vec![meta(F1, &[F0]), meta(F2, &[F0, F1]), meta(F3, &[F0, F1, F2])],
+            None,
+        ),
     ];
     for (files, hint) in &cases {
         both_ways(files, *hint).await;
@@ -308,7 +328,10 @@ async fn a_head_that_is_json_but_not_iceberg_metadata_fails_its_table_and_regist
     let t = &report.tables[0];
     assert_eq!(t.status, TableStatus::Failed, "{t:?}");
     let error = t.error.as_deref().unwrap();
-    assert!(error.contains(F0) && error.contains("not Iceberg table metadata"), "{error}");
+    assert!(
+        error.contains(F0) && error.contains("not Iceberg table metadata"),
+        "{error}"
+    );
     let ident = crate::table::parse_ident("shop.t").unwrap();
     assert_eq!(handle.metadata_pointer(&ident).await.unwrap(), None);
 }
@@ -459,7 +482,11 @@ async fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     assert!(f.reason.contains("fork at version 3"), "{}", f.reason);
     // Of its six files only the head and the loser were read: the head's log names the rest.
     let in_folder = std::fs::read_dir(&fdir).unwrap().filter(|e| {
-        e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".metadata.json")
+        e.as_ref()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".metadata.json")
     });
     assert_eq!(in_folder.count(), 6);
     assert_eq!(f.metadata_files_read, 2, "{f:?}");
