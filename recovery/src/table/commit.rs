@@ -571,17 +571,7 @@ pub async fn commit_row_delta(
     if !added_deletes.is_empty() {
         let spec = meta.default_partition_spec();
         let path = format!("{metadata_dir}/{}-{snapshot_id}-d-added.avro", stamp.id);
-        let output = table
-            .file_io()
-            .new_output(&path)
-            .map_err(io_err("open a delete manifest"))?;
-        let mut writer = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
-            meta.current_schema().clone(),
-            spec.as_ref().clone(),
-        )
-        .build_v2_deletes();
+        let mut writer = delete_manifest_writer(table, &path, snapshot_id, spec)?;
         for f in added_deletes {
             counts.added_delete_files += 1;
             counts.added_position_deletes += f.record_count();
@@ -620,17 +610,7 @@ pub async fn commit_row_delta(
                 ),
             })?;
         let path = format!("{metadata_dir}/{}-{snapshot_id}-d{n}.avro", stamp.id);
-        let output = table
-            .file_io()
-            .new_output(&path)
-            .map_err(io_err("open a delete manifest"))?;
-        let mut writer = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
-            meta.current_schema().clone(),
-            spec.as_ref().clone(),
-        )
-        .build_v2_deletes();
+        let mut writer = delete_manifest_writer(table, &path, snapshot_id, spec)?;
         for del in entries {
             if dropped.contains(del.file.file_path()) {
                 writer
@@ -671,28 +651,80 @@ pub async fn commit_row_delta(
     };
     let mut properties = summary;
     properties.extend(summary_counts(&counts));
+    let snapshot = NewSnapshot {
+        id: snapshot_id,
+        sequence_number,
+        manifest_list: list_path,
+        operation,
+        properties,
+    };
+    publish_snapshot(handle, table, &expected, snapshot, &stamp).await
+}
+
+/// A v2 delete manifest of `snapshot_id` at `path`, for files of partition spec `spec`.
+fn delete_manifest_writer(
+    table: &Table,
+    path: &str,
+    snapshot_id: i64,
+    spec: &iceberg::spec::PartitionSpecRef,
+) -> Result<iceberg::spec::ManifestWriter, TableError> {
+    let output = table
+        .file_io()
+        .new_output(path)
+        .map_err(iceberg_err(format!("open the delete manifest {path}")))?;
+    Ok(ManifestWriterBuilder::new(
+        output,
+        Some(snapshot_id),
+        table.metadata().current_schema().clone(),
+        spec.as_ref().clone(),
+    )
+    .build_v2_deletes())
+}
+
+/// A snapshot to publish on `main` ([`publish_snapshot`]).
+struct NewSnapshot {
+    id: i64,
+    sequence_number: i64,
+    manifest_list: String,
+    operation: Operation,
+    properties: HashMap<String, String>,
+}
+
+/// Builds the metadata that adds `new` on top of `table` (loaded from `expected`) as `main`'s
+/// snapshot, and publishes it through the catalog contract.
+async fn publish_snapshot(
+    handle: &CatalogHandle,
+    table: &Table,
+    expected: &str,
+    new: NewSnapshot,
+    stamp: &CommitStamp,
+) -> Result<Table, TableError> {
+    let meta = table.metadata();
     // The metadata builder refuses a snapshot more than a minute older than the table's last
     // update, and time travel by timestamp needs snapshot times that increase: a clock behind
     // the table's history is raised to just after it.
     let timestamp_ms = stamp.at.timestamp_millis().max(meta.last_updated_ms() + 1);
     let snapshot = Snapshot::builder()
-        .with_snapshot_id(snapshot_id)
+        .with_snapshot_id(new.id)
         .with_parent_snapshot_id(meta.current_snapshot_id())
-        .with_sequence_number(sequence_number)
+        .with_sequence_number(new.sequence_number)
         .with_timestamp_ms(timestamp_ms)
-        .with_manifest_list(list_path)
+        .with_manifest_list(new.manifest_list)
         .with_summary(Summary {
-            operation,
-            additional_properties: properties,
+            operation: new.operation,
+            additional_properties: new.properties,
         })
         .with_schema_id(meta.current_schema_id())
         .build();
-    let new_metadata = TableMetadataBuilder::new_from_metadata(meta.clone(), Some(expected.clone()))
+    let new_metadata = TableMetadataBuilder::new_from_metadata(meta.clone(), Some(expected.to_string()))
         .set_branch_snapshot(snapshot, MAIN_BRANCH)
         .and_then(|b| b.build())
-        .map_err(io_err("build the new table metadata"))?
+        .map_err(iceberg_err(format!(
+            "build the new table metadata for {}",
+            table.identifier()
+        )))?
         .metadata;
-    publish(handle, table, &expected, new_metadata).await
+    publish(handle, table, expected, new_metadata).await
 }
 
 /// Adds or moves references (tags and branches other than `main`) of `table` to existing
@@ -764,14 +796,7 @@ pub(crate) async fn commit_delete_files(
     let sequence_number = meta.next_sequence_number();
     let metadata_dir = format!("{}/metadata", meta.location());
     let path = format!("{metadata_dir}/{}-{snapshot_id}-deletes.avro", stamp.id);
-    let output = table.file_io().new_output(&path).map_err(io_err("open"))?;
-    let mut writer = ManifestWriterBuilder::new(
-        output,
-        Some(snapshot_id),
-        meta.current_schema().clone(),
-        meta.default_partition_spec().as_ref().clone(),
-    )
-    .build_v2_deletes();
+    let mut writer = delete_manifest_writer(table, &path, snapshot_id, meta.default_partition_spec())?;
     let (mut pos, mut eq) = (0u64, 0u64);
     let (n, size): (u64, u64) = (
         deletes.len() as u64,
@@ -803,24 +828,14 @@ pub(crate) async fn commit_delete_files(
         ("added-equality-deletes".to_string(), eq.to_string()),
         ("added-files-size".to_string(), size.to_string()),
     ]);
-    let snapshot = Snapshot::builder()
-        .with_snapshot_id(snapshot_id)
-        .with_parent_snapshot_id(meta.current_snapshot_id())
-        .with_sequence_number(sequence_number)
-        .with_timestamp_ms(stamp.at.timestamp_millis().max(meta.last_updated_ms() + 1))
-        .with_manifest_list(list_path)
-        .with_summary(Summary {
-            operation: Operation::Delete,
-            additional_properties: summary,
-        })
-        .with_schema_id(meta.current_schema_id())
-        .build();
-    let new_metadata = TableMetadataBuilder::new_from_metadata(meta.clone(), Some(expected.clone()))
-        .set_branch_snapshot(snapshot, MAIN_BRANCH)
-        .and_then(|b| b.build())
-        .map_err(io_err("build the new table metadata"))?
-        .metadata;
-    publish(handle, table, &expected, new_metadata).await
+    let snapshot = NewSnapshot {
+        id: snapshot_id,
+        sequence_number,
+        manifest_list: list_path,
+        operation: Operation::Delete,
+        properties: summary,
+    };
+    publish_snapshot(handle, table, &expected, snapshot, &stamp).await
 }
 
 /// Sets table properties of `table` in a metadata-only commit (no new snapshot), through the
