@@ -279,8 +279,7 @@ pub(crate) fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) ->
     let mut out = vec![head];
     let mut seen: HashSet<&str> = HashSet::from([head]);
     let mut current = head;
-    'walk: loop {
-        let Some(json) = by_name.get(current) else { break };
+    'walk: while let Some(json) = by_name.get(current) {
         for name in predecessors(current, json) {
             if !seen.insert(name) {
                 break 'walk;

@@ -223,7 +223,8 @@ async fn a_log_with_dropped_entries_makes_every_file_read() {
 #[tokio::test]
 async fn every_hand_made_case_is_chosen_alike_either_way() {
     let stray = "00009-z.metadata.json";
-    let cases: Vec<(Vec<(String, Value)>, Option<&str>)> = vec![
+    type Case = (Vec<(String, Value)>, Option<&'static str>);
+    let cases: Vec<Case> = vec![
         (vec![meta(F0, &[]), meta(F1, &[F0]), meta(F2, &[F0, F1])], None),
         // a log out of writer order (an entry twice): every file is read
         (
