@@ -6,20 +6,33 @@
 # one line of figures and the package count, then deletes the target folder (several GB).
 # The crate sources must be fetched already (`cargo fetch`): downloads are not timed.
 #
-#   bash sandbox/coldbuild.sh [LABEL]    # figures in ${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}/LABEL.*
+# `--floor` builds sandbox/coldbuild-floor instead: the smallest stack a drill could run on
+# (DataFusion, iceberg with its DataFusion integration and SQLite catalog, Parquet, tokio, clap;
+# no S3, REST, S3 Tables, PostgreSQL), with the lock file of the workspace, same profile.
+#
+#   bash sandbox/coldbuild.sh [--floor] [LABEL]    # figures in ${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}/LABEL.*
 set -euo pipefail
 cd "$(dirname "$0")/.."
-label="${1:-$(git rev-parse --short HEAD 2>/dev/null || echo build)}"
+build=(-p tidemark-recovery --bin tidemark)
+tree=(-p tidemark-recovery)
+if [[ "${1:-}" == "--floor" ]]; then
+    shift
+    cp Cargo.lock sandbox/coldbuild-floor/Cargo.lock
+    build=(--manifest-path sandbox/coldbuild-floor/Cargo.toml)
+    tree=(--manifest-path sandbox/coldbuild-floor/Cargo.toml)
+    label="${1:-floor}"
+fi
+label="${label:-${1:-$(git rev-parse --short HEAD 2>/dev/null || echo build)}}"
 out="${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}"
 mkdir -p "$out"
 tgt="$(mktemp -d -t tidemark-coldbuild.XXXXXX)"
 trap 'rm -rf "$tgt"' EXIT
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 CARGO_TARGET_DIR="$tgt" /usr/bin/time -v -o "$out/$label.time" \
-    cargo build -q -p tidemark-recovery --bin tidemark --timings
+    cargo build -q "${build[@]}" --timings
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 cp "$tgt"/cargo-timings/cargo-timing.html "$out/$label.timings.html"
-packages="$(cargo tree -p tidemark-recovery -e normal,build --prefix none |
+packages="$(cargo tree "${tree[@]}" -e normal,build --prefix none |
     sed -E 's/ \((\*|proc-macro)\)//g' | sort -u | wc -l)"
 wall="$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$out/$label.time")"
 user="$(sed -n 's/.*User time (seconds): //p' "$out/$label.time")"
