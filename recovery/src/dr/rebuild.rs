@@ -21,8 +21,12 @@
 //! chosen. Passing the recorded expected head as a hint does not override that choice; the
 //! reason then says the hint is an ancestor.
 //!
-//! Contract of [`rebuild`]: registers each chosen head with `Catalog::register_table` (creating
-//! the namespace if needed). A table already registered with the same metadata file is left as
+//! Which files are read to choose: `super::head` (the newest, and those its whole log does not
+//! name; every file when anything is unusual).
+//!
+//! Contract of [`rebuild`]: registers each chosen head, parsed as Iceberg table metadata, with
+//! `CatalogHandle::register_read` (creating the namespace if needed; the SQL catalog does not
+//! read the file again). A table already registered with the same metadata file is left as
 //! is; one registered with another file is reported as a conflict and never replaced. A refused
 //! or failed table does not stop the others. Nothing in the warehouse is written or deleted.
 
