@@ -12,7 +12,7 @@ use super::{CopyOptions, CopyOrder, Phase, Verify, copy, copy_phase};
 use crate::catalog::CatalogHandle;
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::replica::check;
-use crate::dr::test_support::{append, row_count, table_with, tag_and_branch, try_append};
+use crate::dr::test_support::{append, append_each, record_walk, row_count, table_with, tag_and_branch, try_append};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
 use crate::table::test_support::catalog_in;
@@ -224,21 +224,10 @@ async fn a_safe_copy_never_takes_a_file_a_resync_walked_over_as_the_head() {
     let ids = SeededIds::new(62);
     std::fs::create_dir_all(dir.path().join("src")).unwrap();
     let handle = catalog_in(&dir.path().join("src")).await;
-    let mut orders = table_with(&handle, "shop.orders", &ids, 1..=1).await;
+    let orders = table_with(&handle, "shop.orders", &ids, 1..=1).await;
     let kept = orders.metadata_location().unwrap().to_string();
-    let mut walked = Vec::new();
-    for n in 2..=3 {
-        orders = append(&handle, &orders, &ids, n).await;
-        walked.insert(0, orders.metadata_location().unwrap().to_string());
-    }
-    let walk = crate::dr::resync_record::Walk {
-        from: walked[0].clone(),
-        walked_back_to: kept.clone(),
-        walked_over: walked.clone(),
-    };
-    crate::dr::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
-        .await
-        .unwrap();
+    let (_, walked) = append_each(&handle, &orders, &ids, 2..=3).await;
+    record_walk(&kept, &walked).await;
     let from = dir.path().join("src/warehouse").display().to_string();
     let replica = dir.path().join("replica");
     let r = copy(

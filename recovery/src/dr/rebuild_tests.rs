@@ -17,6 +17,7 @@ use tidemark_journal::store::{ObjectStore, PutMode};
 use super::head::{FolderHead, HeadRead, choose_folder_head};
 use super::rebuild::{TableFiles, TableStatus, choose_head, discover, rebuild};
 use crate::benchdata::order_columns;
+use crate::dr::test_support::{append_each, record_walk};
 use crate::ids::{Ids, SeededIds};
 use crate::table::read::read_table;
 use crate::table::test_support::catalog_in;
@@ -546,22 +547,10 @@ async fn files_a_resync_walked_over_are_never_the_rebuilt_head() {
     let kept = table_with_commits(&handle, "shop.orders", 2, &ids).await;
     let kept_location = kept.metadata_location().unwrap().to_string();
     let kept_rows = row_count(&kept).await;
-    let walked1 = append(&handle, &kept, &ids, 3).await;
-    let walked2 = append(&handle, &walked1, &ids, 4).await;
-    let walked: Vec<String> = [&walked2, &walked1]
-        .iter()
-        .map(|t| t.metadata_location().unwrap().to_string())
-        .collect();
-    let walk = super::resync_record::Walk {
-        from: walked[0].clone(),
-        walked_back_to: kept_location.clone(),
-        walked_over: walked.clone(),
-    };
-    super::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
-        .await
-        .unwrap();
+    let (walked_head, walked) = append_each(&handle, &kept, &ids, 3..=4).await;
+    record_walk(&kept_location, &walked).await;
 
-    drop((kept, walked1, walked2, handle));
+    drop((kept, walked_head, handle));
     for f in ["catalog.db", "catalog.db-wal", "catalog.db-shm", "catalog.db-journal"] {
         let _ = std::fs::remove_file(dir.path().join(f));
     }

@@ -8,7 +8,7 @@ use tidemark_journal::spec::CompiledSpec;
 
 use super::check;
 use crate::dr::rebuild::warehouse_base;
-use crate::dr::test_support::append;
+use crate::dr::test_support::{append, append_each, record_walk, table_with};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
 use crate::table::test_support::catalog_in;
@@ -135,16 +135,9 @@ async fn files_a_resync_walked_over_are_not_the_replicas_newest_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(22);
     let handle = catalog_in(dir.path()).await;
-    let mut table = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    table = append(&handle, &table, &ids, 1).await;
+    let table = table_with(&handle, "shop.orders", &ids, 1..=1).await;
     let kept = table.metadata_location().unwrap().to_string();
-    let mut walked = Vec::new();
-    for n in 2..=3 {
-        table = append(&handle, &table, &ids, n).await;
-        walked.insert(0, table.metadata_location().unwrap().to_string());
-    }
+    let (_, walked) = append_each(&handle, &table, &ids, 2..=3).await;
     let warehouse = dir.path().join("warehouse").display().to_string();
     let before = check(&warehouse, &HashMap::new(), None).await.unwrap();
     assert_eq!(
@@ -152,14 +145,7 @@ async fn files_a_resync_walked_over_are_not_the_replicas_newest_metadata() {
         Some(file_name(&walked[0]))
     );
 
-    let walk = crate::dr::resync_record::Walk {
-        from: walked[0].clone(),
-        walked_back_to: kept.clone(),
-        walked_over: walked.clone(),
-    };
-    crate::dr::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
-        .await
-        .unwrap();
+    record_walk(&kept, &walked).await;
     let report = check(&warehouse, &HashMap::new(), None).await.unwrap();
     let t = &report.tables[0];
     assert_eq!(

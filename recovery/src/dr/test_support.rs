@@ -37,6 +37,36 @@ pub async fn table_with(
     t
 }
 
+/// One [`append`] for each of `commits` on top of `table`: the table at the last one, and the
+/// metadata locations of the commits, newest first (the order a resync walk lists them).
+pub async fn append_each(
+    handle: &CatalogHandle,
+    table: &Table,
+    ids: &SeededIds,
+    commits: std::ops::RangeInclusive<u64>,
+) -> (Table, Vec<String>) {
+    let mut t = table.clone();
+    let mut locations = Vec::new();
+    for n in commits {
+        t = append(handle, &t, ids, n).await;
+        locations.insert(0, t.metadata_location().unwrap().to_string());
+    }
+    (t, locations)
+}
+
+/// Records, as `replica resync` does beside `shop.orders`'s metadata files, a walk from the
+/// newest of `walked` (newest first) back to `kept`, over every file of `walked`.
+pub async fn record_walk(kept: &str, walked: &[String]) {
+    let walk = super::resync_record::Walk {
+        from: walked[0].clone(),
+        walked_back_to: kept.to_string(),
+        walked_over: walked.to_vec(),
+    };
+    super::resync_record_write::record(&HashMap::new(), "shop.orders", "the old primary", &walk)
+        .await
+        .unwrap();
+}
+
 /// [`append`], returning the commit's error (a lost race, for a stale `table`).
 pub async fn try_append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u64) -> Result<Table, TableError> {
     try_append_with(handle, table, ids, n, HashMap::new()).await
