@@ -197,47 +197,88 @@ type Read = (Vec<(String, Value)>, Vec<(String, String)>, Vec<(String, Value)>);
 /// The files the choice needs (module documentation): what was read, what did not parse, and
 /// the files not read with the log they are taken to hold (`{"metadata-log": [...]}`).
 async fn read_for_choice(store: &dyn ObjectStore, files: &TableFiles) -> Result<Read, DrError> {
+    let (mut parsed, mut unparsable) = (Vec::new(), Vec::new());
+    let assumed = match needed_only(store, files, &mut parsed, &mut unparsable).await? {
+        Some(assumed) => assumed,
+        None => {
+            // Every file: those not read yet (what was read is not read again).
+            let read: HashSet<&String> = parsed
+                .iter()
+                .map(|(k, _)| k)
+                .chain(unparsable.iter().map(|(k, _)| k))
+                .collect();
+            let rest: Vec<String> = files
+                .metadata_keys
+                .iter()
+                .filter(|k| !read.contains(k))
+                .cloned()
+                .collect();
+            let (more, bad) = read_keys(store, files, &rest).await?;
+            parsed.extend(more);
+            unparsable.extend(bad);
+            Vec::new()
+        }
+    };
+    parsed.sort_by(|a, b| a.0.cmp(&b.0));
+    unparsable.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((parsed, unparsable, assumed))
+}
+
+/// The read of only the files the choice needs, into `parsed` and `unparsable`: the files not
+/// read with the log they are taken to hold, or `None` when every file must be read.
+async fn needed_only(
+    store: &dyn ObjectStore,
+    files: &TableFiles,
+    parsed: &mut Vec<(String, Value)>,
+    unparsable: &mut Vec<(String, String)>,
+) -> Result<Option<Vec<(String, Value)>>, DrError> {
     let keys = &files.metadata_keys;
-    let every = async || read_keys(store, files, keys).await.map(|(p, u)| (p, u, Vec::new()));
-    let versions: Option<Vec<u64>> = keys.iter().map(|k| version_of(file_name(k))).collect();
-    let Some(versions) = versions else { return every().await };
+    let Some(versions) = keys
+        .iter()
+        .map(|k| version_of(file_name(k)))
+        .collect::<Option<Vec<u64>>>()
+    else {
+        return Ok(None);
+    };
     let Some(&newest) = versions.iter().max() else {
-        return every().await;
+        return Ok(None);
     };
     let mut at_newest = keys.iter().zip(&versions).filter(|(_, v)| **v == newest);
     let (Some((head_key, _)), None) = (at_newest.next(), at_newest.next()) else {
-        return every().await;
+        return Ok(None);
     };
-    let (head, _) = read_keys(store, files, std::slice::from_ref(head_key)).await?;
+    let (head, bad) = read_keys(store, files, std::slice::from_ref(head_key)).await?;
+    unparsable.extend(bad);
     let Some((_, head_json)) = head.into_iter().next() else {
-        return every().await;
+        return Ok(None);
     };
     let head_name = file_name(head_key);
-    if !log_is_whole(head_name, &head_json) {
-        return every().await;
+    let mut assumed = None;
+    if log_is_whole(head_name, &head_json) {
+        let entries = log_entries(head_name, &head_json);
+        let position: HashMap<&str, usize> = entries.iter().enumerate().map(|(i, (n, _))| (*n, i)).collect();
+        let others: Vec<String> = keys
+            .iter()
+            .filter(|k| *k != head_key && !position.contains_key(file_name(k)))
+            .cloned()
+            .collect();
+        let (read, bad) = read_keys(store, files, &others).await?;
+        unparsable.extend(bad);
+        if read.iter().all(|(k, j)| log_is_whole(file_name(k), j)) {
+            assumed = Some(
+                keys.iter()
+                    .filter_map(|k| {
+                        let i = *position.get(file_name(k))?;
+                        let log: Vec<Value> = entries[..i].iter().map(|(_, e)| (*e).clone()).collect();
+                        Some((k.clone(), json!({ "metadata-log": log })))
+                    })
+                    .collect(),
+            );
+        }
+        parsed.extend(read);
     }
-    let entries = log_entries(head_name, &head_json);
-    let position: HashMap<&str, usize> = entries.iter().enumerate().map(|(i, (n, _))| (*n, i)).collect();
-    let others: Vec<String> = keys
-        .iter()
-        .filter(|k| *k != head_key && !position.contains_key(file_name(k)))
-        .cloned()
-        .collect();
-    let (mut parsed, unparsable) = read_keys(store, files, &others).await?;
-    if !parsed.iter().all(|(k, j)| log_is_whole(file_name(k), j)) {
-        return every().await;
-    }
-    let assumed: Vec<(String, Value)> = keys
-        .iter()
-        .filter_map(|k| {
-            let i = *position.get(file_name(k))?;
-            let log: Vec<Value> = entries[..i].iter().map(|(_, e)| (*e).clone()).collect();
-            Some((k.clone(), json!({ "metadata-log": log })))
-        })
-        .collect();
     parsed.push((head_key.clone(), head_json));
-    parsed.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok((parsed, unparsable, assumed))
+    Ok(assumed)
 }
 
 /// `(file name, entry)` of each `metadata-log` entry naming another file, oldest first.
