@@ -175,11 +175,7 @@ pub async fn exclude_recorded(
 ) -> Result<Excluded, String> {
     let records = read_all(store, files).await?;
     if records.is_empty() {
-        return Ok(Excluded {
-            keys: Vec::new(),
-            note: String::new(),
-            snapshots: HashSet::new(),
-        });
+        return Ok(Excluded::default());
     }
     let current = |j: &Value| {
         j.get("current-snapshot-id")
