@@ -41,7 +41,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tidemark_journal::store::{self, ObjectStore, PutMode};
 
-use super::head::{self, HeadRead, choose_folder_head};
+use super::head::{HeadRead, choose_folder_head};
 use super::rebuild::{self, DrError, TableFiles, warehouse_base};
 
 /// Version of the JSON report.
@@ -498,7 +498,7 @@ async fn copy_table_safe(
         .iter()
         .map(|(k, _)| (rebuild::file_name(k), k.as_str()))
         .collect();
-    let mut names = head::chain(rebuild::file_name(&head), &by_name);
+    let mut names = folder.chain_names();
     names.reverse();
     let mut children = Children::default();
     for name in names {

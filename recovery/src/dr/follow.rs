@@ -38,7 +38,7 @@ use tidemark_journal::store::{self, ObjectStore};
 
 use super::follow_publish as publish;
 use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
-use super::head::{self, FolderHead, HeadRead, choose_folder_head};
+use super::head::{FolderHead, HeadRead, choose_folder_head};
 use super::lease::{Lease, LeaseError};
 use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
 use super::replica::{self, MAX_MISSING_LISTED};
@@ -300,14 +300,20 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
         every_file: true,
         not_candidate: Some(is_own_rewrite),
     };
+    let folder = choose_folder_head(ctx.store, files, how).await?;
+    let unknown: Vec<&str> = folder
+        .unparsable_off_chain()
+        .into_iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let chain = folder.chain_names();
     let FolderHead {
         parsed,
-        unparsable,
         excluded,
         unreadable_record,
         choice,
         ..
-    } = choose_folder_head(ctx.store, files, how).await?;
+    } = &folder;
     if let Some(reason) = unreadable_record {
         out.status = TableStatus::Held;
         out.reason = format!("{reason}; nothing moved");
@@ -320,8 +326,8 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     } = excluded;
     if parsed.is_empty() && !walked.is_empty() {
         out.status = TableStatus::Held;
-        out.strays = walked;
-        out.head_choice = walked_note;
+        out.strays = walked.clone();
+        out.head_choice = walked_note.clone();
         out.reason = "every metadata file of this table was walked over by replica resync: nothing to follow until \
                       the new primary's files arrive; nothing moved"
             .into();
@@ -331,19 +337,13 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     out.strays.extend(walked.iter().cloned());
     out.strays.sort();
     out.head_choice = format!("{}{walked_note}", choice.reason);
-    let Some(head_key) = choice.head else {
+    let Some(head_key) = choice.head.clone() else {
         out.status = TableStatus::Held;
-        out.reason = choice.refused.unwrap_or(choice.reason);
+        out.reason = choice.refused.clone().unwrap_or(choice.reason.clone());
         return Ok(out);
     };
     let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (file_name(k), j)).collect();
     let key_of: HashMap<&str, &str> = parsed.iter().map(|(k, _)| (file_name(k), k.as_str())).collect();
-    let chain = head::chain(file_name(&head_key), &by_name);
-    let unknown: Vec<&str> = unparsable
-        .iter()
-        .map(|(k, _)| k.as_str())
-        .filter(|k| !chain.contains(&file_name(k)))
-        .collect();
     if !unknown.is_empty() {
         out.status = TableStatus::Held;
         out.reason = format!(

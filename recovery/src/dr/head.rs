@@ -73,14 +73,19 @@ impl FolderHead {
         self.parsed.iter().find(|(k, _)| k == head).map(|(_, j)| j)
     }
 
-    /// Files that do not parse and that the head's chain does not name: one may be a newer head.
-    pub fn unknown_unparsable(&self) -> Vec<String> {
+    /// Files that do not parse and that the head's chain does not name (`(key, error)`): one may
+    /// be a newer head.
+    pub fn unparsable_off_chain(&self) -> Vec<&(String, String)> {
         let on_chain: HashSet<&str> = self.chain.iter().map(String::as_str).collect();
         self.unparsable
             .iter()
             .filter(|(k, _)| !on_chain.contains(file_name(k)))
-            .map(|(k, e)| format!("{k} ({e})"))
             .collect()
+    }
+
+    /// [`FolderHead::chain`] as `&str`.
+    pub fn chain_names(&self) -> Vec<&str> {
+        self.chain.iter().map(String::as_str).collect()
     }
 
     /// The head chosen among every file, walked over or not (where a walk back starts: see
@@ -316,7 +321,7 @@ fn predecessors<'a>(name: &'a str, json: &'a Value) -> Vec<&'a str> {
 
 /// The head's chain, newest first, as file names; as `choose_head` walks it (a predecessor
 /// absent from the folder is stepped over through the log of the last file found).
-pub(crate) fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) -> Vec<&'a str> {
+fn chain<'a>(head: &'a str, by_name: &HashMap<&'a str, &'a Value>) -> Vec<&'a str> {
     let mut out = vec![head];
     let mut seen: HashSet<&str> = HashSet::from([head]);
     let mut current = head;

@@ -571,7 +571,11 @@ async fn rebuild_table(
         ms: 0,
     };
     // A file that cannot be parsed may be a newer head; it is harmless only as an ancestor.
-    let unknown = folder.unknown_unparsable();
+    let unknown: Vec<String> = folder
+        .unparsable_off_chain()
+        .into_iter()
+        .map(|(k, e)| format!("{k} ({e})"))
+        .collect();
     let Some(head_key) = folder.choice.head.clone() else {
         return Ok(outcome);
     };

@@ -362,9 +362,9 @@ async fn a_newest_file_that_does_not_parse_makes_every_file_read_and_refuses() {
     let folder = choose_folder_head(&store, &found, HeadRead::default()).await.unwrap();
     assert_eq!(folder.not_read, 0);
     assert_eq!(folder.choice.head, Some(key(F2)));
-    let unknown = folder.unknown_unparsable();
+    let unknown = folder.unparsable_off_chain();
     assert_eq!(unknown.len(), 1, "{unknown:?}");
-    assert!(unknown[0].starts_with(&key(F3)), "{unknown:?}");
+    assert_eq!(unknown[0].0, key(F3), "{unknown:?}");
     drop(dir);
 }
 

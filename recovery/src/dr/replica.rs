@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tidemark_journal::store::{self, ObjectStore};
 
-use super::head::{self, HeadRead, choose_folder_head};
+use super::head::{HeadRead, choose_folder_head};
 use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
 use crate::recover::snapshot::{PrefixMap, file_io};
 
@@ -170,14 +170,14 @@ async fn check_table(
         return Ok(());
     }
     out.walked_over = folder.excluded.keys.clone();
-    let Some(head_key) = folder.choice.head.clone() else {
+    if folder.choice.head.is_none() {
         out.refused = folder.choice.refused;
         return Ok(());
-    };
+    }
     let parsed = &folder.parsed;
     let by_name: HashMap<&str, &Value> = parsed.iter().map(|(k, j)| (file_name(k), j)).collect();
     let key_of: HashMap<&str, &str> = parsed.iter().map(|(k, _)| (file_name(k), k.as_str())).collect();
-    let chain = head::chain(file_name(&head_key), &by_name);
+    let chain = folder.chain_names();
     let url = |name: &str| format!("{base}/{}", key_of[name]);
     out.newest_metadata = Some(url(chain[0]));
     let head_ms = by_name[chain[0]].get("last-updated-ms").and_then(Value::as_i64);
