@@ -97,6 +97,7 @@ fn main() {
             to: Some(events),
             into: "bench.recovered".into(),
             partition_rows: None,
+            validation_split: Default::default(),
         };
         let t = Instant::now();
         #[cfg(feature = "ballista-engine")]

@@ -11,6 +11,8 @@
 //! executors are other processes) sit beside the local one's in the JSON
 //! (`tidemark.recovery_by_engine`) and the table, with the ratio to DuckDB. One step alone, on a
 //! dataset made before: `suite __step recover DIR [ENGINE]` (DIR as `--work`'s `size-*` folders).
+//! `TIDEMARK_BENCH_VALIDATION_SPLIT=key-hash` makes the recovery's validation split by key hash
+//! (the default splits by key range when the manifests' bounds allow it); the JSON names the split.
 //!
 //! Per size (`1m` = 1,000,000 snapshot rows + 100,000 events, `10m` = 10,000,000 + 1,000,000; any
 //! `ROWSxEVENTS` too): a deterministic dataset (`gen`), then each measured step in a process of its
@@ -602,6 +604,12 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
         to: Some(events),
         into: into.clone(),
         partition_rows: None,
+        // `TIDEMARK_BENCH_VALIDATION_SPLIT=key-hash`: the validation's split by key hash, to
+        // compare with the default (`auto`: by key range when the bounds allow it).
+        validation_split: match std::env::var("TIDEMARK_BENCH_VALIDATION_SPLIT").as_deref() {
+            Ok("key-hash") => tidemark_recovery::recover::validate::Split::KeyHash,
+            _ => tidemark_recovery::recover::validate::Split::Auto,
+        },
     };
     // Peak memory per step: read at the end of each step, then reset (Linux: clear_refs 5).
     let mut step_peaks = serde_json::Map::new();
@@ -677,6 +685,7 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
         "validate_s": ms("validate"), "total_s": verify_s + recover_s, "peak_rss_mb": peak,
         "step_peak_rss_mb": step_peaks,
         "keys_validated": report.validation.keys_expected,
+        "validation_split": report.validation.split, "validation_partitions": report.validation.partitions,
         "final_state": {"rows": rows, "tombstones": tombstones, "version_sum": version_sum},
     })
 }

@@ -418,6 +418,7 @@ async fn recovery_from_a_snapshot_with_deletes_keeps_them_applied() {
         to: None,
         into: "shop.recovered".into(),
         partition_rows: None,
+        validation_split: Default::default(),
     };
     let (report, recovered) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(9), &mut |_| {})
         .await

@@ -428,6 +428,7 @@ pub async fn run(
         to: None,
         into: rec_name.clone(),
         partition_rows: None,
+        validation_split: Default::default(),
     };
     let route_at_start = routes
         .read()

@@ -321,6 +321,7 @@ pub async fn run(
         to: Some(300),
         into: RECOVERED.into(),
         partition_rows: None,
+        validation_split: Default::default(),
     };
     let (rr, recovered) = recover(&journal, &dr, &ropts, clock, ids, &mut |_| {})
         .await

@@ -20,6 +20,7 @@ use crate::catalog::CatalogHandle;
 use crate::fault::delete_rows;
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
+use crate::recover::validate::Split;
 use crate::recover::{RecoverError, RecoverOptions, recover};
 use crate::reference::Cell;
 use crate::table::test_support::catalog_in;
@@ -176,6 +177,7 @@ impl Story {
             to,
             into: into.to_string(),
             partition_rows: None,
+            validation_split: Default::default(),
         }
     }
 }
@@ -519,32 +521,154 @@ async fn validation_names_an_injected_wrong_row() {
     assert_eq!(report.validation.first_mismatches[0].key, "F07");
     assert_eq!(report.validation.first_mismatches[0].kind, "missing");
 
-    // The same verdict when validation partitions by key hash and spills (3 rows a partition).
-    let partitioned = RecoverOptions {
+    // The same verdict when validation partitions (3 rows a partition), by key range (the
+    // files' bounds) and by key hash (every row spilled).
+    for (split, name) in [(Split::Auto, "key_range"), (Split::KeyHash, "key_hash")] {
+        let partitioned = RecoverOptions {
+            partition_rows: Some(3),
+            validation_split: split,
+            ..opts.clone()
+        };
+        let (p, _) = recover(
+            &s.journal,
+            &target,
+            &partitioned,
+            &clock(),
+            &SeededIds::new(11),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
+        assert_eq!(p.validation.split, name);
+        assert!(p.validation.partitions > 1, "{name}");
+        assert!(!p.validation.ok);
+        assert_eq!(
+            (
+                p.validation.keys_expected,
+                p.validation.rows_found,
+                p.validation.missing,
+                p.validation.extra
+            ),
+            (report.validation.keys_expected, report.validation.rows_found, 1, 0),
+            "{name}"
+        );
+        assert_eq!(
+            p.validation.first_mismatches, report.validation.first_mismatches,
+            "{name}"
+        );
+    }
+}
+
+/// A key-range part with more events than it may hold makes the validation split by key hash
+/// after all, with the events it had spilled by range read back: the same verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_with_too_many_events_falls_back_to_the_key_hash_split_with_every_event() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let opts = RecoverOptions {
         partition_rows: Some(3),
-        ..opts.clone()
+        ..s.opts(&meta, "shop.orders_crowded", None)
     };
-    let (p, _) = recover(
-        &s.journal,
+    let (ranged, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(33), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(ranged.validation.split, "key_range");
+    assert!(ranged.validation.ok, "{:?}", ranged.validation);
+    // One event a part at most: the story's first part has more.
+    let (crowded, _) = crate::recover::validate::MAX_PART_EVENTS
+        .scope(
+            1,
+            recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(34), &mut |_| {}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(crowded.validation.split, "key_hash");
+    assert!(crowded.validation.ok, "{:?}", crowded.validation);
+    assert_eq!(
+        (
+            crowded.validation.keys_expected,
+            crowded.validation.rows_found,
+            crowded.validation.tombstones_expected
+        ),
+        (
+            ranged.validation.keys_expected,
+            ranged.validation.rows_found,
+            ranged.validation.tombstones_expected
+        )
+    );
+}
+
+/// The split by key range plans its parts from the manifests' key bounds but does not trust
+/// them: a data file holding keys outside the bounds its manifest records (here the table's
+/// lowest file, described with the highest file's bounds) stops the validation, naming the file
+/// and the key, instead of comparing keys in the wrong part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_validation() {
+    use crate::table::read::key_bounds;
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let opts = RecoverOptions {
+        partition_rows: Some(3),
+        ..s.opts(&meta, "shop.orders_bounds", None)
+    };
+    let (report, table) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(30), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(report.validation.ok, "{:?}", report.validation);
+    assert_eq!(report.validation.split, "key_range");
+    let key_id = table.metadata().current_schema().field_by_name("order_id").unwrap().id;
+    let mut files = crate::table::commit::live_data_files(&table).await.unwrap();
+    files.sort_by_key(|f| key_bounds(f, key_id).unwrap().0);
+    let (lowest, highest) = (files.first().unwrap().clone(), files.last().unwrap().clone());
+    assert!(key_bounds(&lowest, key_id).unwrap().1 < key_bounds(&highest, key_id).unwrap().0);
+    // The lowest file's bytes under a new name, described with the highest file's bounds.
+    let io = table.file_io();
+    let bytes = io.new_input(lowest.file_path()).unwrap().read().await.unwrap();
+    let lying = format!("{}.lying.parquet", lowest.file_path().trim_end_matches(".parquet"));
+    io.new_output(&lying).unwrap().write(bytes.clone()).await.unwrap();
+    let mut b = iceberg::spec::DataFileBuilder::default();
+    b.content(iceberg::spec::DataContentType::Data)
+        .file_path(lying.clone())
+        .file_format(iceberg::spec::DataFileFormat::Parquet)
+        .record_count(lowest.record_count())
+        .file_size_in_bytes(bytes.len() as u64)
+        .lower_bounds(highest.lower_bounds().clone())
+        .upper_bounds(highest.upper_bounds().clone())
+        .partition_spec_id(table.metadata().default_partition_spec_id());
+    let stamp = crate::table::commit::CommitStamp {
+        id: uuid::Uuid::from_u128(0xb0d5_0000_0000_4000_8000_0000_0000_0001),
+        at: DateTime::from_timestamp(1_790_000_500, 0).unwrap(),
+    };
+    crate::table::commit::commit_overwrite(
         &target,
-        &partitioned,
-        &clock(),
-        &SeededIds::new(11),
-        &mut |_| {},
+        &table,
+        &[lowest.file_path().to_string()],
+        vec![b.build().unwrap()],
+        HashMap::new(),
+        stamp,
     )
     .await
     .unwrap();
-    assert!(!p.validation.ok);
-    assert_eq!(
-        (
-            p.validation.keys_expected,
-            p.validation.rows_found,
-            p.validation.missing,
-            p.validation.extra
-        ),
-        (report.validation.keys_expected, report.validation.rows_found, 1, 0)
+    let err = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(31), &mut |_| {})
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&lying) && err.contains("outside the key bounds its manifest records"),
+        "{err}"
     );
-    assert_eq!(p.validation.first_mismatches, report.validation.first_mismatches);
+    // The split by key hash does not read the bounds: the same rows, the same verdict as before.
+    let hashed = RecoverOptions {
+        validation_split: Split::KeyHash,
+        ..opts.clone()
+    };
+    let (h, _) = recover(&s.journal, &target, &hashed, &clock(), &SeededIds::new(32), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(h.validation.split, "key_hash");
+    assert!(h.validation.ok, "{:?}", h.validation);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -556,6 +680,7 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
     let (a, _) = recover(&s.journal, &target, &whole, &clock(), &SeededIds::new(12), &mut |_| {})
         .await
         .unwrap();
+    let mut splits = std::collections::BTreeSet::new();
     for rows in [1, 2, 5, 7] {
         let mut opts = s.opts(&meta, &format!("shop.orders_p{rows}"), None);
         opts.partition_rows = Some(rows);
@@ -563,6 +688,30 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
             .await
             .unwrap();
         assert!(b.validation.ok, "{rows}: {:?}", b.validation);
+        splits.insert(b.validation.split.clone());
+        // Split by key hash instead: the same verdict and counts.
+        let hashed = RecoverOptions {
+            validation_split: Split::KeyHash,
+            ..opts.clone()
+        };
+        let (h, _) = recover(&s.journal, &target, &hashed, &clock(), &SeededIds::new(13), &mut |_| {})
+            .await
+            .unwrap();
+        assert_eq!(h.validation.split, "key_hash", "{rows}");
+        assert!(h.validation.ok, "{rows}: {:?}", h.validation);
+        assert_eq!(
+            (
+                h.validation.keys_expected,
+                h.validation.rows_found,
+                h.validation.tombstones_expected
+            ),
+            (
+                b.validation.keys_expected,
+                b.validation.rows_found,
+                b.validation.tombstones_expected
+            ),
+            "{rows}"
+        );
         // The replay spilled its events (more than `rows`) and merged them in key ranges: the
         // same table, row for row, as the replay that held them in memory.
         let replay =
@@ -593,6 +742,7 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
             "{rows}"
         );
     }
+    assert!(splits.contains("key_range"), "{splits:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -613,6 +763,7 @@ async fn validation_partitions_count_the_range_events() {
     assert!(events > 0 && a.replay.events > 0);
     let mut opts = s.opts(&meta, "shop.orders_sized", None);
     opts.partition_rows = Some(rows);
+    opts.validation_split = Split::KeyHash;
     let (b, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(15), &mut |_| {})
         .await
         .unwrap();

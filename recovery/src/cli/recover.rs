@@ -66,6 +66,11 @@ pub struct RecoverArgs {
     /// Validate without flipping.
     #[arg(long)]
     pub dry_run: bool,
+    /// How the validation splits the keys of a large table: `auto` (by key range when every
+    /// data file's manifest records its key bounds, each part's rows read once from its files;
+    /// else by key hash) or `key-hash` (every row spilled to disk by a hash of its key).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub validation_split: tidemark_recovery::recover::validate::Split,
     /// Where the replay runs: local, ballista-standalone (scheduler and executor in this
     /// process), or ballista://HOST:PORT (a Ballista cluster's scheduler).
     #[cfg(feature = "ballista-engine")]
@@ -149,6 +154,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         to: args.to,
         into: args.into.clone(),
         partition_rows: None,
+        validation_split: args.validation_split,
     };
     let mut progress = Progress::new("recover", args.common.quiet);
     let mut on_step = |s: &tidemark_recovery::recover::StepTiming| {

@@ -27,6 +27,7 @@ pub mod seed;
 pub mod snapshot;
 pub mod trust;
 pub mod validate;
+mod validate_ranges;
 mod validate_spill;
 
 use std::time::Instant;
@@ -145,6 +146,9 @@ pub struct RecoverOptions {
     /// many); default [`validate::PARTITION_ROWS`] for the validation and the replay's events,
     /// [`crate::apply::MERGE_CHUNK_ROWS`] for the merge chunks.
     pub partition_rows: Option<u64>,
+    /// How the validation splits the keys beyond one partition (`--validation-split`): by key
+    /// range when the manifests' key bounds allow it (the default), or always by key hash.
+    pub validation_split: validate::Split,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -370,6 +374,7 @@ pub(crate) async fn validate_step(
         &spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
         sample,
+        opts.validation_split,
     )
     .await;
     match validation {

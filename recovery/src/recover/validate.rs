@@ -19,6 +19,7 @@ use futures::StreamExt;
 
 use super::columnar::{self, Extra};
 use super::replay::EventStream;
+use super::validate_ranges::{Bounded, Parts};
 use super::validate_spill::{Side, Spill, Spilled};
 use crate::reference::{RefRow, extra_columns, rows_of};
 use crate::table::arrow_schema;
@@ -51,9 +52,14 @@ pub struct ValidationReport {
     pub value_mismatches: u64,
     pub duplicate_keys: u64,
     pub first_mismatches: Vec<Mismatch>,
-    /// Key-hash partitions the check was split into (1: compared whole), so that each holds
-    /// about [`PARTITION_ROWS`] of the snapshot's or table's rows and the range's events.
+    /// Partitions the check was split into (1: compared whole): key ranges of whole files, or
+    /// key-hash partitions of about [`PARTITION_ROWS`] of the snapshot's or table's rows and the
+    /// range's events each (see `split`).
     pub partitions: u64,
+    /// How the keys were split: `whole` (one partition), `key_range` (by the files' key bounds,
+    /// rows read straight from the files) or `key_hash` (every row spilled to disk by a hash
+    /// of its key). Empty in a partition's own verdict.
+    pub split: String,
     /// Set when only a sample of the key partitions was compared with the reference (a
     /// distributed recovery; README "Scale-out"): the counts above are the sample's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -152,6 +158,38 @@ fn partitions(rows: u64, range_events: u64, partition_rows: u64) -> usize {
 /// Partitions folded and compared at the same time.
 const PARTITIONS_AT_ONCE: usize = 2;
 
+/// The split by key range ([`super::validate_ranges`]): a part's size aimed at, and the largest
+/// run of overlapping files (or a part's events) it takes, in multiples of the partition rows;
+/// a larger run makes the validation split by key hash.
+const RANGE_TARGET: u64 = 4;
+const RANGE_MAX: u64 = 12;
+
+#[cfg(test)]
+tokio::task_local! {
+    /// Tests: the events a key-range part may hold (instead of `RANGE_MAX` partitions' rows),
+    /// for validations within its scope.
+    pub(crate) static MAX_PART_EVENTS: u64;
+}
+
+/// The events a key-range part may hold before the validation splits by key hash instead.
+fn max_part_events(partition_rows: u64) -> u64 {
+    #[cfg(test)]
+    if let Ok(n) = MAX_PART_EVENTS.try_with(|n| *n) {
+        return n;
+    }
+    partition_rows.max(1) * RANGE_MAX
+}
+
+/// How the validation splits the keys when they do not fit one partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Split {
+    /// By key range when the manifests' key bounds allow it, else by key hash.
+    #[default]
+    Auto,
+    /// By key hash, every row spilled (what `auto` falls back to).
+    KeyHash,
+}
+
 /// Validates `table` against the reference of the snapshot plus `events` (see the module
 /// documentation), in memory bounded by `partition_rows` (see [`PARTITION_ROWS`]) rather than by
 /// the table's size.
@@ -172,7 +210,18 @@ pub async fn validate(
     spill_dir: &std::path::Path,
     partition_rows: u64,
 ) -> Result<ValidationReport, RecoverError> {
-    validate_keys(spec, snap, table, events, range_events, spill_dir, partition_rows, None).await
+    validate_keys(
+        spec,
+        snap,
+        table,
+        events,
+        range_events,
+        spill_dir,
+        partition_rows,
+        None,
+        Split::Auto,
+    )
+    .await
 }
 
 /// [`validate`] on every key, or with `sample` on a sample of the key partitions only: the keys
@@ -189,6 +238,7 @@ pub async fn validate_keys(
     spill_dir: &std::path::Path,
     partition_rows: u64,
     sample: Option<&SampleRequest>,
+    split: Split,
 ) -> Result<ValidationReport, RecoverError> {
     // Both sides under the journal's column names: a spec column another writer renamed is
     // read by its field id, found in the snapshot's schema history (the recovered table has the
@@ -238,7 +288,35 @@ pub async fn validate_keys(
         while let Some(batches) = events.next().await {
             all.extend(batches?);
         }
-        return columnar::check(spec, &extra, &seed, &all, &found).map(|r| ValidationReport { partitions: 1, ..r });
+        return columnar::check(spec, &extra, &seed, &all, &found).map(|r| ValidationReport {
+            partitions: 1,
+            split: "whole".into(),
+            ..r
+        });
+    }
+    let ranges = match (&sample, split) {
+        (None, Split::Auto) => range_plan(snap, &snap_schema, &files, &schema, spec, partition_rows),
+        _ => None,
+    };
+    if let Some(ranges) = ranges {
+        let by_range = RangeCheck {
+            spec,
+            extra: &extra,
+            snap,
+            snap_schema: &snap_schema,
+            table,
+            files: &files,
+            schema: &schema,
+            deletes: &deletes,
+        };
+        match by_range
+            .run(ranges, events, spill_dir, max_part_events(partition_rows))
+            .await?
+        {
+            Ok(report) => return Ok(report),
+            // A part's events too many to hold: split by key hash, the events read back.
+            Err(spilled) => events = spilled_events(spilled),
+        }
     }
     let todo: Vec<usize> = match &sample {
         Some(s) => s.partitions.clone(),
@@ -334,6 +412,7 @@ pub async fn validate_keys(
         format_version: FORMAT_VERSION,
         ok: true,
         partitions: parts as u64,
+        split: "key_hash".into(),
         ..Default::default()
     };
     for (_, r) in reports {
@@ -341,6 +420,146 @@ pub async fn validate_keys(
     }
     total.sample = sample;
     Ok(total)
+}
+
+/// The split by key range of `snap`'s files and the table's `files`, when their manifests allow
+/// it and it has more than one part (see [`super::validate_ranges`]).
+fn range_plan(
+    snap: &TrustedSnapshot,
+    snap_schema: &arrow_schema::SchemaRef,
+    files: &[iceberg::spec::DataFile],
+    schema: &arrow_schema::SchemaRef,
+    spec: &CompiledSpec,
+    partition_rows: u64,
+) -> Option<Parts> {
+    let key_id = |s: &arrow_schema::SchemaRef| {
+        s.field_with_name(&spec.spec.key_column)
+            .ok()
+            .and_then(crate::table::files::field_id)
+    };
+    let bounded = |f: &iceberg::spec::DataFile, id: i32| {
+        crate::table::read::key_bounds(f, id).map(|(lo, hi)| Bounded {
+            lo,
+            hi,
+            rows: f.record_count(),
+        })
+    };
+    let (snap_id, table_id) = (key_id(snap_schema)?, key_id(schema)?);
+    let snap_files: Vec<Option<Bounded>> = snap.data_entries.iter().map(|f| bounded(f, snap_id)).collect();
+    let table_files: Vec<Option<Bounded>> = files.iter().map(|f| bounded(f, table_id)).collect();
+    let rows = partition_rows.max(1);
+    super::validate_ranges::plan(&snap_files, &table_files, rows * RANGE_TARGET, rows * RANGE_MAX)
+        .filter(|p| p.len() > 1)
+}
+
+/// What the split by key range reads: both sides' files and schemas.
+struct RangeCheck<'a> {
+    spec: &'a CompiledSpec,
+    extra: &'a Extra,
+    snap: &'a TrustedSnapshot,
+    snap_schema: &'a arrow_schema::SchemaRef,
+    table: &'a Table,
+    files: &'a [iceberg::spec::DataFile],
+    schema: &'a arrow_schema::SchemaRef,
+    deletes: &'a crate::table::files::Deletes,
+}
+
+impl RangeCheck<'_> {
+    /// Spills the events by part, then reads, folds and compares [`PARTITIONS_AT_ONCE`] parts at
+    /// a time, each part's rows straight from its files. `Err(spilled)` when a part has more than
+    /// `max_events` events: the caller splits by key hash instead, with the spilled events.
+    async fn run(
+        &self,
+        ranges: Parts,
+        mut events: EventStream<'_>,
+        spill_dir: &std::path::Path,
+        max_events: u64,
+    ) -> Result<Result<ValidationReport, std::sync::Arc<Spilled>>, RecoverError> {
+        let dir = spill_dir.join("events-by-key-range");
+        let io_err = |e: std::io::Error| RecoverError::Validation {
+            message: format!("validation spill under {}: {e}", dir.display()),
+        };
+        let spill = Spill::create_ranged(&dir, ranges.lower_keys()).map_err(io_err)?;
+        while let Some(batches) = events.next().await {
+            spill.write(self.spec, Side::Events, &batches?).map_err(io_err)?;
+        }
+        let spilled = std::sync::Arc::new(spill.finish().map_err(io_err)?);
+        if (0..ranges.len()).any(|p| spilled.rows(Side::Events, p) > max_events) {
+            return Ok(Err(spilled));
+        }
+        let ranges = std::sync::Arc::new(ranges);
+        let died = |e: tokio::task::JoinError| RecoverError::Validation {
+            message: format!("a validation task failed: {e}"),
+        };
+        let mut checks = futures::stream::iter(0..ranges.len())
+            .map(|p| {
+                let part = &ranges.0[p];
+                let snap_paths: Vec<String> = part.snapshot.iter().map(|&i| self.snap.data_files[i].clone()).collect();
+                let table_files: Vec<iceberg::spec::DataFile> =
+                    part.table.iter().map(|&i| self.files[i].clone()).collect();
+                let (io, name, snap_schema, snap_deletes) = (
+                    self.snap.file_io.clone(),
+                    self.snap.metadata_location.clone(),
+                    self.snap_schema.clone(),
+                    self.snap.deletes.clone(),
+                );
+                let (table, schema, deletes) = (self.table.clone(), self.schema.clone(), self.deletes.clone());
+                let (spec, extra, ranges, spilled) =
+                    (self.spec.clone(), self.extra.clone(), ranges.clone(), spilled.clone());
+                tokio::spawn(async move {
+                    let key = &spec.spec.key_column;
+                    let mut seed = Vec::new();
+                    for path in &snap_paths {
+                        let batches =
+                            read_paths(&io, &name, &[path.as_str()], &snap_schema, None, &snap_deletes).await?;
+                        for b in &batches {
+                            ranges.check_batch(p, b, key, path)?;
+                        }
+                        seed.extend(batches);
+                    }
+                    let mut found = Vec::new();
+                    for file in &table_files {
+                        let batches = read_files(&table, &[file], &schema, None, &deletes).await?;
+                        for b in &batches {
+                            ranges.check_batch(p, b, key, file.file_path())?;
+                        }
+                        found.extend(batches);
+                    }
+                    let evs = spilled.read(Side::Events, p).map_err(|e| RecoverError::Validation {
+                        message: format!("validation spill, key range {p}: {e}"),
+                    })?;
+                    tokio::task::spawn_blocking(move || columnar::check(&spec, &extra, &seed, &evs, &found))
+                        .await
+                        .map_err(|e| RecoverError::Validation {
+                            message: format!("a validation worker panicked: {e}"),
+                        })?
+                })
+            })
+            .buffered(PARTITIONS_AT_ONCE);
+        let mut total = ValidationReport {
+            format_version: FORMAT_VERSION,
+            ok: true,
+            partitions: ranges.len() as u64,
+            split: "key_range".into(),
+            ..Default::default()
+        };
+        while let Some(r) = checks.next().await {
+            total.add(r.map_err(died)??);
+        }
+        Ok(Ok(total))
+    }
+}
+
+/// The events a ranged spill holds, range after range, as an event stream.
+fn spilled_events(spilled: std::sync::Arc<Spilled>) -> EventStream<'static> {
+    let parts = spilled.parts();
+    futures::stream::iter(0..parts)
+        .map(move |p| {
+            spilled.read(Side::Events, p).map_err(|e| RecoverError::Validation {
+                message: format!("validation spill, key range {p}: {e}"),
+            })
+        })
+        .boxed()
 }
 
 fn validate_partition(

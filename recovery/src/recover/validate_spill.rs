@@ -1,6 +1,8 @@
 //! The partitioned validation's spill ([`super::validate`]): the snapshot's rows, the table's rows
 //! and the range's events, split by a fixed hash of the key into partitions, each partition of
 //! each side one Arrow IPC file under the spill folder (removed when dropped, also on error).
+//! The split by key range ([`super::validate_ranges`]) spills only the events, routed by the
+//! parts' lower keys ([`Spill::create_ranged`]).
 //!
 //! Coalesced: every input batch is grouped by partition with one `take` (rows ordered by
 //! partition: `table::read::group_rows`) and cut into zero-copy slices; the slices wait until
@@ -38,6 +40,7 @@ pub(super) struct Spill {
     parts: usize,
     /// The partitions whose rows are kept (all but a sample's are dropped).
     keep: Vec<bool>,
+    route: Route,
     buffer_bytes: usize,
     state: Mutex<State>,
 }
@@ -48,12 +51,24 @@ struct State {
     pending: Vec<Vec<RecordBatch>>,
     /// Memory of the grouped input batches the pending slices point into.
     pending_bytes: usize,
+    /// Per side and partition: rows spilled.
+    rows: Vec<u64>,
 }
 
 /// The written spill files.
 pub(super) struct Spilled {
     dir: SpillDir,
     parts: usize,
+    rows: Vec<u64>,
+}
+
+/// How a key is given its partition.
+#[derive(Clone)]
+pub(super) enum Route {
+    /// A fixed hash of the key, modulo the partitions.
+    Hash,
+    /// Each partition's lower key, in key order ([`super::validate_ranges::Parts::part_of`]).
+    Ranges(std::sync::Arc<Vec<crate::reference::Cell>>),
 }
 
 /// Groups input batches by partition for a [`Spill`] (cheap to clone into a task).
@@ -62,6 +77,7 @@ pub(super) struct Grouper {
     spec: std::sync::Arc<CompiledSpec>,
     parts: usize,
     keep: std::sync::Arc<Vec<bool>>,
+    route: Route,
 }
 
 /// An input batch's kept rows ordered by partition, and each partition's range in it.
@@ -75,7 +91,7 @@ impl Grouper {
         batches
             .iter()
             .map(|b| {
-                let (batch, ranges) = group(&self.spec, b, self.parts, &self.keep)?;
+                let (batch, ranges) = group(&self.spec, b, self.parts, &self.keep, &self.route)?;
                 Ok(Grouped { batch, ranges })
             })
             .collect()
@@ -105,20 +121,36 @@ impl SpillDir {
 impl Spill {
     /// A spill of `parts` partitions under `dir` (created; the caller names it in errors).
     pub(super) fn create(dir: &Path, parts: usize, keep: Vec<bool>) -> std::io::Result<Spill> {
-        Self::with_buffer(dir, parts, keep, BUFFER_BYTES)
+        Self::with_buffer(dir, parts, keep, BUFFER_BYTES, Route::Hash)
     }
 
-    fn with_buffer(dir: &Path, parts: usize, keep: Vec<bool>, buffer_bytes: usize) -> std::io::Result<Spill> {
+    /// A spill whose partitions are key ranges: partition `i` from `lower_keys[i]` (the first
+    /// from every key below) up to the next one.
+    pub(super) fn create_ranged(dir: &Path, lower_keys: Vec<crate::reference::Cell>) -> std::io::Result<Spill> {
+        let parts = lower_keys.len().max(1);
+        let route = Route::Ranges(std::sync::Arc::new(lower_keys));
+        Self::with_buffer(dir, parts, vec![true; parts], BUFFER_BYTES, route)
+    }
+
+    fn with_buffer(
+        dir: &Path,
+        parts: usize,
+        keep: Vec<bool>,
+        buffer_bytes: usize,
+        route: Route,
+    ) -> std::io::Result<Spill> {
         std::fs::create_dir_all(dir)?;
         Ok(Spill {
             dir: SpillDir(dir.to_path_buf()),
             parts,
             keep,
+            route,
             buffer_bytes,
             state: Mutex::new(State {
                 writers: (0..3 * parts).map(|_| None).collect(),
                 pending: vec![Vec::new(); 3 * parts],
                 pending_bytes: 0,
+                rows: vec![0; 3 * parts],
             }),
         })
     }
@@ -137,6 +169,7 @@ impl Spill {
             spec: std::sync::Arc::new(spec.clone()),
             parts: self.parts,
             keep: std::sync::Arc::new(self.keep.clone()),
+            route: self.route.clone(),
         }
     }
 
@@ -148,6 +181,7 @@ impl Spill {
             st.pending_bytes += batch.get_array_memory_size();
             for (p, start, len) in ranges {
                 st.pending[side as usize * self.parts + p].push(batch.slice(start, len));
+                st.rows[side as usize * self.parts + p] += len as u64;
             }
             if st.pending_bytes >= self.buffer_bytes {
                 flush(&self.dir, self.parts, &mut st)?;
@@ -165,6 +199,7 @@ impl Spill {
         Ok(Spilled {
             dir: self.dir,
             parts: self.parts,
+            rows: st.rows,
         })
     }
 }
@@ -192,6 +227,15 @@ fn flush(dir: &SpillDir, parts: usize, st: &mut State) -> std::io::Result<()> {
 }
 
 impl Spilled {
+    pub(super) fn parts(&self) -> usize {
+        self.parts
+    }
+
+    /// Rows spilled to partition `p` of `side`.
+    pub(super) fn rows(&self, side: Side, p: usize) -> u64 {
+        self.rows[side as usize * self.parts + p]
+    }
+
     pub(super) fn read(&self, side: Side, p: usize) -> std::io::Result<Vec<RecordBatch>> {
         debug_assert!(p < self.parts);
         let path = self.dir.file(side, p);
@@ -206,13 +250,15 @@ impl Spilled {
 /// A partition's rows in a grouped batch: `(partition, first row, rows)`.
 type Range = crate::table::read::GroupRange;
 
-/// The kept rows of `batch` ordered by the partition of their key's hash (a fixed hash, the
-/// same in every run), and each partition's `(partition, first row, rows)` in that batch.
+/// The kept rows of `batch` ordered by the partition of their key (by `route`: a fixed hash,
+/// the same in every run, or key ranges), and each partition's `(partition, first row, rows)` in
+/// that batch.
 fn group(
     spec: &CompiledSpec,
     batch: &RecordBatch,
     parts: usize,
     keep: &[bool],
+    route: &Route,
 ) -> std::io::Result<(RecordBatch, Vec<Range>)> {
     use std::hash::{Hash, Hasher};
     let schema = batch.schema();
@@ -222,6 +268,14 @@ fn group(
             .map_err(|e| std::io::Error::other(e.to_string()))?,
     );
     let strings = key.as_any().downcast_ref::<StringArray>();
+    if let Route::Ranges(lower_keys) = route {
+        let key_type = spec.types[spec.key_index];
+        let part_of = |r: usize| {
+            let k = crate::reference::cell(key.as_ref(), key_type, r);
+            Some(super::validate_ranges::Parts::part_of(lower_keys, &k))
+        };
+        return crate::table::read::group_rows(batch, parts, part_of).map_err(std::io::Error::other);
+    }
     let part_of = |r: usize| {
         let mut h = std::hash::DefaultHasher::new();
         match strings {
@@ -273,7 +327,7 @@ mod tests {
         let spec = CompiledSpec::orders();
         let dir = tempfile::tempdir().unwrap();
         let parts = 8;
-        let spill = Spill::with_buffer(&dir.path().join("s"), parts, vec![true; parts], 1 << 30).unwrap();
+        let spill = Spill::with_buffer(&dir.path().join("s"), parts, vec![true; parts], 1 << 30, Route::Hash).unwrap();
         let inputs: Vec<RecordBatch> = (0..40).map(|i| batch(&spec, i * 100, 100)).collect();
         spill.write(&spec, Side::Snapshot, &inputs).unwrap();
         spill.write(&spec, Side::Events, &inputs[..3]).unwrap();
@@ -283,7 +337,7 @@ mod tests {
             let got = spilled.read(Side::Snapshot, p).unwrap();
             assert!(got.len() <= 1, "partition {p}: {} IPC batches for one flush", got.len());
             for n in numbers(&got) {
-                let (_, ranges) = group(&spec, &batch(&spec, n, 1), parts, &vec![true; parts]).unwrap();
+                let (_, ranges) = group(&spec, &batch(&spec, n, 1), parts, &vec![true; parts], &Route::Hash).unwrap();
                 assert_eq!(ranges[0].0, p, "row {n} spilled to partition {p}");
             }
             all.extend(numbers(&got));
@@ -295,6 +349,40 @@ mod tests {
         assert_eq!(all, (0..4000).collect::<Vec<_>>());
     }
 
+    /// A ranged spill puts each key in the range that holds it (compared as strings here:
+    /// "order-10" sorts before "order-3") and counts the rows of each range.
+    #[test]
+    fn a_ranged_spill_routes_each_key_to_its_range_and_counts_its_rows() {
+        use crate::reference::Cell;
+        let spec = CompiledSpec::orders();
+        let dir = tempfile::tempdir().unwrap();
+        let lows = ["order-1", "order-3", "order-6"].map(|k| Cell::Str(k.into())).to_vec();
+        let spill = Spill::create_ranged(&dir.path().join("r"), lows).unwrap();
+        spill
+            .write(&spec, Side::Events, &[batch(&spec, 0, 60), batch(&spec, 60, 40)])
+            .unwrap();
+        let spilled = spill.finish().unwrap();
+        let mut total = 0;
+        for p in 0..3 {
+            let got = numbers(&spilled.read(Side::Events, p).unwrap());
+            assert_eq!(got.len() as u64, spilled.rows(Side::Events, p), "range {p}");
+            for n in &got {
+                let k = format!("order-{n}");
+                let want = if k.as_str() < "order-3" {
+                    0
+                } else if k.as_str() < "order-6" {
+                    1
+                } else {
+                    2
+                };
+                assert_eq!(p, want, "{k}");
+            }
+            total += got.len();
+        }
+        assert_eq!(total, 100);
+        assert!(spilled.rows(Side::Events, 0) > 0 && spilled.rows(Side::Table, 0) == 0);
+    }
+
     /// A small buffer flushes as it goes (memory bounded), a sample keeps only its partitions,
     /// and the rows are the same.
     #[test]
@@ -303,7 +391,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let parts = 4;
         let keep = vec![true, false, true, false];
-        let spill = Spill::with_buffer(&dir.path().join("s"), parts, keep.clone(), 1).unwrap();
+        let spill = Spill::with_buffer(&dir.path().join("s"), parts, keep.clone(), 1, Route::Hash).unwrap();
         let inputs: Vec<RecordBatch> = (0..10).map(|i| batch(&spec, i * 50, 50)).collect();
         spill.write(&spec, Side::Table, &inputs).unwrap();
         let spilled = spill.finish().unwrap();
@@ -313,7 +401,7 @@ mod tests {
             assert_eq!(!got.is_empty(), *kept, "partition {p}");
             all.extend(numbers(&got));
         }
-        let (_, ranges) = group(&spec, &batch(&spec, 0, 500), parts, &keep).unwrap();
+        let (_, ranges) = group(&spec, &batch(&spec, 0, 500), parts, &keep, &Route::Hash).unwrap();
         assert_eq!(all.len(), ranges.iter().map(|r| r.2).sum::<usize>());
         assert!(ranges.iter().all(|r| keep[r.0]));
     }
