@@ -121,6 +121,18 @@ pub struct DistributedCheck {
 }
 
 impl ValidationReport {
+    /// The empty verdict of a check split `split` into `parts` partitions, which [`Self::add`]
+    /// sums their verdicts into.
+    fn split_into(parts: usize, split: &str) -> ValidationReport {
+        ValidationReport {
+            format_version: FORMAT_VERSION,
+            ok: true,
+            partitions: parts as u64,
+            split: split.into(),
+            ..Default::default()
+        }
+    }
+
     /// Adds another partition's verdict (counts summed, mismatches listed up to the limit).
     fn add(&mut self, r: ValidationReport) {
         self.keys_expected += r.keys_expected;
@@ -408,13 +420,7 @@ pub async fn validate_keys(
         reports.extend(r?);
     }
     reports.sort_by_key(|(p, _)| *p);
-    let mut total = ValidationReport {
-        format_version: FORMAT_VERSION,
-        ok: true,
-        partitions: parts as u64,
-        split: "key_hash".into(),
-        ..Default::default()
-    };
+    let mut total = ValidationReport::split_into(parts, "key_hash");
     for (_, r) in reports {
         total.add(r);
     }
@@ -525,9 +531,7 @@ impl RangeCheck<'_> {
                         }
                         found.extend(batches);
                     }
-                    let evs = spilled.read(Side::Events, p).map_err(|e| RecoverError::Validation {
-                        message: format!("validation spill, key range {p}: {e}"),
-                    })?;
+                    let evs = ranged_events(&spilled, p)?;
                     tokio::task::spawn_blocking(move || columnar::check(&spec, &extra, &seed, &evs, &found))
                         .await
                         .map_err(|e| RecoverError::Validation {
@@ -536,13 +540,7 @@ impl RangeCheck<'_> {
                 })
             })
             .buffered(PARTITIONS_AT_ONCE);
-        let mut total = ValidationReport {
-            format_version: FORMAT_VERSION,
-            ok: true,
-            partitions: ranges.len() as u64,
-            split: "key_range".into(),
-            ..Default::default()
-        };
+        let mut total = ValidationReport::split_into(ranges.len(), "key_range");
         while let Some(r) = checks.next().await {
             total.add(r.map_err(died)??);
         }
@@ -550,15 +548,18 @@ impl RangeCheck<'_> {
     }
 }
 
+/// The events of key range `p` in a ranged spill.
+fn ranged_events(spilled: &Spilled, p: usize) -> Result<Vec<arrow::array::RecordBatch>, RecoverError> {
+    spilled.read(Side::Events, p).map_err(|e| RecoverError::Validation {
+        message: format!("validation spill, key range {p}: {e}"),
+    })
+}
+
 /// The events a ranged spill holds, range after range, as an event stream.
 fn spilled_events(spilled: std::sync::Arc<Spilled>) -> EventStream<'static> {
     let parts = spilled.parts();
     futures::stream::iter(0..parts)
-        .map(move |p| {
-            spilled.read(Side::Events, p).map_err(|e| RecoverError::Validation {
-                message: format!("validation spill, key range {p}: {e}"),
-            })
-        })
+        .map(move |p| ranged_events(&spilled, p))
         .boxed()
 }
 

@@ -139,7 +139,7 @@ impl Parts {
                 "data file {file} holds a row whose key ({key_column}) is null"
             )));
         }
-        let Some((min, max)) = min_max(key.as_ref()) else {
+        let Some((min, max)) = min_max(key.as_ref()).map_err(|e| invalid(format!("data file {file}: {e}")))? else {
             return Ok(()); // no rows
         };
         let below = p > 0 && min < self.0[p].lo;
@@ -160,51 +160,37 @@ impl Parts {
     }
 }
 
-/// The lowest and highest key of a non-null key column, as cells.
-fn min_max(key: &dyn Array) -> Option<(Cell, Cell)> {
+/// The lowest and highest key of a non-null key column, as cells (`Ok(None)`: no rows); an
+/// error for a key type the split cannot compare (the plan only takes string and integer bounds).
+fn min_max(key: &dyn Array) -> Result<Option<(Cell, Cell)>, String> {
     if key.is_empty() {
-        return None;
+        return Ok(None);
     }
-    match key.data_type() {
-        DataType::Utf8 => {
-            let a = key.as_string::<i32>();
-            let min = arrow::compute::min_string(a)?;
-            let max = arrow::compute::max_string(a)?;
-            Some((Cell::Str(min.to_string()), Cell::Str(max.to_string())))
-        }
-        DataType::LargeUtf8 => {
-            let a = key.as_string::<i64>();
-            let min = arrow::compute::min_string(a)?;
-            let max = arrow::compute::max_string(a)?;
-            Some((Cell::Str(min.to_string()), Cell::Str(max.to_string())))
-        }
+    let str_pair =
+        |min: Option<&str>, max: Option<&str>| min.zip(max).map(|(a, b)| (Cell::Str(a.into()), Cell::Str(b.into())));
+    Ok(match key.data_type() {
+        DataType::Utf8 => str_pair(
+            arrow::compute::min_string(key.as_string::<i32>()),
+            arrow::compute::max_string(key.as_string::<i32>()),
+        ),
+        DataType::LargeUtf8 => str_pair(
+            arrow::compute::min_string(key.as_string::<i64>()),
+            arrow::compute::max_string(key.as_string::<i64>()),
+        ),
         DataType::Int64 => {
             let a = key.as_primitive::<Int64Type>();
-            Some((Cell::Long(arrow::compute::min(a)?), Cell::Long(arrow::compute::max(a)?)))
+            arrow::compute::min(a)
+                .zip(arrow::compute::max(a))
+                .map(|(a, b)| (Cell::Long(a), Cell::Long(b)))
         }
         DataType::Int32 => {
             let a = key.as_primitive::<Int32Type>();
-            Some((Cell::Int(arrow::compute::min(a)?), Cell::Int(arrow::compute::max(a)?)))
+            arrow::compute::min(a)
+                .zip(arrow::compute::max(a))
+                .map(|(a, b)| (Cell::Int(a), Cell::Int(b)))
         }
-        _ => {
-            // Any other type the key may be read as: compared cell by cell.
-            let t = match key.data_type() {
-                DataType::Utf8View => tidemark_journal::spec::ColumnType::String,
-                _ => return None,
-            };
-            let cells = (0..key.len()).map(|r| crate::reference::cell(key, t, r));
-            let (mut min, mut max) = (None::<Cell>, None::<Cell>);
-            for c in cells {
-                if min.as_ref().is_none_or(|m| c < *m) {
-                    min = Some(c.clone());
-                }
-                if max.as_ref().is_none_or(|m| c > *m) {
-                    max = Some(c);
-                }
-            }
-            Some((min?, max?))
-        }
-    }
+        other => return Err(format!("a key column of type {other} cannot be split by key range")),
+    })
 }
 
 #[cfg(test)]
@@ -350,5 +336,17 @@ mod tests {
                 .to_string()
                 .contains("key 12")
         );
+        // A key type the split cannot compare is an error, never a pass.
+        let floats = RecordBatch::try_new(
+            Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+                "id",
+                DataType::Float64,
+                false,
+            )])),
+            vec![Arc::new(arrow::array::Float64Array::from(vec![1.0]))],
+        )
+        .unwrap();
+        let e = longs.check_batch(0, &floats, "id", "f9").unwrap_err().to_string();
+        assert!(e.contains("f9") && e.contains("Float64"), "{e}");
     }
 }
