@@ -55,6 +55,10 @@ use tidemark_recovery::table::{self, arrow_schema, live_data_files};
 
 const TABLE: &str = "bench.orders";
 
+/// The `tidemark` binary's allocator, so that the suite measures what users run.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "suite/apply.rs"]
 mod apply_runs;
 

@@ -8,6 +8,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use tidemark_recovery::exit;
 
+/// mimalloc rather than glibc's malloc: glibc's per-thread arenas held the memory one step freed
+/// while the next step's threads allocated anew (docs/performance.md, "the allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Counts the table-file client's retries for `s3_requests`; prints nothing.
     tidemark_recovery::catalog::counted_io::install_retry_counter();

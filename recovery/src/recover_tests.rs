@@ -521,11 +521,11 @@ async fn validation_names_an_injected_wrong_row() {
     assert_eq!(report.validation.first_mismatches[0].key, "F07");
     assert_eq!(report.validation.first_mismatches[0].kind, "missing");
 
-    // The same verdict when validation partitions (3 rows a partition), by key range (the
+    // The same verdict when validation partitions (6 rows a partition), by key range (the
     // files' bounds) and by key hash (every row spilled).
     for (split, name) in [(Split::Auto, "key_range"), (Split::KeyHash, "key_hash")] {
         let partitioned = RecoverOptions {
-            partition_rows: Some(3),
+            partition_rows: Some(6),
             validation_split: split,
             ..opts.clone()
         };
@@ -567,7 +567,7 @@ async fn a_part_with_too_many_events_falls_back_to_the_key_hash_split_with_every
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let opts = RecoverOptions {
-        partition_rows: Some(3),
+        partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_crowded", None)
     };
     let (ranged, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(33), &mut |_| {})
@@ -599,6 +599,63 @@ async fn a_part_with_too_many_events_falls_back_to_the_key_hash_split_with_every
     );
 }
 
+/// The key-range parts checked at the same time hold a bounded number of rows: with a budget
+/// of one row, every part (each larger than the budget) runs alone, and the verdict, mismatch
+/// included, is the one of the default budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_range_parts_larger_than_the_rows_in_flight_run_alone_with_the_same_verdict() {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    let opts = RecoverOptions {
+        partition_rows: Some(6),
+        ..s.opts(&meta, "shop.orders_budget", None)
+    };
+    recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(40), &mut |_| {})
+        .await
+        .unwrap();
+    delete_rows(
+        &target,
+        "shop.orders_budget",
+        "order_id = 'F07'",
+        &clock(),
+        &SeededIds::new(41),
+    )
+    .await
+    .unwrap();
+    let (free, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(42), &mut |_| {})
+        .await
+        .unwrap();
+    let (tight, _) = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        crate::recover::validate::ROWS_IN_FLIGHT.scope(
+            1,
+            recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(43), &mut |_| {}),
+        ),
+    )
+    .await
+    .expect("a part larger than the budget must not wait for ever")
+    .unwrap();
+    assert_eq!(
+        (free.validation.split.as_str(), tight.validation.split.as_str()),
+        ("key_range", "key_range")
+    );
+    assert!(tight.validation.partitions > 1);
+    assert!(!tight.validation.ok);
+    assert_eq!(tight.validation.missing, 1);
+    let verdict = |v: &crate::recover::validate::ValidationReport| {
+        (
+            v.keys_expected,
+            v.rows_found,
+            v.missing,
+            v.extra,
+            v.partitions,
+            v.first_mismatches.clone(),
+        )
+    };
+    assert_eq!(verdict(&tight.validation), verdict(&free.validation));
+}
+
 /// The split by key range plans its parts from the manifests' key bounds but does not trust
 /// them: a data file holding keys outside the bounds its manifest records (here the table's
 /// lowest file, described with the highest file's bounds) stops the validation, naming the file
@@ -610,7 +667,7 @@ async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_valida
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let opts = RecoverOptions {
-        partition_rows: Some(3),
+        partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_bounds", None)
     };
     let (report, table) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(30), &mut |_| {})

@@ -172,7 +172,10 @@ const PARTITIONS_AT_ONCE: usize = 2;
 
 /// The split by key range ([`super::validate_ranges`]): a part's size aimed at, and the largest
 /// run of overlapping files (or a part's events) it takes, in multiples of the partition rows;
-/// a larger run makes the validation split by key hash.
+/// a larger run makes the validation split by key hash. A part counts both sides' rows (a
+/// key-hash partition about the partition rows of each side), so a part of the target size holds
+/// about two key-hash partitions' rows; the parts in flight hold at most `RANGE_MAX` partitions'
+/// rows ([`rows_in_flight`]).
 const RANGE_TARGET: u64 = 4;
 const RANGE_MAX: u64 = 12;
 
@@ -183,10 +186,29 @@ tokio::task_local! {
     pub(crate) static MAX_PART_EVENTS: u64;
 }
 
+#[cfg(test)]
+tokio::task_local! {
+    /// Tests: the rows the key-range parts checked at the same time may hold (instead of
+    /// `RANGE_MAX` partitions' rows), for validations within its scope.
+    pub(crate) static ROWS_IN_FLIGHT: u64;
+}
+
 /// The events a key-range part may hold before the validation splits by key hash instead.
 fn max_part_events(partition_rows: u64) -> u64 {
     #[cfg(test)]
     if let Ok(n) = MAX_PART_EVENTS.try_with(|n| *n) {
+        return n;
+    }
+    partition_rows.max(1) * RANGE_MAX
+}
+
+/// The rows (both sides' and the events) of the key-range parts held at the same time: the
+/// largest part allowed. Parts of the target size run [`PARTITIONS_AT_ONCE`] at a time; a part
+/// larger than half the budget waits until it can run alone, so a plan of large parts (files
+/// that overlap much, up to `RANGE_MAX` partitions' rows a run) holds no more than one of them.
+fn rows_in_flight(partition_rows: u64) -> u64 {
+    #[cfg(test)]
+    if let Ok(n) = ROWS_IN_FLIGHT.try_with(|n| *n) {
         return n;
     }
     partition_rows.max(1) * RANGE_MAX
@@ -322,7 +344,13 @@ pub async fn validate_keys(
             deletes: &deletes,
         };
         match by_range
-            .run(ranges, events, spill_dir, max_part_events(partition_rows))
+            .run(
+                ranges,
+                events,
+                spill_dir,
+                max_part_events(partition_rows),
+                rows_in_flight(partition_rows),
+            )
             .await?
         {
             Ok(report) => return Ok(report),
@@ -471,15 +499,18 @@ struct RangeCheck<'a> {
 }
 
 impl RangeCheck<'_> {
-    /// Spills the events by part, then reads, folds and compares [`PARTITIONS_AT_ONCE`] parts at
-    /// a time, each part's rows straight from its files. `Err(spilled)` when a part has more than
-    /// `max_events` events: the caller splits by key hash instead, with the spilled events.
+    /// Spills the events by part, then reads, folds and compares up to [`PARTITIONS_AT_ONCE`]
+    /// parts at a time, each part's rows straight from its files, while the parts in flight hold
+    /// at most `max_rows_in_flight` rows (a larger part runs alone). `Err(spilled)` when a part
+    /// has more than `max_events` events: the caller splits by key hash instead, with the
+    /// spilled events.
     async fn run(
         &self,
         ranges: Parts,
         mut events: EventStream<'_>,
         spill_dir: &std::path::Path,
         max_events: u64,
+        max_rows_in_flight: u64,
     ) -> Result<Result<ValidationReport, std::sync::Arc<Spilled>>, RecoverError> {
         let dir = spill_dir.join("events-by-key-range");
         let io_err = |e: std::io::Error| RecoverError::Validation {
@@ -494,6 +525,9 @@ impl RangeCheck<'_> {
             return Ok(Err(spilled));
         }
         let ranges = std::sync::Arc::new(ranges);
+        // Rows in flight, as permits: a part takes its rows' worth (at most the whole budget).
+        let budget = max_rows_in_flight.clamp(1, u64::from(u32::MAX));
+        let in_flight = std::sync::Arc::new(tokio::sync::Semaphore::new(budget as usize));
         let died = |e: tokio::task::JoinError| RecoverError::Validation {
             message: format!("a validation task failed: {e}"),
         };
@@ -512,7 +546,15 @@ impl RangeCheck<'_> {
                 let (table, schema, deletes) = (self.table.clone(), self.schema.clone(), self.deletes.clone());
                 let (spec, extra, ranges, spilled) =
                     (self.spec.clone(), self.extra.clone(), ranges.clone(), spilled.clone());
+                let weight = (part.rows + spilled.rows(Side::Events, p)).clamp(1, budget) as u32;
+                let in_flight = in_flight.clone();
                 tokio::spawn(async move {
+                    let _held = in_flight
+                        .acquire_many_owned(weight)
+                        .await
+                        .map_err(|e| RecoverError::Validation {
+                            message: format!("validation, key range {p}: {e}"),
+                        })?;
                     let key = &spec.spec.key_column;
                     let mut seed = Vec::new();
                     for path in &snap_paths {
