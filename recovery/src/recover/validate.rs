@@ -193,13 +193,18 @@ tokio::task_local! {
     pub(crate) static ROWS_IN_FLIGHT: u64;
 }
 
+/// The rows of the largest key-range part allowed: `RANGE_MAX` partitions' rows.
+fn largest_part(partition_rows: u64) -> u64 {
+    partition_rows.max(1) * RANGE_MAX
+}
+
 /// The events a key-range part may hold before the validation splits by key hash instead.
 fn max_part_events(partition_rows: u64) -> u64 {
     #[cfg(test)]
     if let Ok(n) = MAX_PART_EVENTS.try_with(|n| *n) {
         return n;
     }
-    partition_rows.max(1) * RANGE_MAX
+    largest_part(partition_rows)
 }
 
 /// The rows (both sides' and the events) of the key-range parts held at the same time: the
@@ -211,7 +216,7 @@ fn rows_in_flight(partition_rows: u64) -> u64 {
     if let Ok(n) = ROWS_IN_FLIGHT.try_with(|n| *n) {
         return n;
     }
-    partition_rows.max(1) * RANGE_MAX
+    largest_part(partition_rows)
 }
 
 /// How the validation splits the keys when they do not fit one partition.
@@ -481,8 +486,8 @@ fn range_plan(
     let (snap_id, table_id) = (key_id(snap_schema)?, key_id(schema)?);
     let snap_files: Vec<Option<Bounded>> = snap.data_entries.iter().map(|f| bounded(f, snap_id)).collect();
     let table_files: Vec<Option<Bounded>> = files.iter().map(|f| bounded(f, table_id)).collect();
-    let rows = partition_rows.max(1);
-    super::validate_ranges::plan(&snap_files, &table_files, rows * RANGE_TARGET, rows * RANGE_MAX)
+    let target = partition_rows.max(1) * RANGE_TARGET;
+    super::validate_ranges::plan(&snap_files, &table_files, target, largest_part(partition_rows))
         .filter(|p| p.len() > 1)
 }
 
