@@ -63,6 +63,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod apply_runs;
 
 fn main() {
+    // As the `tidemark` binary's commands that end (tidemark_recovery::allocator).
+    tidemark_recovery::allocator::configure(tidemark_recovery::allocator::Process::OneShot);
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     if args.first().map(String::as_str) == Some("__step") {
         let out = runtime().block_on(step(&args[1], Path::new(&args[2]), &args[3..]));

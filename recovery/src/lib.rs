@@ -1,6 +1,7 @@
 //! tidemark's recovery side: Iceberg table work, DataFusion replay, reference validation, DR
 //! tools, and the `tidemark` command line (in `cli`).
 
+pub mod allocator;
 pub mod apply;
 pub(crate) mod apply_chunks;
 #[cfg(test)]

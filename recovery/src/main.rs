@@ -9,7 +9,8 @@ use clap::Parser;
 use tidemark_recovery::exit;
 
 /// mimalloc rather than glibc's malloc: glibc's per-thread arenas held the memory one step freed
-/// while the next step's threads allocated anew (docs/performance.md, "the allocator").
+/// while the next step's threads allocated anew (docs/performance.md, "the allocator"); its purge
+/// delay is set in `main` (`tidemark_recovery::allocator`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -24,6 +25,9 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Freed memory kept for reuse by a command that ends, given back by a service
+    // (tidemark_recovery::allocator).
+    tidemark_recovery::allocator::configure(args.process());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

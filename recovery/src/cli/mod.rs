@@ -22,6 +22,25 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Whether the command runs until stopped (the warm follower without `--once` or
+    /// `--max-cycles`, a Ballista scheduler or executor) or ends when its work is done; the
+    /// allocator's settings follow it (`tidemark_recovery::allocator`).
+    pub fn process(&self) -> tidemark_recovery::allocator::Process {
+        use tidemark_recovery::allocator::Process;
+        match &self.command {
+            #[cfg(feature = "ballista-engine")]
+            Command::Ballista(_) => Process::Service,
+            Command::Replica(dr::ReplicaCommand::Warm(replica::WarmCommand::Follow {
+                once: false,
+                max_cycles: None,
+                ..
+            })) => Process::Service,
+            _ => Process::OneShot,
+        }
+    }
+}
+
 /// Options every command takes.
 #[derive(Debug, Clone, Args)]
 pub struct Common {

@@ -1,0 +1,77 @@
+//! The settings of mimalloc, the global allocator of the `tidemark` binary and of the suite (the
+//! library sets no allocator; [`configure`] changes nothing for a process that does not use
+//! mimalloc).
+//!
+//! mimalloc returns ("purges") freed memory to the operating system after a delay, 1 s by
+//! default (mimalloc 3). A recovery frees and allocates large buffers all the time (file reads,
+//! merge inputs, spills): a purged page was soon asked for again, and every new page is a page
+//! fault the kernel zeroes first (`clear_page_erms` was 15% of a 10M + 1M recovery's profile,
+//! 380,000 minor faults, 5–7 s of system time; docs/performance.md, "the allocator's purge
+//! delay"). A command that ends when its work is done ([`Process::OneShot`]: a recovery, an
+//! apply, a drill) therefore never purges: its memory is bounded by its own design (README,
+//! "Memory") and goes back to the system when it exits. A command that runs until stopped
+//! ([`Process::Service`]: `replica follow` without `--once`, the Ballista scheduler and
+//! executors) keeps mimalloc's default, so that an idle service gives back what a busy cycle took.
+
+/// What kind of process is configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    /// Ends when its work is done.
+    OneShot,
+    /// Runs until stopped.
+    Service,
+}
+
+/// The environment variable that overrides the choice (mimalloc's own; `-1`: never purge).
+pub const PURGE_DELAY_ENV: &str = "MIMALLOC_PURGE_DELAY";
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_t` (the Rust bindings name no constant
+/// for it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Never purge (mimalloc's value for it).
+pub const NEVER: i64 = -1;
+
+/// Sets mimalloc's purge delay for `process` (see the module doc) unless [`PURGE_DELAY_ENV`] is
+/// set (mimalloc reads it itself): returns the delay set, in milliseconds, if any.
+pub fn configure(process: Process) -> Option<i64> {
+    configure_unless(process, std::env::var_os(PURGE_DELAY_ENV).is_some())
+}
+
+fn configure_unless(process: Process, set_by_environment: bool) -> Option<i64> {
+    if set_by_environment || process == Process::Service {
+        return None;
+    }
+    // SAFETY: sets one integer option of the C library; mimalloc reads it at each purge.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, NEVER as _) };
+    Some(NEVER)
+}
+
+/// mimalloc's purge delay now, in milliseconds (`-1`: never).
+pub fn purge_delay_ms() -> i64 {
+    // SAFETY: reads one integer option of the C library.
+    i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The option index is mimalloc 3's purge delay: setting it changes what mimalloc reports
+    /// for that option and not for its neighbour in the enumeration (NUMA nodes, which the
+    /// bindings name); a service and a delay the environment sets are left alone.
+    #[test]
+    fn one_shot_processes_never_purge_services_and_the_environment_keep_their_delay() {
+        // SAFETY (every call below): reads or sets one integer option of the C library.
+        let numa = unsafe { libmimalloc_sys::mi_option_get(libmimalloc_sys::mi_option_use_numa_nodes) };
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1234) };
+        assert_eq!(purge_delay_ms(), 1234);
+        assert_eq!(configure_unless(Process::OneShot, true), None);
+        assert_eq!(configure_unless(Process::Service, false), None);
+        assert_eq!(purge_delay_ms(), 1234, "the environment's and a service's delay stay");
+        assert_eq!(configure_unless(Process::OneShot, false), Some(NEVER));
+        assert_eq!(purge_delay_ms(), NEVER);
+        let numa_after = unsafe { libmimalloc_sys::mi_option_get(libmimalloc_sys::mi_option_use_numa_nodes) };
+        assert_eq!(numa, numa_after);
+    }
+}
