@@ -48,6 +48,8 @@ fn configure_unless(process: Process, set_by_environment: bool) -> Option<i64> {
 }
 
 /// mimalloc's purge delay now, in milliseconds (`-1`: never).
+// `c_long` is `i64` here, 32 bits on other targets.
+#[allow(clippy::useless_conversion)]
 pub fn purge_delay_ms() -> i64 {
     // SAFETY: reads one integer option of the C library.
     i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
