@@ -6,7 +6,7 @@
 //! default (mimalloc 3). A recovery frees and allocates large buffers all the time (file reads,
 //! merge inputs, spills): a purged page was soon asked for again, and every new page is a page
 //! fault the kernel zeroes first (`clear_page_erms` was 15% of a 10M + 1M recovery's profile,
-//! 380,000 minor faults, 5–7 s of system time; docs/performance.md, "the allocator's purge
+//! 380,000 minor faults, 5–8 s of system time; docs/performance.md, "the allocator's purge
 //! delay"). A command that ends when its work is done ([`Process::OneShot`]: a recovery, an
 //! apply, a drill) therefore never purges: its memory is bounded by its own design (README,
 //! "Memory") and goes back to the system when it exits. A command that runs until stopped
@@ -47,17 +47,17 @@ fn configure_unless(process: Process, set_by_environment: bool) -> Option<i64> {
     Some(NEVER)
 }
 
-/// mimalloc's purge delay now, in milliseconds (`-1`: never).
-// `c_long` is `i64` here, 32 bits on other targets.
-#[allow(clippy::useless_conversion)]
-pub fn purge_delay_ms() -> i64 {
-    // SAFETY: reads one integer option of the C library.
-    i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// mimalloc's purge delay now, in milliseconds (`-1`: never).
+    // `c_long` is `i64` here, 32 bits on other targets.
+    #[allow(clippy::useless_conversion)]
+    fn purge_delay_ms() -> i64 {
+        // SAFETY: reads one integer option of the C library.
+        i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
+    }
 
     /// The option index is mimalloc 3's purge delay: setting it changes what mimalloc reports
     /// for that option and not for its neighbour in the enumeration (NUMA nodes, which the
