@@ -10,29 +10,42 @@
 # (DataFusion, iceberg with its DataFusion integration and SQLite catalog, Parquet, tokio, clap;
 # no S3, REST, S3 Tables, PostgreSQL), with the lock file of the workspace, same profile.
 #
-#   bash sandbox/coldbuild.sh [--floor] [LABEL]    # figures in ${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}/LABEL.*
+# `--profile P` builds with cargo profile P instead of dev (`drill`: what `sandbox/drill.sh`
+# builds). Other cargo options (e.g. `--no-default-features`) go after `--`.
+#
+#   bash sandbox/coldbuild.sh [--floor] [--profile P] [LABEL] [-- CARGO OPTIONS]
+#   # figures in ${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}/LABEL.*
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=(-p tidemark-recovery --bin tidemark)
 tree=(-p tidemark-recovery)
-if [[ "${1:-}" == "--floor" ]]; then
+extra=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --floor)
+            cp Cargo.lock sandbox/coldbuild-floor/Cargo.lock
+            build=(--manifest-path sandbox/coldbuild-floor/Cargo.toml)
+            tree=(--manifest-path sandbox/coldbuild-floor/Cargo.toml)
+            label="${label:-floor}" ;;
+        --profile) extra+=(--profile "$2"); shift ;;
+        --) shift; extra+=("$@"); break ;;
+        *) label="$1" ;;
+    esac
     shift
-    cp Cargo.lock sandbox/coldbuild-floor/Cargo.lock
-    build=(--manifest-path sandbox/coldbuild-floor/Cargo.toml)
-    tree=(--manifest-path sandbox/coldbuild-floor/Cargo.toml)
-    label="${1:-floor}"
-fi
-label="${label:-${1:-$(git rev-parse --short HEAD 2>/dev/null || echo build)}}"
+done
+label="${label:-$(git rev-parse --short HEAD 2>/dev/null || echo build)}"
 out="${TIDEMARK_COLDBUILD_OUT:-target/coldbuild}"
 mkdir -p "$out"
 tgt="$(mktemp -d -t tidemark-coldbuild.XXXXXX)"
 trap 'rm -rf "$tgt"' EXIT
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 CARGO_TARGET_DIR="$tgt" /usr/bin/time -v -o "$out/$label.time" \
-    cargo build -q "${build[@]}" --timings
+    cargo build -q "${build[@]}" "${extra[@]}" --timings
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 cp "$tgt"/cargo-timings/cargo-timing.html "$out/$label.timings.html"
-packages="$(cargo tree "${tree[@]}" -e normal,build --prefix none |
+features=()
+for o in "${extra[@]}"; do [[ "$o" == --*feature* ]] && features+=("$o"); done
+packages="$(cargo tree "${tree[@]}" "${features[@]}" -e normal,build --prefix none |
     sed -E 's/ \((\*|proc-macro)\)//g' | sort -u | wc -l)"
 wall="$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$out/$label.time")"
 user="$(sed -n 's/.*User time (seconds): //p' "$out/$label.time")"

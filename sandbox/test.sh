@@ -5,8 +5,8 @@
 # credentials), SeaweedFS (S3 and an Iceberg REST catalog; sandbox/seaweedfs.sh), moto's S3
 # Tables control plane (sandbox/s3tables.sh), PyIceberg and PostgreSQL, runs every test of the
 # workspace (with the distributed engine's feature, and a Ballista cluster: sandbox/ballista.sh;
-# TIDEMARK_BALLISTA=0 leaves the cluster out), and stops the servers. Extra arguments go to
-# `cargo test`.
+# TIDEMARK_BALLISTA=0 leaves the cluster out), tests the embedded build of the drill
+# (sandbox/embedded.sh), and stops the servers. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${TIDEMARK_MOTO_PORT:-5999}"
@@ -54,3 +54,8 @@ if [[ "${TIDEMARK_BALLISTA:-1}" != 0 ]]; then
     start sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-50050}"
 fi
 cargo test --workspace "${features[@]}" "$@"
+# The embedded build of the drill (no `remote` feature; sandbox/embedded.sh): its drill and its
+# refusals. A run given test filters or cargo options leaves it out.
+if [[ $# -eq 0 ]]; then
+    bash sandbox/embedded.sh
+fi

@@ -49,6 +49,7 @@ fn store_code(e: &StoreError) -> u8 {
         StoreError::Conflict { .. } => CONFLICT,
         StoreError::AccessDenied { .. } => ACCESS_DENIED,
         StoreError::InvalidUrl { .. } => BAD_INPUT,
+        StoreError::NotBuilt { .. } => CAPABILITY,
         StoreError::Io { .. } | StoreError::Backend { .. } | StoreError::OutcomeUnknown { .. } => FAILURE,
     }
 }
@@ -75,7 +76,7 @@ fn table_code(e: &crate::table::TableError) -> u8 {
     match e {
         T::CommitConflict { .. } | T::CommitNotApplied { .. } => CONFLICT,
         T::CommitUnknown { .. } => OUTCOME_UNKNOWN,
-        T::MissingCapability { .. } => CAPABILITY,
+        T::MissingCapability { .. } | T::NotBuilt { .. } => CAPABILITY,
         T::TableNotFound { .. } => NOT_FOUND,
         T::AccessDenied { .. } => ACCESS_DENIED,
         T::SchemaMismatch { .. }
@@ -207,6 +208,16 @@ fn recover_code(e: &crate::recover::RecoverError) -> u8 {
 
 /// The exit code of an error: the first cause in its chain that has a known kind.
 pub fn code_of(err: &anyhow::Error) -> u8 {
+    // What this build lacks decides, wherever it sits (under an iceberg error, say).
+    if err.chain().any(|c| {
+        matches!(c.downcast_ref::<StoreError>(), Some(StoreError::NotBuilt { .. }))
+            || matches!(
+                c.downcast_ref::<crate::table::TableError>(),
+                Some(crate::table::TableError::NotBuilt { .. })
+            )
+    }) {
+        return CAPABILITY;
+    }
     for cause in err.chain() {
         if let Some(code) = warm_code(cause) {
             return code;
@@ -270,4 +281,42 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         }
     }
     FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::TableError;
+
+    /// A table file the embedded build cannot reach: iceberg's error, wrapped as every iceberg
+    /// error is (`TableError::Iceberg`, a failure of its own), carries the store's `NotBuilt`.
+    #[test]
+    fn what_the_build_lacks_decides_the_code_under_an_iceberg_error() {
+        let lacks = iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, "table file s3://b/t/v1.json")
+            .with_source(StoreError::NotBuilt {
+                url: "s3://b/t/v1.json".into(),
+            });
+        let err = anyhow::Error::new(TableError::Iceberg {
+            context: "check table metadata s3://b/t/v1.json".into(),
+            source: Box::new(lacks),
+        });
+        assert_eq!(code_of(&err), CAPABILITY);
+        assert!(
+            format!("{err:#}").contains("s3://b/t/v1.json: this tidemark was built without S3"),
+            "{err:#}"
+        );
+
+        // The same iceberg error with another cause stays a failure.
+        let other = iceberg::Error::new(iceberg::ErrorKind::Unexpected, "table file /t/v1.json");
+        let err = anyhow::Error::new(TableError::Iceberg {
+            context: "check table metadata /t/v1.json".into(),
+            source: Box::new(other),
+        });
+        assert_eq!(code_of(&err), FAILURE);
+
+        let catalog = anyhow::Error::new(TableError::NotBuilt {
+            what: "the PostgreSQL catalog postgres://h/db".into(),
+        });
+        assert_eq!(code_of(&catalog), CAPABILITY);
+    }
 }

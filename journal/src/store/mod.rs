@@ -49,6 +49,7 @@
 pub mod conformance;
 pub mod faulty;
 pub mod local;
+#[cfg(feature = "s3")]
 pub mod s3;
 
 use std::fmt;
@@ -130,6 +131,9 @@ pub enum StoreError {
     NoSuchStore { store: String, detail: String },
     #[error("invalid store URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
+    /// An `s3://` store asked of a build without the `s3` feature (the embedded drill's).
+    #[error("{url}: {}", NO_S3)]
+    NotBuilt { url: String },
     #[error("I/O error on {key} in {store}: {source}")]
     Io {
         store: String,
@@ -299,8 +303,7 @@ pub async fn delete_all(store: &dyn ObjectStore, prefix: &str) -> Result<usize> 
 /// Opens a store from a URL: a plain path or `file://` URL (local folder) or `s3://bucket/prefix`.
 pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
     if let Some(rest) = url.strip_prefix("s3://") {
-        let store = s3::S3Store::from_url(rest, s3::S3Options::from_env()).await?;
-        Ok(Arc::new(store))
+        open_s3(url, rest).await
     } else if url.contains("://") && !url.starts_with("file://") {
         Err(StoreError::InvalidUrl {
             url: url.to_string(),
@@ -310,6 +313,29 @@ pub async fn open(url: &str) -> Result<Arc<dyn ObjectStore>> {
         let path = url.strip_prefix("file://").unwrap_or(url);
         Ok(Arc::new(local::LocalStore::open(path)?))
     }
+}
+
+#[cfg(feature = "s3")]
+async fn open_s3(_url: &str, rest: &str) -> Result<Arc<dyn ObjectStore>> {
+    Ok(Arc::new(s3::S3Store::from_url(rest, s3::S3Options::from_env()).await?))
+}
+
+#[cfg(not(feature = "s3"))]
+async fn open_s3(url: &str, _rest: &str) -> Result<Arc<dyn ObjectStore>> {
+    Err(StoreError::NotBuilt { url: url.to_string() })
+}
+
+/// Why an `s3://` store cannot be opened by a build without the `s3` feature.
+pub const NO_S3: &str = "this tidemark was built without S3 (the embedded build of `sandbox/drill.sh`: local \
+                         folders and SQLite only); build it with its default features (`cargo build --release`) \
+                         for S3";
+
+/// The S3 requests tidemark's own S3 client made in this process (zero in a build without S3).
+pub fn s3_request_stats() -> tidemark_schemas::RequestCounts {
+    #[cfg(feature = "s3")]
+    return s3::request_stats();
+    #[cfg(not(feature = "s3"))]
+    tidemark_schemas::RequestCounts::default()
 }
 
 /// [`open`], creating a local folder first when it does not exist (an S3 bucket is never
@@ -323,6 +349,7 @@ pub async fn open_or_create(url: &str) -> Result<Arc<dyn ObjectStore>> {
 }
 
 /// Joins a prefix and a key with exactly one `/`.
+#[cfg(feature = "s3")]
 pub(crate) fn join_key(prefix: &str, key: &str) -> String {
     let prefix = prefix.trim_end_matches('/');
     if prefix.is_empty() {

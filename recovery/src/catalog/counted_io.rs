@@ -8,6 +8,10 @@
 //! each retry only as a `log` record (target `opendal::layers::retry`): [`install_retry_counter`]
 //! installs a logger that counts those and prints nothing, as before, when no logger was set.
 //!
+//! A build without the `remote` feature (the embedded drill's, `sandbox/drill.sh`) has no S3 and
+//! no opendal: its table files go through iceberg's own local-file storage, and any path with
+//! another scheme is refused by name ([`refuse_remote`]) rather than taken for a relative path.
+//!
 //! The storages it builds also compress the manifests and manifest lists written through them
 //! ([`super::avro_io::AvroCodecStorage`] around the counting storage), so every FileIO tidemark
 //! makes writes them with the table's `write.avro.compression-codec`.
@@ -21,7 +25,11 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use iceberg::Result;
 use iceberg::io::{FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage, StorageConfig, StorageFactory};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+#[cfg(feature = "remote")]
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory as Inner;
+
+#[cfg(not(feature = "remote"))]
+use iceberg::io::LocalFsStorageFactory as Inner;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tidemark_schemas::RequestCounts;
 
@@ -71,6 +79,17 @@ pub fn install_retry_counter() {
     }
 }
 
+/// A build without `remote` refuses a table file that is not a local path (`file:` or none).
+fn refuse_remote(path: &str) -> Result<()> {
+    if cfg!(feature = "remote") || !path.contains("://") || path.starts_with("file:") {
+        return Ok(());
+    }
+    Err(
+        iceberg::Error::new(iceberg::ErrorKind::FeatureUnsupported, format!("table file {path}"))
+            .with_source(tidemark_journal::store::StoreError::NotBuilt { url: path.to_string() }),
+    )
+}
+
 fn is_s3(path: &str) -> bool {
     path.starts_with("s3://") || path.starts_with("s3a://") || path.starts_with("s3n://")
 }
@@ -88,11 +107,11 @@ fn count_s3<T>(result: Result<T>) -> Result<T> {
     result
 }
 
-/// `OpenDalResolvingStorageFactory` whose storages count their S3 requests (and compress the
+/// `OpenDalResolvingStorageFactory` (without `remote`: iceberg's `LocalFsStorageFactory`) whose storages count their S3 requests (and compress the
 /// manifests written through them, see [`super::avro_io`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CountingStorageFactory {
-    inner: OpenDalResolvingStorageFactory,
+    inner: Inner,
 }
 
 impl CountingStorageFactory {
@@ -133,18 +152,22 @@ pub(super) fn deserialize_storage<'de, D: Deserializer<'de>>(d: D) -> std::resul
 #[typetag::serde]
 impl Storage for CountingStorage {
     async fn exists(&self, path: &str) -> Result<bool> {
+        refuse_remote(path)?;
         count(path, self.inner.exists(path).await)
     }
 
     async fn metadata(&self, path: &str) -> Result<FileMetadata> {
+        refuse_remote(path)?;
         count(path, self.inner.metadata(path).await)
     }
 
     async fn read(&self, path: &str) -> Result<Bytes> {
+        refuse_remote(path)?;
         count(path, self.inner.read(path).await)
     }
 
     async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
+        refuse_remote(path)?;
         let reader = self.inner.reader(path).await;
         if !is_s3(path) {
             return reader;
@@ -157,10 +180,12 @@ impl Storage for CountingStorage {
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
+        refuse_remote(path)?;
         count(path, self.inner.write(path, bs).await)
     }
 
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
+        refuse_remote(path)?;
         let writer = count(path, self.inner.writer(path).await)?;
         if !is_s3(path) {
             return Ok(writer);
@@ -169,24 +194,38 @@ impl Storage for CountingStorage {
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
+        refuse_remote(path)?;
         count(path, self.inner.delete(path).await)
     }
 
     async fn delete_prefix(&self, path: &str) -> Result<()> {
+        refuse_remote(path)?;
         count(path, self.inner.delete_prefix(path).await)
     }
 
     async fn delete_stream(&self, paths: BoxStream<'static, String>) -> Result<()> {
         let on_s3 = Arc::new(AtomicBool::new(false));
         let seen = on_s3.clone();
+        let refused = Arc::new(std::sync::Mutex::new(None));
+        let first_refused = refused.clone();
         let paths = paths
             .inspect(move |p| {
                 if is_s3(p) {
                     seen.store(true, Ordering::Relaxed);
                 }
             })
+            // A path refused ends the stream there: nothing after it is deleted.
+            .take_while(move |p| {
+                let ok = refuse_remote(p)
+                    .map_err(|e| *first_refused.lock().unwrap() = Some(e))
+                    .is_ok();
+                std::future::ready(ok)
+            })
             .boxed();
         let result = self.inner.delete_stream(paths).await;
+        if let Some(e) = refused.lock().unwrap().take() {
+            return Err(e);
+        }
         if on_s3.load(Ordering::Relaxed) {
             count_s3(result)
         } else {
@@ -195,10 +234,12 @@ impl Storage for CountingStorage {
     }
 
     fn new_input(&self, path: &str) -> Result<InputFile> {
+        refuse_remote(path)?;
         Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
     }
 
     fn new_output(&self, path: &str) -> Result<OutputFile> {
+        refuse_remote(path)?;
         Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
     }
 }

@@ -10,8 +10,11 @@ pub mod config;
 pub mod conformance;
 pub mod contract;
 pub mod counted_io;
+#[cfg(feature = "remote")]
 pub mod rest;
+#[cfg(feature = "remote")]
 mod rest_io;
+#[cfg(feature = "remote")]
 pub mod s3tables;
 pub mod sql;
 
@@ -335,25 +338,47 @@ pub async fn open_resolved(
         });
     }
     match resolved.kind {
-        CatalogKind::Sqlite | CatalogKind::Postgres => {
-            let warehouse = resolved.props.get("warehouse").map(String::as_str).unwrap_or("");
-            let warehouse = config::normalize_warehouse(warehouse)?;
-            let backend = sql::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
-            Ok(CatalogHandle::from_sql(backend, file_io_props))
-        }
+        CatalogKind::Sqlite => open_sql(resolved, uri, file_io_props).await,
+        #[cfg(feature = "remote")]
+        CatalogKind::Postgres => open_sql(resolved, uri, file_io_props).await,
         // The environment is the weakest layer of a REST catalog's S3 settings ([`rest_io`]).
+        #[cfg(feature = "remote")]
         CatalogKind::Rest => {
             let backend = rest::RestBackend::open(&resolved.name, &resolved.props, &file_io_props).await?;
             let props = backend.file_io_props().clone();
             Ok(CatalogHandle::new(Arc::new(backend), props))
         }
+        #[cfg(feature = "remote")]
         CatalogKind::S3tables => {
             let mut props = resolved.props.clone();
             props.extend(file_io_props.iter().map(|(k, v)| (k.clone(), v.clone())));
             let backend = s3tables::open(&resolved.name, &props).await?;
             Ok(CatalogHandle::new(backend, file_io_props))
         }
+        #[cfg(not(feature = "remote"))]
+        CatalogKind::Postgres | CatalogKind::Rest | CatalogKind::S3tables => Err(TableError::NotBuilt {
+            what: format!(
+                "the {} catalog {}",
+                match resolved.kind {
+                    CatalogKind::Postgres => "PostgreSQL",
+                    CatalogKind::Rest => "Iceberg REST",
+                    _ => "S3 Tables",
+                },
+                redact(uri)
+            ),
+        }),
     }
+}
+
+async fn open_sql(
+    resolved: &Resolved,
+    uri: &str,
+    file_io_props: HashMap<String, String>,
+) -> Result<CatalogHandle, TableError> {
+    let warehouse = resolved.props.get("warehouse").map(String::as_str).unwrap_or("");
+    let warehouse = config::normalize_warehouse(warehouse)?;
+    let backend = sql::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
+    Ok(CatalogHandle::from_sql(backend, file_io_props))
 }
 
 #[cfg(test)]

@@ -78,10 +78,6 @@ pub async fn open(
 ) -> Result<SqlBackend, TableError> {
     let (uri, dialect) = normalize_uri(uri)?;
     let shown = redact(&uri);
-    let unreachable = |detail: String| TableError::CatalogUnreachable {
-        uri: shown.clone(),
-        detail,
-    };
     if dialect == Dialect::Sqlite {
         open_sqlite_file(&uri, &shown).await?;
     }
@@ -90,25 +86,54 @@ pub async fn open(
     // index of `pg_type`). A session advisory lock serializes the first-use initialization
     // between processes; it is released when that session closes, right after.
     let init_lock = match dialect {
-        Dialect::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&uri)
-                .await
-                .map_err(|e| unreachable(scrub(&e.to_string(), &uri)))?;
-            sqlx::query("SELECT pg_advisory_lock($1)")
-                .bind(INIT_LOCK)
-                .execute(&mut c)
-                .await
-                .map_err(|e| unreachable(format!("taking the initialization lock: {e}")))?;
-            Some(c)
-        }
+        Dialect::Postgres => Some(init_lock(&uri, &shown).await?),
         Dialect::Sqlite => None,
     };
     let backend = open_initialized(name, &uri, shown, dialect, warehouse, file_io_props).await;
     if let Some(c) = init_lock {
-        // Closing the session releases the lock (also when closing fails: the server ends it).
-        let _ = c.close().await;
+        release(c).await;
     }
     backend
+}
+
+/// Takes the first-use initialization lock of a PostgreSQL catalog: a session of its own.
+#[cfg(feature = "remote")]
+async fn init_lock(uri: &str, shown: &str) -> Result<sqlx::PgConnection, TableError> {
+    let unreachable = |detail: String| TableError::CatalogUnreachable {
+        uri: shown.to_string(),
+        detail,
+    };
+    let mut c = sqlx::PgConnection::connect(uri)
+        .await
+        .map_err(|e| unreachable(scrub(&e.to_string(), uri)))?;
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(INIT_LOCK)
+        .execute(&mut c)
+        .await
+        .map_err(|e| unreachable(format!("taking the initialization lock: {e}")))?;
+    Ok(c)
+}
+
+/// Closing the session releases the lock (also when closing fails: the server ends it).
+#[cfg(feature = "remote")]
+async fn release(c: sqlx::PgConnection) {
+    let _ = c.close().await;
+}
+
+/// A build without `remote` has no PostgreSQL: no lock is ever taken.
+#[cfg(not(feature = "remote"))]
+enum NoPostgres {}
+
+#[cfg(not(feature = "remote"))]
+async fn init_lock(_uri: &str, shown: &str) -> Result<NoPostgres, TableError> {
+    Err(TableError::NotBuilt {
+        what: format!("the PostgreSQL catalog {shown}"),
+    })
+}
+
+#[cfg(not(feature = "remote"))]
+async fn release(c: NoPostgres) {
+    match c {}
 }
 
 /// Creates the SQLite file when it is missing (the catalog connects through sqlx's `Any` driver,
@@ -127,6 +152,7 @@ async fn open_sqlite_file(uri: &str, shown: &str) -> Result<(), TableError> {
 }
 
 /// Advisory lock key of the catalog's first-use initialization on PostgreSQL ("tidemark").
+#[cfg(feature = "remote")]
 const INIT_LOCK: i64 = 0x7469_6465_6d61_726b;
 
 async fn open_initialized(

@@ -143,7 +143,7 @@ pub fn parse_hints(hints: Vec<String>) -> anyhow::Result<std::collections::HashM
 /// The S3 requests this process made (for `s3_requests` in `--json` reports): tidemark's own
 /// client's and the table files', `None` when none.
 pub fn s3_requests() -> Option<tidemark_schemas::RequestCounts> {
-    let own = tidemark_journal::store::s3::request_stats();
+    let own = tidemark_journal::store::s3_request_stats();
     let files = tidemark_recovery::catalog::counted_io::request_stats();
     let counts = tidemark_schemas::RequestCounts {
         requests: own.requests + files.requests,

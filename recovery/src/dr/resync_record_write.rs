@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+#[cfg(feature = "remote")]
 use tidemark_journal::store::s3::{S3Options, S3Store, StaticCredentials};
 use tidemark_journal::store::{self, ObjectStore, PutMode, StoreError, put_resolved};
 
@@ -97,6 +98,18 @@ pub async fn record_store(
     let Some(rest) = rest else {
         return Ok((store::open(folder).await?, name.to_string()));
     };
+    Ok((s3_store(rest, props).await?, name.to_string()))
+}
+
+#[cfg(not(feature = "remote"))]
+async fn s3_store(rest: &str, _props: &HashMap<String, String>) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    Err(StoreError::NotBuilt {
+        url: format!("s3://{rest}"),
+    })
+}
+
+#[cfg(feature = "remote")]
+async fn s3_store(rest: &str, props: &HashMap<String, String>) -> Result<Arc<dyn ObjectStore>, StoreError> {
     let prop = |k: &str| props.get(k).filter(|v| !v.trim().is_empty()).cloned();
     let mut opts = S3Options::from_env();
     if let Some(e) = prop("s3.endpoint") {
@@ -115,7 +128,7 @@ pub async fn record_store(
             session_token: prop("s3.session-token"),
         });
     }
-    Ok((Arc::new(S3Store::from_url(rest, opts).await?), name.to_string()))
+    Ok(Arc::new(S3Store::from_url(rest, opts).await?))
 }
 
 /// Records `walk` (from the demoted pointer `walk.from` back to `walk.walked_back_to`) in its own

@@ -47,6 +47,14 @@ pub enum TableError {
     )]
     CommitUnknown { table: String, cause: String },
 
+    /// A catalog on a server asked of a build without the `remote` feature (the embedded drill's).
+    #[error(
+        "{what}: this tidemark was built without the catalogs and stores on servers (the embedded build of \
+         `sandbox/drill.sh`: local folders and SQLite only); build it with its default features (`cargo build \
+         --release`) for PostgreSQL, Iceberg REST, S3 Tables and S3"
+    )]
+    NotBuilt { what: String },
+
     #[error("{catalog} cannot {command}: it lacks {lacks}. Nothing was changed; {instead}")]
     MissingCapability {
         catalog: String,
