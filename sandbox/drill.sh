@@ -15,7 +15,7 @@ if [[ "${1:-}" == "--s3" ]]; then
     cargo build -q -p tidemark-recovery --bin tidemark
     tm="$CARGO_TARGET_DIR/debug/tidemark"
 else
-    echo "building tidemark for the drill (the first build compiles its stack: minutes)" >&2
+    echo "building tidemark for the drill (a first build compiles its stack: about 3 minutes on 2 cores)" >&2
     cargo build -q -p tidemark-recovery --bin tidemark --profile drill --no-default-features
     tm="$CARGO_TARGET_DIR/drill/tidemark"
 fi

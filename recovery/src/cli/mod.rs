@@ -166,3 +166,40 @@ pub fn default_writer_id() -> String {
         .unwrap_or_else(|_| "host".into());
     format!("{host}-{}", std::process::id())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use tidemark_recovery::allocator::Process;
+
+    use super::Cli;
+
+    fn process(args: &[&str]) -> Process {
+        let cli = Cli::try_parse_from(std::iter::once("tidemark").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        cli.process()
+    }
+
+    /// The allocator's purge delay follows the command: only what runs until stopped purges.
+    #[test]
+    fn only_the_commands_that_run_until_stopped_are_services() {
+        let follow = ["replica", "follow", "--warehouse", "/w", "--catalog", "/c.db"];
+        assert_eq!(process(&follow), Process::Service);
+        assert_eq!(
+            process(&[&follow[..], &["--interval", "5m"]].concat()),
+            Process::Service
+        );
+        assert_eq!(process(&[&follow[..], &["--once"]].concat()), Process::OneShot);
+        assert_eq!(
+            process(&[&follow[..], &["--max-cycles", "3"]].concat()),
+            Process::OneShot
+        );
+        assert_eq!(process(&["drill", "--work", "/d"]), Process::OneShot);
+        assert_eq!(process(&["replica", "status", "--catalog", "/c.db"]), Process::OneShot);
+        #[cfg(feature = "ballista-engine")]
+        {
+            assert_eq!(process(&["ballista", "scheduler"]), Process::Service);
+            assert_eq!(process(&["ballista", "executor"]), Process::Service);
+        }
+    }
+}
