@@ -43,8 +43,15 @@ CARGO_TARGET_DIR="$tgt" /usr/bin/time -v -o "$out/$label.time" \
     cargo build -q "${build[@]}" "${extra[@]}" --timings
 load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
 cp "$tgt"/cargo-timings/cargo-timing.html "$out/$label.timings.html"
+# The feature options among the cargo options (`--features X`, `--features=X`, `-F X`,
+# `--all-features`, `--no-default-features`) select the same packages for the count.
 features=()
-for o in "${extra[@]}"; do [[ "$o" == --*feature* ]] && features+=("$o"); done
+for ((i = 0; i < ${#extra[@]}; i++)); do
+    case "${extra[i]}" in
+        --features | -F) features+=("${extra[i]}" "${extra[i + 1]:-}"); i=$((i + 1)) ;;
+        --features=* | --all-features | --no-default-features) features+=("${extra[i]}") ;;
+    esac
+done
 packages="$(cargo tree "${tree[@]}" "${features[@]}" -e normal,build --prefix none |
     sed -E 's/ \((\*|proc-macro)\)//g' | sort -u | wc -l)"
 wall="$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$out/$label.time")"

@@ -12,20 +12,17 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tidemark/target}"
 # after `git clone`): no S3, REST, S3 Tables or PostgreSQL (`--no-default-features`), the
 # dependencies unoptimised (profile `drill`, Cargo.toml). `--s3` needs the S3 store: the dev build.
 if [[ "${1:-}" == "--s3" ]]; then
+    shift
     cargo build -q -p tidemark-recovery --bin tidemark
     tm="$CARGO_TARGET_DIR/debug/tidemark"
-else
-    echo "building tidemark for the drill (a first build compiles its stack: about 3 minutes on 2 cores)" >&2
-    cargo build -q -p tidemark-recovery --bin tidemark --profile drill --no-default-features
-    tm="$CARGO_TARGET_DIR/drill/tidemark"
-fi
-if [[ "${1:-}" == "--s3" ]]; then
-    shift
     eval "$(bash sandbox/moto.sh start "${TIDEMARK_MOTO_PORT:-5999}")"
     trap 'bash sandbox/moto.sh stop >/dev/null 2>&1 || true' EXIT
     python3 sandbox/s3_buckets.py
     exec_args=(--store "s3://tidemark/drill-$(date +%s)")
 else
+    echo "building tidemark for the drill (a first build compiles its stack: about 3 minutes on 2 cores)" >&2
+    cargo build -q -p tidemark-recovery --bin tidemark --profile drill --no-default-features
+    tm="$CARGO_TARGET_DIR/drill/tidemark"
     exec_args=()
 fi
 work="${1:-$(mktemp -d -t tidemark-drill.XXXXXX)}"

@@ -107,8 +107,9 @@ fn count_s3<T>(result: Result<T>) -> Result<T> {
     result
 }
 
-/// `OpenDalResolvingStorageFactory` (without `remote`: iceberg's `LocalFsStorageFactory`) whose storages count their S3 requests (and compress the
-/// manifests written through them, see [`super::avro_io`]).
+/// `OpenDalResolvingStorageFactory` (without `remote`: iceberg's `LocalFsStorageFactory`) whose
+/// storages count their S3 requests (and compress the manifests written through them, see
+/// [`super::avro_io`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct CountingStorageFactory {
     inner: Inner,
