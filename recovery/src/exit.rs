@@ -273,10 +273,10 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<crate::merge::MergeError>() {
             return if e.is_conflict() { VERIFY_FAILED } else { FAILURE };
         }
-        if let Some(e) = cause.downcast_ref::<crate::fault::FaultError>() {
+        if let Some(e) = cause.downcast_ref::<crate::rehearse::fault::FaultError>() {
             return match e {
-                crate::fault::FaultError::Table(t) => table_code(t),
-                crate::fault::FaultError::Predicate { .. } => BAD_INPUT,
+                crate::rehearse::fault::FaultError::Table(t) => table_code(t),
+                crate::rehearse::fault::FaultError::Predicate { .. } => BAD_INPUT,
             };
         }
     }

@@ -1,49 +1,32 @@
-//! tidemark's recovery side: Iceberg table work, DataFusion replay, reference validation, DR
-//! tools, and the `tidemark` command line (in `cli`).
+//! tidemark's recovery side, by stage as the data flows (the `tidemark` command line is the
+//! binary's `cli`):
+//!
+//! | module | what |
+//! |---|---|
+//! | [`catalog`] | the catalogs (SQLite/PostgreSQL, Iceberg REST, S3 Tables) behind one contract |
+//! | [`table`] | Iceberg table work: schema, reads, file writes, commits, merge-on-read deletes |
+//! | [`merge`] | the versioned merge rules as a DataFusion plan |
+//! | [`reference`] | the same rules as a plain fold, independent of the merge: what validation compares with |
+//! | [`apply`] | the applier: journal batches into the state table, then the checkpoint |
+//! | [`recover`] | recovery to a boundary H: choose, seed, replay, validate |
+//! | [`dr`] | DR operations: rebuild, backup/restore, replica copy and check, follow, fail over, resync |
+//! | [`rehearse`] | the drill, the game days and the fault that starts them |
+//! | [`query`] | readers: resolve the route on every query |
+//! | [`exit`], [`progress`], [`ids`], [`allocator`], [`benchdata`] | exit codes, progress lines, injected ids, the allocator's settings, synthetic orders |
 
 pub mod allocator;
 pub mod apply;
-pub(crate) mod apply_chunks;
-#[cfg(test)]
-mod apply_chunks_tests;
-pub mod apply_group;
-#[cfg(test)]
-mod apply_group_tests;
-pub mod apply_mor;
-pub mod apply_spill;
-#[cfg(test)]
-mod apply_spill_tests;
-#[cfg(test)]
-mod apply_tests;
-pub mod apply_unit;
-#[cfg(all(test, feature = "ballista-engine"))]
-mod ballista_partition_tests;
-#[cfg(all(test, feature = "ballista-engine"))]
-mod ballista_tests;
 pub mod benchdata;
 pub mod catalog;
-pub mod compact;
-#[cfg(test)]
-mod deletes_tests;
 pub mod dr;
-pub mod drill;
 pub mod exit;
-pub mod fault;
-pub mod gameday;
-pub mod gameday_failover;
 pub mod ids;
 pub mod merge;
-#[cfg(test)]
-mod merge_props;
-#[cfg(test)]
-mod mor_tests;
 pub mod progress;
 pub mod query;
 pub mod recover;
-#[cfg(test)]
-mod recover_tests;
 pub mod reference;
+pub mod rehearse;
 #[cfg(test)]
 mod report_schemas;
-pub mod sqlite_check;
 pub mod table;

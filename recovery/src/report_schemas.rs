@@ -16,8 +16,8 @@ fn schemas() -> Vec<(&'static str, Value)> {
             "validation-report",
             v(schema_for!(crate::recover::validate::ValidationReport)),
         ),
-        ("drill-report", v(schema_for!(crate::drill::DrillReport))),
-        ("fault-report", v(schema_for!(crate::fault::FaultReport))),
+        ("drill-report", v(schema_for!(crate::rehearse::drill::DrillReport))),
+        ("fault-report", v(schema_for!(crate::rehearse::fault::FaultReport))),
         ("rebuild-report", v(schema_for!(crate::dr::rebuild::RebuildReport))),
         ("history-record", v(schema_for!(crate::dr::history::HistoryRecord))),
         (
@@ -26,13 +26,16 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ),
         ("replica-report", v(schema_for!(crate::dr::replica::ReplicaReport))),
         ("rewrite-report", v(schema_for!(crate::dr::rewrite::RewriteReport))),
-        ("gameday-report", v(schema_for!(crate::gameday::GamedayReport))),
+        (
+            "gameday-report",
+            v(schema_for!(crate::rehearse::gameday::GamedayReport)),
+        ),
         ("copy-report", v(schema_for!(crate::dr::copy::CopyReport))),
         ("catalog-backup", v(schema_for!(crate::dr::backup::CatalogBackup))),
         ("backup-outcome", v(schema_for!(crate::dr::backup::BackupOutcome))),
         ("catalog-state", v(schema_for!(crate::dr::backup::CatalogState))),
         ("restore-report", v(schema_for!(crate::dr::backup::RestoreReport))),
-        ("compact-report", v(schema_for!(crate::compact::CompactReport))),
+        ("compact-report", v(schema_for!(crate::apply::compact::CompactReport))),
         ("follower-state", v(schema_for!(crate::dr::follow_state::FollowerState))),
         ("follower-lease", v(schema_for!(crate::dr::lease::LeaseRecord))),
         ("replica-status", v(schema_for!(crate::dr::follow_status::StatusReport))),
@@ -41,7 +44,7 @@ fn schemas() -> Vec<(&'static str, Value)> {
         ("resync-record", v(schema_for!(crate::dr::resync_record::ResyncRecord))),
         (
             "gameday-failover-report",
-            v(schema_for!(crate::gameday_failover::FailoverGamedayReport)),
+            v(schema_for!(crate::rehearse::failover::FailoverGamedayReport)),
         ),
     ]
 }

@@ -599,7 +599,7 @@ async fn the_drill_on_a_postgres_catalog() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let opts = tidemark_recovery::drill::DrillOptions {
+    let opts = tidemark_recovery::rehearse::drill::DrillOptions {
         work: dir.path().to_path_buf(),
         store: None,
         orders: 200,
@@ -608,7 +608,7 @@ async fn the_drill_on_a_postgres_catalog() {
         catalog: Some(uri.clone()),
     };
     let clock = tidemark_journal::clock::SystemClock;
-    let report = tidemark_recovery::drill::run(&opts, &clock, &SeededIds::new(11), &mut |_| {})
+    let report = tidemark_recovery::rehearse::drill::run(&opts, &clock, &SeededIds::new(11), &mut |_| {})
         .await
         .unwrap();
     let failed: Vec<_> = report.checks.iter().filter(|c| !c.ok).collect();

@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use tidemark_journal::clock::SystemClock;
+use tidemark_recovery::apply::compact::{CompactOptions, compact};
+use tidemark_recovery::apply::mor::MergeMode;
 use tidemark_recovery::apply::{ApplyOptions, Grouping, PROP_LAST_POSITION, apply};
-use tidemark_recovery::apply_mor::MergeMode;
 use tidemark_recovery::benchdata::peak_rss_mb;
-use tidemark_recovery::compact::{CompactOptions, compact};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::table::mor::PROP_MERGE_MODE;
 use tidemark_recovery::table::read::read_table;

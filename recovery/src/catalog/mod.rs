@@ -17,6 +17,7 @@ mod rest_io;
 #[cfg(feature = "remote")]
 pub mod s3tables;
 pub mod sql;
+pub mod sqlite_check;
 
 #[cfg(test)]
 mod like_tests;

@@ -139,7 +139,10 @@ async fn release(c: NoPostgres) {
 /// Creates the SQLite file when it is missing (the catalog connects through sqlx's `Any` driver,
 /// which never creates one). The one place a SQLite catalog file is first touched.
 async fn open_sqlite_file(uri: &str, shown: &str) -> Result<(), TableError> {
-    crate::sqlite_check::check_sqlite_file(&crate::sqlite_check::sqlite_path(uri).unwrap_or_default()).await?;
+    crate::catalog::sqlite_check::check_sqlite_file(
+        &crate::catalog::sqlite_check::sqlite_path(uri).unwrap_or_default(),
+    )
+    .await?;
     let unreachable = |detail: String| TableError::CatalogUnreachable {
         uri: shown.to_string(),
         detail,

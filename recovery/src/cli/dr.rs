@@ -287,11 +287,12 @@ pub async fn run_table(cmd: TableCommand) -> anyhow::Result<()> {
         } => {
             let handle = catalog.open().await?;
             let t = tidemark_recovery::table::load_table(&handle, &table).await?;
-            let opts = tidemark_recovery::compact::CompactOptions {
+            let opts = tidemark_recovery::apply::compact::CompactOptions {
                 min_deleted_fraction,
                 ..Default::default()
             };
-            let (report, _) = tidemark_recovery::compact::compact(&handle, t, &opts, &SystemClock, &RandomIds).await?;
+            let (report, _) =
+                tidemark_recovery::apply::compact::compact(&handle, t, &opts, &SystemClock, &RandomIds).await?;
             if common.json {
                 print_json(&report)?;
             } else if report.snapshot_id.is_none() {

@@ -1,16 +1,16 @@
-//! `tidemark drill`: the whole incident on a scratch location (see `tidemark_recovery::drill`);
-//! `tidemark gameday`: the catalog- and region-loss rehearsal (see `tidemark_recovery::gameday`).
+//! `tidemark drill`: the whole incident on a scratch location (see `tidemark_recovery::rehearse::drill`);
+//! `tidemark gameday`: the catalog- and region-loss rehearsal (see `tidemark_recovery::rehearse::gameday`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
-use tidemark_recovery::drill::{self, DrillCheck, DrillOptions};
 use tidemark_recovery::exit::{BAD_INPUT, VERIFY_FAILED, exit_error};
-use tidemark_recovery::gameday::{self, GamedayOptions};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
+use tidemark_recovery::rehearse::drill::{self, DrillCheck, DrillOptions};
+use tidemark_recovery::rehearse::gameday::{self, GamedayOptions};
 
 use super::{Common, print_json};
 
@@ -164,7 +164,7 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
     }
     let mut progress = Progress::new("gameday", args.common.quiet);
     if args.scenario == Scenario::Failover {
-        let mut report = tidemark_recovery::gameday_failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
+        let mut report = tidemark_recovery::rehearse::failover::run(&opts, &SystemClock, &RandomIds, &mut |s| {
             progress.update(|| format!("{:<56} {:>7} ms  {}", s.step, s.ms, s.detail), true)
         })
         .await?;

@@ -7,13 +7,13 @@ use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{Journal, store};
+use tidemark_recovery::apply::mor::MergeMode;
 use tidemark_recovery::apply::{ApplyOptions, Grouping, Guard, RouteFence, apply};
-use tidemark_recovery::apply_mor::MergeMode;
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, CatalogRef, open_catalog, open_ref, same_catalog};
 use tidemark_recovery::exit::{BAD_INPUT, exit_error};
-use tidemark_recovery::fault;
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
+use tidemark_recovery::rehearse::fault;
 use tidemark_router::{Fence, RouteStore};
 
 use super::{Common, print_json};

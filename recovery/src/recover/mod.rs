@@ -11,6 +11,10 @@
 
 #[cfg(feature = "ballista-engine")]
 pub mod ballista;
+#[cfg(all(test, feature = "ballista-engine"))]
+mod ballista_partition_tests;
+#[cfg(all(test, feature = "ballista-engine"))]
+mod ballista_tests;
 pub mod columnar;
 #[cfg(test)]
 mod columnar_tests;
@@ -25,6 +29,8 @@ pub mod partition;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
+#[cfg(test)]
+pub(crate) mod tests;
 pub mod trust;
 pub mod validate;
 mod validate_ranges;

@@ -7,7 +7,7 @@
 //! Memory does not grow with the range: the events are read one manifest at a time and, beyond
 //! a bound ([`super::RecoverOptions::partition_rows`], default
 //! [`super::validate::PARTITION_ROWS`]), spilled to disk and merged in key ranges of about that
-//! many events ([`crate::apply_spill`]).
+//! many events ([`crate::apply::spill`]).
 
 use std::collections::HashMap;
 
@@ -20,11 +20,11 @@ use tidemark_journal::verify::{ChainPoint, VerifiedChain, VerifyOptions, verify}
 use super::RecoverError;
 use super::seed::{PROP_RECOVERY_ID, PROP_SOURCE_SNAPSHOT, PROP_STEP};
 use super::snapshot::TrustedSnapshot;
+use crate::apply::spill::EventSpill;
 use crate::apply::{
     PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE, UnitEvents,
     merge_and_commit, read_events, read_manifest_events,
 };
-use crate::apply_spill::EventSpill;
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::MergeStats;

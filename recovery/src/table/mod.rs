@@ -7,6 +7,8 @@
 
 pub mod avro_codec;
 pub mod commit;
+#[cfg(test)]
+mod deletes_tests;
 pub mod files;
 pub mod key_index;
 mod like;

@@ -11,9 +11,9 @@ use tidemark_journal::Journal;
 use tidemark_journal::generate;
 use tidemark_journal::spec::POSITION_COLUMN;
 
+use crate::apply::spill::{EventSpill, SpilledEvents};
+use crate::apply::tests::{clock, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, MERGE_CHUNK_ROWS, UnitEvents, apply, merge_and_commit, read_events};
-use crate::apply_spill::{EventSpill, SpilledEvents};
-use crate::apply_tests::{clock, journal_in, reference_of, table_rows};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::merge::MergeStats;

@@ -11,10 +11,10 @@ use futures::TryStreamExt;
 use iceberg::table::Table;
 use tidemark_journal::generate;
 
+use crate::apply::compact::{CompactOptions, compact};
+use crate::apply::mor::MergeMode;
+use crate::apply::tests::{clock, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, apply};
-use crate::apply_mor::MergeMode;
-use crate::apply_tests::{clock, journal_in, reference_of, table_rows};
-use crate::compact::{CompactOptions, compact};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};

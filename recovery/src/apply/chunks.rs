@@ -1,4 +1,4 @@
-//! The key-range chunks of a copy-on-write merge ([`crate::apply_unit`], [`crate::apply_spill`]),
+//! The key-range chunks of a copy-on-write merge ([`crate::apply::unit`], [`crate::apply::spill`]),
 //! [`CHUNKS_IN_FLIGHT`] at a time on tasks of their own, so that both cores work (the Parquet
 //! decode, the merge, the sort and the encode of one chunk run mostly on one thread).
 //!

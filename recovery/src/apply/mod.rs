@@ -12,7 +12,24 @@
 //! A concurrent commit to the table is detected by the catalog's compare-and-swap; the applier
 //! reloads the table and redoes the unit (or finds that another applier already applied it), so a
 //! commit is never lost. A conflicting payload stops the applier before its unit is committed.
-//! How one unit is merged and committed is in [`crate::apply_unit`].
+//! How one unit is merged and committed is in [`crate::apply::unit`].
+
+pub(crate) mod chunks;
+#[cfg(test)]
+mod chunks_tests;
+pub mod compact;
+pub mod group;
+#[cfg(test)]
+mod group_tests;
+pub mod mor;
+#[cfg(test)]
+mod mor_tests;
+pub mod spill;
+#[cfg(test)]
+mod spill_tests;
+#[cfg(test)]
+pub(crate) mod tests;
+pub mod unit;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
@@ -28,13 +45,13 @@ use tidemark_journal::journal::StoredManifest;
 use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
 
-pub use crate::apply_group::Grouping;
-use crate::apply_group::units;
-use crate::apply_mor::{MergeMode, PhaseTimes, WriteStats, micros};
-pub(crate) use crate::apply_unit::sort_by_key;
-pub use crate::apply_unit::{Committed, UnitEvents, UnitOptions, merge_and_commit, merge_and_commit_unit};
+use crate::apply::compact::{CompactOptions, compact, deleted_fraction};
+pub use crate::apply::group::Grouping;
+use crate::apply::group::units;
+use crate::apply::mor::{MergeMode, PhaseTimes, WriteStats, micros};
+pub(crate) use crate::apply::unit::sort_by_key;
+pub use crate::apply::unit::{Committed, UnitEvents, UnitOptions, merge_and_commit, merge_and_commit_unit};
 use crate::catalog::CatalogHandle;
-use crate::compact::{CompactOptions, compact, deleted_fraction};
 use crate::ids::Ids;
 use crate::merge::{MergeError, MergeStats};
 use crate::table::key_index::KeyIndex;
@@ -124,7 +141,7 @@ pub struct ApplyOptions {
     /// Apply up to this position (default: everything verified).
     pub until: Option<u64>,
     /// Journal batches (manifests) merged per table commit: by default every batch waiting, up
-    /// to a bound ([`crate::apply_group`]); `--batches-per-commit N` is [`Grouping::Fixed`].
+    /// to a bound ([`crate::apply::group`]); `--batches-per-commit N` is [`Grouping::Fixed`].
     pub grouping: Grouping,
     /// Attempts per unit when another writer commits concurrently.
     pub max_attempts: usize,
@@ -478,7 +495,7 @@ pub async fn apply(
             // commit, so that the applier stops where, and with the report, it would at one
             // batch a commit (the batches before the conflicting one are applied).
             // Files the grouped attempt could not delete stay named with the final error.
-            Err(e) if crate::apply_group::regroup_on(&e, opts.grouping, unit.len()) => {
+            Err(e) if crate::apply::group::regroup_on(&e, opts.grouping, unit.len()) => {
                 if let ApplyError::Uncleaned { left, .. } = e {
                     left_behind.extend(left);
                 }
@@ -487,7 +504,7 @@ pub async fn apply(
                 }
                 continue;
             }
-            Err(e) => return Err(crate::apply_group::with_left(e, left_behind)),
+            Err(e) => return Err(crate::apply::group::with_left(e, left_behind)),
         };
         let committed = c.committed;
         table = c.table;

@@ -2,7 +2,7 @@
 //! copy-on-write ([`crate::merge`]), fed with only the live table rows that hold a key of the
 //! unit ([`locate_rows`]), whose output is written as new data files (the winning versions,
 //! inserts, updates and tombstones alike) plus one position delete file for the table rows they
-//! replace. No existing data file is rewritten; `tidemark table compact` ([`crate::compact`])
+//! replace. No existing data file is rewritten; `tidemark table compact` ([`crate::apply::compact`])
 //! folds the deletes back into the data files.
 
 use std::collections::HashSet;
@@ -13,8 +13,8 @@ use arrow_schema::SchemaRef;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
+use crate::apply::chunks::discard;
 use crate::apply::{ApplyError, ROWS_PER_FILE, sort_by_key};
-use crate::apply_chunks::discard;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::table::files::Deletes;

@@ -15,6 +15,9 @@
 //!
 //! The same rules are implemented independently, without DataFusion, in [`crate::reference`].
 
+#[cfg(test)]
+mod props_tests;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! Chunks merged two at a time ([`crate::apply_chunks`]): results in chunk order, file ids drawn
+//! Chunks merged two at a time ([`crate::apply::chunks`]): results in chunk order, file ids drawn
 //! in chunk order, no more than two chunks held at once, the first error in chunk order wins;
 //! and the copy-on-write merges (in memory and spilled) give the same files, row for row and
 //! name for name, with two chunks in flight as with one, and a conflict in the second chunk
@@ -15,10 +15,10 @@ use tidemark_journal::Journal;
 use tidemark_journal::generate;
 use tidemark_journal::spec::POSITION_COLUMN;
 
+use crate::apply::chunks::{LIMIT, in_order};
+use crate::apply::spill_tests::{EVENTS, base_table, other_status, range_events, spill, strings, with_column};
+use crate::apply::tests::{clock, journal_in, six_ranges_text};
 use crate::apply::{ApplyError, MERGE_CHUNK_ROWS, UnitEvents, merge_and_commit, read_events};
-use crate::apply_chunks::{LIMIT, in_order};
-use crate::apply_spill_tests::{EVENTS, base_table, other_status, range_events, spill, strings, with_column};
-use crate::apply_tests::{clock, journal_in, six_ranges_text};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::merge::{MergeError, MergeStats};
@@ -448,7 +448,7 @@ async fn a_file_that_cannot_be_deleted_is_named_beside_the_conflict() {
         .record_count(1)
         .file_size_in_bytes(1);
     let deletable = files[0].clone();
-    let err = crate::apply_chunks::discard(&t, conflict(7), vec![gone.build().unwrap(), deletable.clone()]).await;
+    let err = crate::apply::chunks::discard(&t, conflict(7), vec![gone.build().unwrap(), deletable.clone()]).await;
     assert!(err.is_conflict(), "still the conflict: {err}");
     let msg = err.to_string();
     assert!(

@@ -8,7 +8,7 @@ use tidemark_journal::generate;
 use tidemark_journal::store::faulty::{Fault, FaultyStore, ModeFilter, Op, Rule};
 
 use super::*;
-use crate::apply_tests::{apply_all, table_rows};
+use crate::apply::tests::{apply_all, table_rows};
 use crate::recover::seed::PROP_RECOVERY_ID;
 
 /// A SQLite catalog and warehouse in the new folder `dir`.

@@ -29,12 +29,12 @@ use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::writer::{AppendOptions, append};
 use uuid::Uuid;
 
-use crate::apply_tests::apply_all;
+use crate::apply::tests::apply_all;
 use crate::catalog::CatalogHandle;
-use crate::fault::delete_rows;
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
+use crate::rehearse::fault::delete_rows;
 use crate::table::commit::commit_delete_files;
 use crate::table::files::{POS_DELETE_PATH_ID, POS_DELETE_POS_ID};
 use crate::table::read::{read_paths, read_table};
@@ -318,7 +318,7 @@ async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
     // o-2 (position-deleted) and o-4 (equality-deleted) come back as new keys; o-1 is updated.
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-2", 1) + &ev(9, "o-4", 3))).await;
     let opts = crate::apply::ApplyOptions {
-        merge_mode: Some(crate::apply_mor::MergeMode::MergeOnRead),
+        merge_mode: Some(crate::apply::mor::MergeMode::MergeOnRead),
         compact_at: Some(0.0),
         ..Default::default()
     };

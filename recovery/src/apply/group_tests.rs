@@ -1,12 +1,12 @@
-//! The applier's default grouping ([`crate::apply_group`]) end to end: waiting batches in
+//! The applier's default grouping ([`crate::apply::group`]) end to end: waiting batches in
 //! bounded commits with a checkpoint each, one batch a commit once caught up, an event object
 //! without its manifest left alone, a crash between a grouped commit and its checkpoint, and a
 //! conflict in a group reported as at one batch a commit.
 
 use tidemark_journal::{Journal, checkpoint, generate};
 
+use crate::apply::tests::{apply_all, clock, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, Grouping, apply};
-use crate::apply_tests::{apply_all, clock, journal_in, reference_of, table_rows};
 use crate::ids::SeededIds;
 use crate::table::{self, test_support::catalog_in};
 

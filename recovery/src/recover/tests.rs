@@ -17,12 +17,12 @@ use tidemark_journal::writer::{AppendOptions, append};
 
 use crate::apply::{ApplyOptions, apply};
 use crate::catalog::CatalogHandle;
-use crate::fault::delete_rows;
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
 use crate::recover::validate::Split;
 use crate::recover::{RecoverError, RecoverOptions, recover};
 use crate::reference::Cell;
+use crate::rehearse::fault::delete_rows;
 use crate::table::test_support::catalog_in;
 use crate::table::{self};
 
@@ -121,11 +121,11 @@ pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Trans
         .unwrap();
     let source = catalog_in(&root.join("source")).await;
     if !fields.is_empty() {
-        crate::apply_tests::create_partitioned(&source, &journal.spec, fields).await;
+        crate::apply::tests::create_partitioned(&source, &journal.spec, fields).await;
     }
     // A snapshot and a checkpoint per batch: the recoveries below start at chosen positions.
     append_text(&journal, &phase1()).await;
-    crate::apply_tests::apply_each_batch(&journal, &source, &SeededIds::new(1)).await;
+    crate::apply::tests::apply_each_batch(&journal, &source, &SeededIds::new(1)).await;
     // The bad cleanup job.
     let r = delete_rows(
         &source,
@@ -138,7 +138,7 @@ pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Trans
     .unwrap();
     assert_eq!(r.rows_deleted, 4);
     append_text(&journal, &phase2()).await;
-    crate::apply_tests::apply_each_batch(&journal, &source, &SeededIds::new(3)).await;
+    crate::apply::tests::apply_each_batch(&journal, &source, &SeededIds::new(3)).await;
     // Replication copies the warehouse, damage included.
     copy_dir(&root.join("source/warehouse"), &root.join("dr/warehouse"));
     Story {
@@ -296,7 +296,7 @@ async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
         .find(|snap| {
             snap.summary()
                 .additional_properties
-                .get(super::recover::seed::PROP_STEP)
+                .get(crate::recover::seed::PROP_STEP)
                 .map(String::as_str)
                 == Some("seed")
         })
@@ -772,7 +772,7 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
         // The replay spilled its events (more than `rows`) and merged them in key ranges: the
         // same table, row for row, as the replay that held them in memory.
         let replay =
-            |r: &super::recover::RecoveryReport| r.steps.iter().find(|s| s.step == "replay").unwrap().detail.clone();
+            |r: &crate::recover::RecoveryReport| r.steps.iter().find(|s| s.step == "replay").unwrap().detail.clone();
         assert_eq!(
             replay(&b).contains("spilled to disk"),
             b.replay.events > rows,
@@ -781,8 +781,8 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
         );
         assert!(!replay(&a).contains("spilled"), "{}", replay(&a));
         assert_eq!(
-            crate::apply_tests::table_rows(&target, &format!("shop.orders_p{rows}")).await,
-            crate::apply_tests::table_rows(&target, "shop.orders_whole").await,
+            crate::apply::tests::table_rows(&target, &format!("shop.orders_p{rows}")).await,
+            crate::apply::tests::table_rows(&target, "shop.orders_whole").await,
             "{rows}"
         );
         assert_eq!(
@@ -993,5 +993,5 @@ async fn a_snapshot_recorded_from_another_journal_is_refused() {
     );
 }
 
-#[path = "recover_faults_tests.rs"]
+#[path = "faults_tests.rs"]
 mod faults;

@@ -1,6 +1,6 @@
 //! One unit of the applier (and the replay of a recovery): its events merged into the table,
-//! copy-on-write (this file, or [`crate::apply_spill`] for events spilled to disk) or
-//! merge-on-read ([`crate::apply_mor`]), then committed with the unit's summary, retried on a
+//! copy-on-write (this file, or [`crate::apply::spill`] for events spilled to disk) or
+//! merge-on-read ([`crate::apply::mor`]), then committed with the unit's summary, retried on a
 //! concurrent commit. Nothing is committed when the merge stops (a conflict).
 
 use std::collections::{BTreeSet, HashMap};
@@ -12,10 +12,10 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
+use crate::apply::chunks::{discard, discard_failed, in_order, limit};
+use crate::apply::mor::{MergeMode, PhaseTimes, WriteStats, merge_on_read, micros};
+use crate::apply::spill::{SpilledEvents, copy_on_write_spilled};
 use crate::apply::{ApplyError, CommitGuard, ROWS_PER_FILE, applied_state};
-use crate::apply_chunks::{discard, discard_failed, in_order, limit};
-use crate::apply_mor::{MergeMode, PhaseTimes, WriteStats, merge_on_read, micros};
-use crate::apply_spill::{SpilledEvents, copy_on_write_spilled};
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
@@ -26,7 +26,7 @@ use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, live_files_cach
 use crate::table::{self, CommitStamp, arrow_schema, commit_row_delta, write_data_file};
 
 /// The events of one unit: in memory, or spilled to disk (a recovery's replay range, see
-/// [`crate::apply_spill`]).
+/// [`crate::apply::spill`]).
 #[derive(Debug)]
 pub enum UnitEvents {
     Batches(Vec<RecordBatch>),
@@ -41,7 +41,7 @@ impl From<Vec<RecordBatch>> for UnitEvents {
 
 /// Merges `events` into the table copy-on-write and commits, retrying on a concurrent commit.
 /// Spilled events are merged in key ranges of about `range_events` events (see
-/// [`crate::apply_spill`]). Returns the table after the commit (or unchanged when the events
+/// [`crate::apply::spill`]). Returns the table after the commit (or unchanged when the events
 /// changed nothing).
 #[allow(clippy::too_many_arguments)]
 pub async fn merge_and_commit(
@@ -81,7 +81,7 @@ pub struct UnitOptions<'a> {
     pub skip_if_applied: Option<u64>,
     pub guard: Option<&'a dyn CommitGuard>,
     pub chunk_rows: u64,
-    /// Events one key range of a spilled unit holds (about; see [`crate::apply_spill`]).
+    /// Events one key range of a spilled unit holds (about; see [`crate::apply::spill`]).
     pub range_events: u64,
     pub mode: MergeMode,
     /// Merge-on-read: the keys of the data files seen by earlier units (see [`KeyIndex`]).
@@ -337,7 +337,7 @@ async fn copy_on_write(
 ) -> Result<UnitFiles, ApplyError> {
     // Key-range chunks of the candidate files, each merged on its own with the events of its
     // range, so that memory follows the chunk size rather than the table (or unit) size; two
-    // chunks at a time ([`crate::apply_chunks`]).
+    // chunks at a time ([`crate::apply::chunks`]).
     let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows);
     let chunk_events = split_by_chunk(spec, events, &cuts, chunks.len())?;
     let work: Vec<(Vec<DataFile>, Vec<RecordBatch>)> = chunks

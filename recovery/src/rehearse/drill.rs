@@ -23,11 +23,11 @@ use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
 
 use crate::apply::{ApplyOptions, Guard, RouteFence, applied_state, apply};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
-use crate::fault::delete_rows;
 use crate::ids::Ids;
 use crate::query::routed_context_with;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
+use crate::rehearse::fault::delete_rows;
 use crate::table;
 
 #[derive(Debug, Clone)]

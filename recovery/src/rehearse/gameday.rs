@@ -39,9 +39,9 @@ use crate::dr::history::{self, HistoryRecord};
 use crate::dr::rebuild::{self, file_name, warehouse_base};
 use crate::dr::replica;
 use crate::dr::rewrite::rewrite_paths;
-use crate::drill::{DrillCheck, DrillStep, Timer};
 use crate::ids::Ids;
 use crate::recover::snapshot::PrefixMap;
+use crate::rehearse::drill::{DrillCheck, DrillStep, Timer};
 use crate::table::read::read_table;
 use crate::table::{
     self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, parse_ident, write_data_file,
@@ -174,7 +174,7 @@ impl GamedayReport {
                 );
             }
         }
-        s + &crate::drill::checks_markdown(&self.checks)
+        s + &crate::rehearse::drill::checks_markdown(&self.checks)
     }
 }
 

@@ -35,12 +35,12 @@ use crate::dr::follow_state::FollowMode;
 use crate::dr::follower::{self, RunLimits};
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::{failover, resync};
-use crate::drill::{DrillCheck, DrillStep, Timer, checks_markdown};
-use crate::gameday::failover_io::{replicate, rows};
-use crate::gameday::{GamedayError, GamedayOptions};
 use crate::ids::Ids;
 use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
+use crate::rehearse::drill::{DrillCheck, DrillStep, Timer, checks_markdown};
+use crate::rehearse::gameday::failover_io::{replicate, rows};
+use crate::rehearse::gameday::{GamedayError, GamedayOptions};
 use crate::table;
 
 const TABLE: &str = "shop.orders";

@@ -1,4 +1,4 @@
-//! The failover game day's own I/O ([`crate::gameday_failover`]): the hostile replication
+//! The failover game day's own I/O ([`crate::rehearse::failover`]): the hostile replication
 //! and the rows of a table, for its checks.
 
 use tidemark_journal::store::{self, PutMode};

@@ -9,10 +9,10 @@ use std::collections::BTreeSet;
 use iceberg::spec::Transform;
 use iceberg::table::Table;
 
-use crate::ballista_tests::{both, generated_tail, rows, run};
 use crate::recover::RecoverError;
+use crate::recover::ballista_tests::{both, generated_tail, rows, run};
 use crate::recover::engine::Engine;
-use crate::recover_tests::{Story, append_text, ev, story_partitioned};
+use crate::recover::tests::{Story, append_text, ev, story_partitioned};
 use crate::table::test_support::catalog_in;
 use crate::table::{self, arrow_schema, live_data_files};
 

@@ -35,8 +35,8 @@ use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
-use crate::apply_chunks::{discard_failed, in_order, limit};
-use crate::apply_unit::{Merged, UnitFiles, sort_by_key, write_files};
+use crate::apply::chunks::{discard_failed, in_order, limit};
+use crate::apply::unit::{Merged, UnitFiles, sort_by_key, write_files};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};
@@ -301,7 +301,7 @@ pub(crate) async fn copy_on_write_spilled(
     let mut stats = MergeStats::default();
     // Rewritten file → the ranges that rewrote it.
     let mut rewritten: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
-    // Two ranges at a time ([`crate::apply_chunks`]); a range without events is skipped.
+    // Two ranges at a time ([`crate::apply::chunks`]); a range without events is skipped.
     let work = (0..ranges.count).filter(|&r| ranges.file(r).exists());
     let added = in_order(
         work,
