@@ -139,11 +139,32 @@ fn expected(what: &str, v: &Value) -> String {
     format!("expected {what}, got {shown}")
 }
 
-/// RFC 3339 to microseconds since the epoch (UTC).
+/// RFC 3339 to microseconds since the epoch (UTC), exactly: the column holds microseconds, so a
+/// value with non-zero digits below a microsecond is refused (as a decimal with more fractional
+/// digits than its scale is), and so are a leap second (`23:59:60`, which would silently become
+/// the next second) and a year outside 0001–9999 (which other Iceberg readers, PyIceberg among
+/// them, cannot read).
 pub fn parse_timestamp_micros(s: &str) -> std::result::Result<i64, String> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc).timestamp_micros())
-        .map_err(|e| format!("{s:?} is not an RFC 3339 timestamp: {e}"))
+    let t = DateTime::parse_from_rfc3339(s).map_err(|e| format!("{s:?} is not an RFC 3339 timestamp: {e}"))?;
+    let nanos = t.timestamp_subsec_nanos();
+    if nanos >= 1_000_000_000 {
+        return Err(format!(
+            "{s:?} is a leap second, which an Iceberg timestamp cannot hold"
+        ));
+    }
+    if nanos % 1_000 != 0 {
+        return Err(format!(
+            "{s:?} has digits below a microsecond, which the timestamp column (microseconds) cannot hold"
+        ));
+    }
+    let utc = t.with_timezone(&Utc);
+    let year = chrono::Datelike::year(&utc);
+    if !(1..=9999).contains(&year) {
+        return Err(format!(
+            "{s:?} is in year {year}: timestamps must lie in years 0001 to 9999 (UTC)"
+        ));
+    }
+    Ok(utc.timestamp_micros())
 }
 
 pub fn format_timestamp_micros(micros: i64) -> String {
@@ -528,6 +549,32 @@ mod tests {
         assert_eq!(format_decimal(1250, 2), "12.50");
         assert_eq!(format_decimal(-7, 2), "-0.07");
         assert_eq!(format_decimal(5, 0), "5");
+    }
+
+    #[test]
+    fn timestamps_are_exact_or_refused() {
+        assert_eq!(parse_timestamp_micros("1970-01-01T00:00:00.000001Z"), Ok(1));
+        // Zeros below a microsecond change nothing; any other digit there is refused.
+        assert_eq!(parse_timestamp_micros("1970-01-01T00:00:00.000001000Z"), Ok(1));
+        assert!(
+            parse_timestamp_micros("2026-11-29T08:00:00.0000011Z")
+                .unwrap_err()
+                .contains("below a microsecond")
+        );
+        assert!(
+            parse_timestamp_micros("2016-12-31T23:59:60Z")
+                .unwrap_err()
+                .contains("leap second")
+        );
+        assert!(
+            parse_timestamp_micros("0000-01-01T00:00:00Z")
+                .unwrap_err()
+                .contains("year 0")
+        );
+        // Year 0001 in UTC is the first one readers take; an offset that moves it to year 0 is not.
+        assert!(parse_timestamp_micros("0001-01-01T00:00:00Z").is_ok());
+        assert!(parse_timestamp_micros("0001-01-01T00:00:00+01:00").is_err());
+        assert!(parse_timestamp_micros("9999-12-31T23:59:59.999999Z").is_ok());
     }
 
     fn line(pos: u64, extra: &str) -> String {

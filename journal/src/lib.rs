@@ -7,6 +7,7 @@
 //! * [`writer`] — `append`: event object first, then the manifest (create-only); a batch counts
 //!   only once both exist.
 //! * [`verify`] — walks the manifest chain and proves a contiguous range of positions.
+//! * [`events`] — reads the events of a range of positions (any position, also inside a batch).
 //! * [`checkpoint`] — create-only checkpoint records of the pipeline.
 //! * [`conflict`] — append refuses two events with one key and version and different payloads;
 //!   [`resolution`] records an operator's way past a conflict the journal already holds.
@@ -20,6 +21,7 @@ pub mod clock;
 pub mod codec;
 pub mod conflict;
 pub mod error;
+pub mod events;
 pub mod failpoint;
 pub mod generate;
 pub mod journal;

@@ -16,6 +16,8 @@ pub const MANIFESTS_PREFIX: &str = "manifests/";
 pub const CHECKPOINTS_PREFIX: &str = "checkpoints/";
 pub const PROBE_PREFIX: &str = "_probe/";
 pub const RESOLUTIONS_PREFIX: &str = "resolutions/";
+/// Audit records (`tidemark audit`): one per table uuid and audited snapshot, create-only.
+pub const AUDITS_PREFIX: &str = "audits/";
 
 /// The key of the resolution of `key` at `version`: one per (key, version), whatever the key's
 /// characters (the name is a digest of both, so any key text maps to one safe file name).
@@ -68,6 +70,22 @@ pub fn parse_checkpoint_key(key: &str) -> Option<(String, u64)> {
     Some((uuid.to_string(), position))
 }
 
+pub fn audits_prefix(table_uuid: &str) -> String {
+    format!("{AUDITS_PREFIX}{table_uuid}/")
+}
+
+/// The audit record of one snapshot of a table (snapshot ids may be negative).
+pub fn audit_key(table_uuid: &str, snapshot_id: i64) -> String {
+    format!("{AUDITS_PREFIX}{table_uuid}/{snapshot_id}.json")
+}
+
+/// `(table uuid, snapshot id)` of an audit record key.
+pub fn parse_audit_key(key: &str) -> Option<(String, i64)> {
+    let rest = key.strip_prefix(AUDITS_PREFIX)?;
+    let (uuid, file) = rest.split_once('/')?;
+    Some((uuid.to_string(), file.strip_suffix(".json")?.parse().ok()?))
+}
+
 pub fn probe_key(writer_id: &str, nonce: &str) -> String {
     format!("{PROBE_PREFIX}{writer_id}/{nonce}")
 }
@@ -97,6 +115,9 @@ mod tests {
         let key = checkpoint_key("u-1", 1000);
         assert_eq!(parse_checkpoint_key(&key), Some(("u-1".to_string(), 1000)));
         assert!(key.starts_with(&checkpoints_prefix("u-1")));
+        let key = audit_key("u-1", -42);
+        assert_eq!(parse_audit_key(&key), Some(("u-1".to_string(), -42)));
+        assert!(key.starts_with(&audits_prefix("u-1")));
     }
 
     #[test]

@@ -40,8 +40,10 @@ pub struct ChainPoint {
 }
 
 impl ChainPoint {
-    /// The trusted link recorded by a checkpoint or a snapshot summary (`None` for sequence 0:
-    /// nothing applied yet, verify from the start). Its last position is read from the manifest.
+    /// The trusted link recorded by a checkpoint or a snapshot summary whose position is the
+    /// manifest's last (`None` for sequence 0: nothing applied yet, verify from the start). Its
+    /// last position is read from the manifest. A consumer that resumes after a recorded
+    /// position uses [`ChainPoint::holding`], which also handles a position inside the batch.
     pub async fn recorded(journal: &Journal, sequence: u64, digest: &str) -> crate::Result<Option<ChainPoint>> {
         if sequence == 0 {
             return Ok(None);
@@ -52,6 +54,54 @@ impl ChainPoint {
             digest: digest.to_string(),
             last_position,
         }))
+    }
+
+    /// The link to verify after, for a consumer that has applied every position up to
+    /// `position`, which the manifest `sequence` (recorded with `digest`) holds: the manifest
+    /// itself when `position` is its last, else the manifest before it (whose digest the holder
+    /// records as its previous), so that the rest of the holder's batch is verified and read
+    /// (`None`: verify from sequence 1). A holder whose digest is not the recorded one is
+    /// returned as the link itself, so that the verifier reports the mismatch; a holder that
+    /// does not hold `position` is refused.
+    pub async fn holding(
+        journal: &Journal,
+        sequence: u64,
+        digest: &str,
+        position: u64,
+    ) -> crate::Result<Option<ChainPoint>> {
+        if sequence == 0 {
+            return Ok(None);
+        }
+        let stored = journal.read_manifest(sequence, None).await?;
+        let m = &stored.manifest;
+        if stored.digest != digest || position == m.last_position {
+            return Ok(Some(ChainPoint {
+                sequence,
+                digest: digest.to_string(),
+                last_position: m.last_position,
+            }));
+        }
+        if position > m.last_position || position + 1 < m.first_position {
+            return Err(crate::JournalError::Format {
+                context: format!("manifest {}", stored.key),
+                message: format!(
+                    "it holds positions {}..={}, but position {position} was recorded with it",
+                    m.first_position, m.last_position
+                ),
+            });
+        }
+        match (sequence, &m.previous_digest) {
+            (1, _) => Ok(None),
+            (_, Some(previous)) => Ok(Some(ChainPoint {
+                sequence: sequence - 1,
+                digest: previous.clone(),
+                last_position: m.first_position - 1,
+            })),
+            (_, None) => Err(crate::JournalError::Format {
+                context: format!("manifest {}", stored.key),
+                message: format!("sequence {sequence} records no previous digest"),
+            }),
+        }
     }
 }
 

@@ -98,6 +98,7 @@ fn main() {
             into: "bench.recovered".into(),
             partition_rows: None,
             validation_split: Default::default(),
+            trust: Default::default(),
         };
         let t = Instant::now();
         #[cfg(feature = "ballista-engine")]

@@ -616,6 +616,7 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
             Ok("key-hash") => tidemark_recovery::recover::validate::Split::KeyHash,
             _ => tidemark_recovery::recover::validate::Split::Auto,
         },
+        trust: Default::default(),
     };
     // Peak memory per step: read at the end of each step, then reset (Linux: clear_refs 5).
     let mut step_peaks = serde_json::Map::new();

@@ -1,4 +1,4 @@
-//! Exit codes of the `tidemark` binary (documented in README.md, "Exit codes"). Errors map to a
+//! Exit codes of the `tidemark` binary (documented in docs/errors.md, "Exit codes"). Errors map to a
 //! code by their kind, so automation can tell "fix the input" from "someone else won the race".
 
 use tidemark_journal::JournalError;
@@ -24,6 +24,9 @@ pub const ACCESS_DENIED: u8 = 8;
 /// A catalog commit whose outcome is unknown (its reply was lost and the table could not be
 /// reloaded): run the command again once the catalog answers; it resolves the commit.
 pub const OUTCOME_UNKNOWN: u8 = 9;
+/// The table's history holds a write the journal does not explain (`audit`); `apply` and
+/// `recover` refuse to build on it (see the audit's report for the snapshot and what to do).
+pub const DIVERGENCE: u8 = 10;
 /// A distributed engine's failure: the Ballista scheduler cannot be reached, or a job failed
 /// on the cluster (nothing was committed; see the scheduler's and executors' logs).
 pub const CLUSTER: u8 = 11;
@@ -102,7 +105,23 @@ fn apply_code(e: &crate::apply::ApplyError) -> u8 {
         A::Failpoint(_) => FAILURE,
         A::Fenced(_) => CONFLICT,
         A::Spill { .. } => FAILURE,
+        A::Divergence(_) => DIVERGENCE,
+        A::Audit(a) => audit_code(a),
         A::Uncleaned { error, .. } => apply_code(error),
+    }
+}
+
+fn audit_code(e: &crate::audit::AuditError) -> u8 {
+    use crate::audit::AuditError as X;
+    match e {
+        X::Source(crate::table::source::SourceError::MissingFile { .. }) => VERIFY_FAILED,
+        X::Source(_) => FAILURE,
+        X::Table(t) => table_code(t),
+        X::Journal(j) => journal_code(j),
+        X::Store(s) => store_code(s),
+        X::UnknownSnapshot { .. } => NOT_FOUND,
+        X::Undecidable { .. } => BAD_INPUT,
+        X::BadRecord { .. } => VERIFY_FAILED,
     }
 }
 
@@ -157,6 +176,7 @@ fn warm_code(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
             P::RecordedForAnother { .. } => Some(CONFLICT),
             P::BadRecord { .. } => Some(BAD_INPUT),
             P::Store(s) => Some(store_code(s)),
+            P::Journal(j) => Some(journal_code(j)),
         };
     }
     if let Some(e) = cause.downcast_ref::<crate::dr::resync::ResyncError>() {
@@ -192,6 +212,9 @@ fn recover_code(e: &crate::recover::RecoverError) -> u8 {
         | R::NoPosition { .. }
         | R::Unsupported { .. } => BAD_INPUT,
         R::TargetExists { .. } => CONFLICT,
+        R::ResumeMismatch { .. } => BAD_INPUT,
+        R::Untrusted { .. } | R::NoTrustedSnapshot { .. } => DIVERGENCE,
+        R::Audit(a) => audit_code(a),
         #[cfg(feature = "ballista-engine")]
         R::Engine(e) => {
             use crate::recover::engine::EngineError as E;
@@ -262,6 +285,9 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<crate::apply::ApplyError>() {
             return apply_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<crate::audit::AuditError>() {
+            return audit_code(e);
         }
         if let Some(e) = cause.downcast_ref::<crate::table::TableError>() {
             return table_code(e);

@@ -7,6 +7,8 @@
 //! | [`table`] | Iceberg table work: schema, reads, file writes, commits, merge-on-read deletes |
 //! | [`merge`] | the versioned merge rules as a DataFusion plan |
 //! | [`reference`] | the same rules as a plain fold, independent of the merge: what validation compares with |
+//! | [`provenance`] | the summary properties of the applier protocol and of recoveries |
+//! | [`audit`] | a table's history held against the journal: finds the bad write, names the trusted snapshot |
 //! | [`apply`] | the applier: journal batches into the state table, then the checkpoint |
 //! | [`recover`] | recovery to a boundary H: choose, seed, replay, validate |
 //! | [`dr`] | DR operations: rebuild, backup/restore, replica copy and check, follow, fail over, resync |
@@ -16,6 +18,7 @@
 
 pub mod allocator;
 pub mod apply;
+pub mod audit;
 pub mod benchdata;
 pub mod catalog;
 pub mod dr;
@@ -23,6 +26,7 @@ pub mod exit;
 pub mod ids;
 pub mod merge;
 pub mod progress;
+pub mod provenance;
 pub mod query;
 pub mod recover;
 pub mod reference;

@@ -11,6 +11,8 @@ fn schemas() -> Vec<(&'static str, Value)> {
     let v = |s| serde_json::to_value(s).expect("schema serializes");
     vec![
         ("apply-report", v(schema_for!(crate::apply::ApplyReport))),
+        ("audit-report", v(schema_for!(crate::audit::AuditReport))),
+        ("audit-record", v(schema_for!(crate::audit::records::AuditRecord))),
         ("recovery-report", v(schema_for!(crate::recover::RecoveryReport))),
         (
             "validation-report",

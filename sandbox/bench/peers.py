@@ -34,7 +34,7 @@ warehouse (a folder), catalog_name, snapshot_table ("namespace.name"), and the c
 version, delete and position. Snapshot files hold the table's columns, position among them;
 event files hold the position first, then the same columns.
 
-The merge rules, as tidemark applies the whole range as one unit (recovery/src/reference.rs):
+The merge rules, as tidemark applies the whole range as one unit (recovery/src/recover/reference.rs):
 per key the row with the highest version wins; a snapshot row wins over events of its own
 version, and among events of one version the lowest position (an identical retry changes
 nothing); a delete is a tombstone row (delete flag set), never a removed row; the final row

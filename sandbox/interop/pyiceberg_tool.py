@@ -521,6 +521,68 @@ def cmd_equality_delete(db: str, warehouse: str, ident: str, *keys: str) -> None
     sys.stdout.write("\n")
 
 
+def cmd_delete(db: str, warehouse: str, ident: str, *keys: str) -> None:
+    """PyIceberg's own `Table.delete` of the rows with these keys (copy-on-write)."""
+    from pyiceberg.expressions import In
+
+    table = load_table(db, warehouse, ident)
+    key = table.schema().find_field(1).name
+    table.delete(delete_filter=In(key, list(keys)))
+    print(json.dumps({"deleted": list(keys)}))
+
+
+def cmd_rewrite_same(db: str, warehouse: str, ident: str) -> None:
+    """Overwrites the whole table with its own rows (a same-rows rewrite, one commit)."""
+    table = load_table(db, warehouse, ident)
+    data = table.scan().to_arrow()
+    table.overwrite(data)
+    print(json.dumps({"rewritten": data.num_rows}))
+
+
+def cmd_fill_column(db: str, warehouse: str, ident: str, name: str, value: str) -> None:
+    """Rewrites the whole table with VALUE in column NAME (a column outside the journal's spec)."""
+    table = load_table(db, warehouse, ident)
+    data = table.scan().to_arrow()
+    i = data.schema.get_field_index(name)
+    data = data.set_column(i, data.schema.field(i), pa.array([value] * data.num_rows, type=data.schema.field(i).type))
+    table.overwrite(data)
+    print(json.dumps({"filled": name, "rows": data.num_rows}))
+
+
+def cmd_tag(db: str, warehouse: str, ident: str, name: str) -> None:
+    table = load_table(db, warehouse, ident)
+    table.manage_snapshots().create_tag(table.current_snapshot().snapshot_id, name).commit()
+    print(json.dumps({"tag": name}))
+
+
+def cmd_expire_oldest(db: str, warehouse: str, ident: str, count: str) -> None:
+    """Expires the COUNT oldest snapshots of main's ancestry (their files stay when still used)."""
+    table = load_table(db, warehouse, ident)
+    ids = [s.snapshot_id for s in sorted(table.snapshots(), key=lambda s: s.sequence_number)][: int(count)]
+    table.maintenance.expire_snapshots().by_ids(ids).commit()
+    print(json.dumps({"expired": ids}))
+
+
+def cmd_applier_append(db: str, warehouse: str, ident: str, rows_path: str, properties: str) -> None:
+    """Appends rows with snapshot properties (a JSON object): another engine's applier that
+    follows tidemark's documented protocol (schemas/json/applier-summary.schema.json)."""
+    table = load_table(db, warehouse, ident)
+    data = rows_of(table.schema(), rows_path)
+    table.append(data, snapshot_properties=json.loads(properties))
+    print(json.dumps({"table": ident, "rows": data.num_rows}))
+
+
+def cmd_applier_overwrite(db: str, warehouse: str, ident: str, rows_path: str, properties: str) -> None:
+    """`overwrite` (by key) with snapshot properties: an applier's upsert under the protocol."""
+    from pyiceberg.expressions import In
+
+    table = load_table(db, warehouse, ident)
+    data = rows_of(table.schema(), rows_path)
+    key = table.schema().find_field(1).name
+    table.overwrite(data, overwrite_filter=In(key, data.column(key).to_pylist()), snapshot_properties=json.loads(properties))
+    print(json.dumps({"table": ident, "rows": data.num_rows}))
+
+
 def cmd_rename(db: str, warehouse: str, ident: str, old: str, new: str) -> None:
     table = load_table(db, warehouse, ident)
     with table.update_schema() as update:
@@ -819,7 +881,13 @@ USAGE = """usage:
   pyiceberg_tool.py add-partition CATALOG_DB WAREHOUSE TABLE COLUMN:TRANSFORM[,...]
   pyiceberg_tool.py set-property CATALOG_DB WAREHOUSE TABLE KEY VALUE
   pyiceberg_tool.py drop|describe CATALOG_DB WAREHOUSE TABLE
-  pyiceberg_tool.py read-raw|live-files|manifests CATALOG_DB WAREHOUSE TABLE"""
+  pyiceberg_tool.py read-raw|live-files|manifests CATALOG_DB WAREHOUSE TABLE
+  pyiceberg_tool.py delete CATALOG_DB WAREHOUSE TABLE ORDER_ID...
+  pyiceberg_tool.py rewrite-same CATALOG_DB WAREHOUSE TABLE
+  pyiceberg_tool.py fill-column CATALOG_DB WAREHOUSE TABLE NAME VALUE
+  pyiceberg_tool.py tag CATALOG_DB WAREHOUSE TABLE NAME
+  pyiceberg_tool.py expire-oldest CATALOG_DB WAREHOUSE TABLE COUNT
+  pyiceberg_tool.py applier-append|applier-overwrite CATALOG_DB WAREHOUSE TABLE ROWS_JSONL PROPERTIES_JSON"""
 
 COMMANDS = {
     # name: (function, number of arguments after TABLE, or None for one or more)
@@ -841,6 +909,13 @@ COMMANDS = {
     "read-raw": (cmd_read_raw, 0),
     "live-files": (cmd_live_files, 0),
     "manifests": (cmd_manifests, 0),
+    "delete": (cmd_delete, None),
+    "rewrite-same": (cmd_rewrite_same, 0),
+    "fill-column": (cmd_fill_column, 2),
+    "tag": (cmd_tag, 1),
+    "expire-oldest": (cmd_expire_oldest, 1),
+    "applier-append": (cmd_applier_append, 2),
+    "applier-overwrite": (cmd_applier_overwrite, 2),
 }
 
 

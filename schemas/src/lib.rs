@@ -130,6 +130,63 @@ pub struct Resolution {
     pub written_at: String,
 }
 
+/// The snapshot summary properties of an applier commit (the applier protocol): what tidemark's
+/// applier writes on every commit, and what another engine's applier (a Spark or Flink job) sets
+/// as snapshot properties so that `tidemark audit` and `tidemark recover` treat its commits as
+/// tidemark's own. Iceberg summary values are strings; positions are decimal integers.
+///
+/// Rules the audit checks: `tidemark.first-position` is exactly one after the position the
+/// parent snapshot holds (its own record or its newest ancestor's), `tidemark.last-position` is
+/// at or after it, and `tidemark.journal-id` is the journal's id. Every position of the range is
+/// applied by the merge rules in the one commit (one snapshot; a commit made as several snapshots
+/// carries the same three values on each). The manifest sequence and digest are optional: with
+/// them, the next applier verifies the journal's chain from that manifest instead of from the
+/// journal's first one. After the commit, the applier writes a [`Checkpoint`] (optional for
+/// the audit; `recover --at-or-before` chooses by checkpoints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApplierSummary {
+    #[serde(rename = "tidemark.journal-id")]
+    pub journal_id: String,
+    /// The first position the commit applied (decimal).
+    #[serde(rename = "tidemark.first-position")]
+    #[schemars(regex(pattern = r"^[1-9][0-9]*$"))]
+    pub first_position: String,
+    /// The last position the commit applied: the table holds every position up to it (decimal).
+    #[serde(rename = "tidemark.last-position")]
+    #[schemars(regex(pattern = r"^[0-9]+$"))]
+    pub last_position: String,
+    /// The sequence of the manifest that holds the last position (decimal).
+    #[serde(
+        rename = "tidemark.manifest-sequence",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(regex(pattern = r"^[0-9]+$"))]
+    pub manifest_sequence: Option<String>,
+    /// `sha256:<hex>` of that manifest's bytes.
+    #[serde(
+        rename = "tidemark.manifest-digest",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
+    pub manifest_digest: Option<String>,
+    /// Other writers' divergent snapshots this commit's applier accepted (comma-separated ids),
+    /// and why.
+    #[serde(
+        rename = "tidemark.accepted-divergence",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub accepted_divergence: Option<String>,
+    #[serde(
+        rename = "tidemark.accepted-reason",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub accepted_reason: Option<String>,
+}
+
 /// A pipeline checkpoint: the table was committed first, then this was written (create-only) at
 /// `checkpoints/<table_uuid>/<position:020>.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -18,6 +18,10 @@ fn all_schemas() -> Vec<(&'static str, Value)> {
         ),
         ("manifest", serde_json::to_value(schema_for!(Manifest)).unwrap()),
         ("checkpoint", serde_json::to_value(schema_for!(Checkpoint)).unwrap()),
+        (
+            "applier-summary",
+            serde_json::to_value(schema_for!(ApplierSummary)).unwrap(),
+        ),
         ("resolution", serde_json::to_value(schema_for!(Resolution)).unwrap()),
         ("route", serde_json::to_value(schema_for!(Route)).unwrap()),
         (
@@ -128,6 +132,12 @@ fn written_objects_validate_against_the_checked_in_schemas() {
     })
     .unwrap();
     validate("checkpoint", &checkpoint).unwrap();
+    // A snapshot summary of another engine's applier (Iceberg keeps other summary fields too).
+    let summary = json!({"operation": "overwrite", "tidemark.journal-id": "j-1",
+        "tidemark.first-position": "5", "tidemark.last-position": "6", "engine-name": "spark"});
+    validate("applier-summary", &summary).unwrap();
+    let gap = json!({"tidemark.journal-id": "j-1", "tidemark.first-position": "0", "tidemark.last-position": "6"});
+    assert!(validate("applier-summary", &gap).is_err(), "positions start at 1");
     let resolution = serde_json::to_value(Resolution {
         format_version: FORMAT_VERSION,
         journal_id: "j-1".into(),

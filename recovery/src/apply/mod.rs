@@ -34,13 +34,11 @@ pub mod unit;
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use arrow::array::RecordBatch;
 use iceberg::table::Table;
 use serde::Serialize;
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
 use tidemark_journal::clock::Clock;
-use tidemark_journal::codec;
 use tidemark_journal::journal::StoredManifest;
 use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
@@ -64,16 +62,33 @@ pub const MERGE_CHUNK_ROWS: u64 = 1_000_000;
 /// Rows per data file written by a merge.
 pub const ROWS_PER_FILE: usize = 100_000;
 
-pub const PROP_JOURNAL_ID: &str = "tidemark.journal-id";
-pub const PROP_FIRST_POSITION: &str = "tidemark.first-position";
-pub const PROP_LAST_POSITION: &str = "tidemark.last-position";
-pub const PROP_MANIFEST_SEQUENCE: &str = "tidemark.manifest-sequence";
-pub const PROP_MANIFEST_DIGEST: &str = "tidemark.manifest-digest";
+pub use crate::provenance::{
+    PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
+};
 /// Table property: the fraction of the table's rows position deletes may remove before the
 /// applier compacts (merge-on-read; default [`DEFAULT_COMPACT_AT`]; `0` or less: never).
 pub const PROP_COMPACT_AT: &str = "tidemark.apply.compact-deleted-fraction";
 /// The default of [`PROP_COMPACT_AT`].
 pub const DEFAULT_COMPACT_AT: f64 = 0.2;
+
+/// What [`ApplyError::Divergence`] names: the divergent snapshot and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "table {table}: snapshot {snapshot_id} ({operation} by {writer}, committed {committed_at}) changed what the journal says: {removed} keys removed, {changed} changed, {added} added (e.g. {samples}); nothing was applied. Recover the table from its last trusted snapshot ({trusted}): `tidemark recover --journal {journal} --source-table {table} --into <new table>`; or, to keep that change, run apply again with `--on-divergence continue --reason TEXT`"
+)]
+pub struct DivergenceStop {
+    pub table: String,
+    pub journal: String,
+    pub snapshot_id: i64,
+    pub operation: String,
+    pub writer: String,
+    pub committed_at: String,
+    pub removed: u64,
+    pub changed: u64,
+    pub added: u64,
+    pub samples: String,
+    pub trusted: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -112,6 +127,12 @@ pub enum ApplyError {
     Fenced(String),
     #[error("merge spill {path}: {message}")]
     Spill { path: String, message: String },
+    /// Another writer committed a change the journal does not explain since the applier's own
+    /// last commit (found by the audit, `crate::audit`); nothing was committed.
+    #[error(transparent)]
+    Divergence(Box<DivergenceStop>),
+    #[error(transparent)]
+    Audit(Box<crate::audit::AuditError>),
     /// `error` stopped a unit after some of its files were written, and not all of them could
     /// be deleted: `left` names each (path: why). They are in no snapshot (orphans).
     #[error("{error}; {n} file(s) written for it are in no snapshot and could not be deleted: {list}", n = .left.len(), list = .left.join("; "))]
@@ -136,10 +157,24 @@ pub trait CommitGuard: Send + Sync {
     async fn check(&self) -> Result<(), String>;
 }
 
+/// What the applier does when another writer's commit since its own last one diverges from the
+/// journal (`--on-divergence`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum OnDivergence {
+    /// Commit nothing and stop ([`ApplyError::Divergence`], exit 10).
+    #[default]
+    Stop,
+    /// Accept the change and go on; the divergent snapshots and the reason are recorded in the
+    /// next commit's summary ([`crate::provenance::PROP_ACCEPTED_DIVERGENCE`]).
+    Continue { reason: String },
+}
+
 #[derive(Debug, Clone)]
 pub struct ApplyOptions {
     /// Apply up to this position (default: everything verified).
     pub until: Option<u64>,
+    /// What to do when another writer's commit diverges from the journal.
+    pub on_divergence: OnDivergence,
     /// Journal batches (manifests) merged per table commit: by default every batch waiting, up
     /// to a bound ([`crate::apply::group`]); `--batches-per-commit N` is [`Grouping::Fixed`].
     pub grouping: Grouping,
@@ -187,6 +222,7 @@ impl Default for ApplyOptions {
     fn default() -> Self {
         ApplyOptions {
             until: None,
+            on_divergence: OnDivergence::Stop,
             grouping: Grouping::default(),
             max_attempts: 5,
             failpoint: None,
@@ -220,6 +256,10 @@ pub struct ApplyReport {
     pub compactions: u64,
     pub compaction_writes: WriteStats,
     pub compaction_ms: u64,
+    /// Other writers' divergent snapshots the operator accepted with `--on-divergence continue`
+    /// (comma-separated ids), recorded in this run's first commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accepted_divergence: Option<String>,
     /// Where the time went (verify, events, table reads, merge, writes, commits, checkpoints).
     pub phases: PhaseTimes,
     pub elapsed_ms: u64,
@@ -297,48 +337,9 @@ async fn write_checkpoint(
     Ok(checkpoint::write(journal.store.as_ref(), &cp).await?)
 }
 
-/// Reads the events of `manifests` with positions in `(after, to]`, without the events a
-/// recorded resolution voids (`tidemark_journal::resolution`).
-pub async fn read_events(
-    journal: &Journal,
-    manifests: &[&StoredManifest],
-    after: u64,
-    to: u64,
-) -> Result<Vec<RecordBatch>, ApplyError> {
-    let resolutions = tidemark_journal::resolution::Resolutions::load(journal).await?;
-    let mut out = Vec::new();
-    for m in manifests {
-        out.extend(read_manifest_events(journal, &resolutions, m, after, to).await?);
-    }
-    Ok(out)
-}
-
-/// [`read_events`] of one manifest, with the resolutions already loaded (for a reader that
-/// streams the range one manifest at a time).
-pub async fn read_manifest_events(
-    journal: &Journal,
-    resolutions: &tidemark_journal::resolution::Resolutions,
-    m: &StoredManifest,
-    after: u64,
-    to: u64,
-) -> Result<Vec<RecordBatch>, ApplyError> {
-    let mut out = Vec::new();
-    let got = journal
-        .store
-        .get(&m.manifest.object_key, Some(&m.manifest.object_version_id))
-        .await
-        .map_err(tidemark_journal::JournalError::from)?;
-    for b in codec::decode_parquet(&journal.spec, &m.manifest.object_key, got.body)? {
-        let first = m.manifest.first_position;
-        let lo = after.saturating_sub(first - 1).min(b.num_rows() as u64) as usize;
-        let hi = (to + 1).saturating_sub(first).min(b.num_rows() as u64) as usize;
-        // Batches are position-contiguous from `first` (verified), so offsets are positions.
-        if hi > lo {
-            out.push(resolutions.filter(journal, b.slice(lo, hi - lo))?);
-        }
-    }
-    Ok(out)
-}
+// The events of a range are read in one place, the journal crate (any position, also inside a
+// batch).
+pub use tidemark_journal::events::{read_events, read_manifest_events};
 
 /// Applies the verified journal to `table_name` (created from the journal's spec if missing).
 pub async fn apply(
@@ -418,10 +419,16 @@ pub async fn apply(
         report.checkpoints_written += 1;
     }
     report.started_after_position = state.position;
+    // Other writers' commits since the applier's own last one: a divergence stops it (or, when
+    // the operator accepts it, is recorded in the next commit).
+    let mut accepted = audit_foreign_commits(journal, handle, &table, table_name, &opts.on_divergence).await?;
+    report.accepted_divergence = accepted.clone();
 
-    // Verify the chain from the applied point (the checkpoint's manifest) to the target.
+    // Verify the chain from the applied position to the target: after the manifest that holds
+    // it when it is that manifest's last, else after the one before (the rest of the holder's
+    // batch is still to apply).
     let t = Instant::now();
-    let after = ChainPoint::recorded(journal, state.manifest_sequence, &state.manifest_digest).await?;
+    let after = ChainPoint::holding(journal, state.manifest_sequence, &state.manifest_digest, state.position).await?;
     let chain = verify(
         journal,
         &VerifyOptions {
@@ -467,6 +474,10 @@ pub async fn apply(
             last_manifest.manifest.sequence.to_string(),
         );
         summary.insert(PROP_MANIFEST_DIGEST.to_string(), last_manifest.digest.clone());
+        if let (Some(ids), OnDivergence::Continue { reason }) = (accepted.take(), &opts.on_divergence) {
+            summary.insert(crate::provenance::PROP_ACCEPTED_DIVERGENCE.to_string(), ids);
+            summary.insert(crate::provenance::PROP_ACCEPTED_REASON.to_string(), reason.clone());
+        }
         let unit_opts = UnitOptions {
             max_attempts: opts.max_attempts,
             skip_if_applied: Some(to),
@@ -560,4 +571,76 @@ pub async fn apply(
     report.snapshot_id = table.metadata().current_snapshot_id();
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
+}
+
+/// Audits the snapshots other writers committed to `table` since the applier's own last commit
+/// (none when the current snapshot is that commit, or the table has none: nothing is read then).
+/// A divergence stops the applier unless `on` continues; then the divergent snapshot ids
+/// (comma-separated) are returned for the next commit's summary.
+async fn audit_foreign_commits(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    table: &Table,
+    table_name: &str,
+    on: &OnDivergence,
+) -> Result<Option<String>, ApplyError> {
+    let meta = table.metadata();
+    let Some(current) = meta.current_snapshot() else {
+        return Ok(None);
+    };
+    let Some(own) = crate::provenance::recorded_position(meta, current) else {
+        return Ok(None);
+    };
+    if own.recorded_by == current.snapshot_id() {
+        return Ok(None);
+    }
+    let source = crate::table::source::SnapshotSource {
+        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
+        file_io_props: handle.file_io_props().clone(),
+        prefix_map: None,
+    };
+    let opts = crate::audit::AuditOptions {
+        trust_from: Some(own.recorded_by),
+        records: Some(journal.store.clone()),
+        ..Default::default()
+    };
+    let report = crate::audit::audit(journal, &source, &opts, &mut |_| {})
+        .await
+        .map_err(|e| ApplyError::Audit(Box::new(e)))?;
+    let Some(d) = report.first_divergence else {
+        return Ok(None);
+    };
+    match on {
+        OnDivergence::Continue { .. } => {
+            let ids: Vec<String> = report
+                .open_divergences
+                .iter()
+                .map(|d| d.snapshot_id.to_string())
+                .collect();
+            Ok(Some(ids.join(",")))
+        }
+        OnDivergence::Stop => Err(ApplyError::Divergence(Box::new(DivergenceStop {
+            table: table_name.to_string(),
+            journal: journal.url(),
+            snapshot_id: d.snapshot_id,
+            operation: d.operation,
+            writer: d.writer,
+            committed_at: d.committed_at,
+            removed: d.counts.removed,
+            changed: d.counts.changed,
+            added: d.counts.added,
+            samples: if d.sample_keys.is_empty() {
+                d.detail.clone()
+            } else {
+                d.sample_keys.join(", ")
+            },
+            trusted: report.trusted.map_or("none".into(), |t| {
+                format!(
+                    "snapshot {} at position {}",
+                    t.snapshot_id,
+                    t.position.map_or("?".into(), |p| p.to_string())
+                )
+            }),
+        }))),
+    }
 }

@@ -358,6 +358,7 @@ async fn recovery_from_a_merge_on_read_snapshot_validates() {
         into: "shop.recovered".into(),
         partition_rows: None,
         validation_split: Default::default(),
+        trust: Default::default(),
     };
     let (report, _) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(9), &mut |_| {})
         .await

@@ -70,6 +70,24 @@ pub(crate) async fn apply_all(j: &Journal, handle: &CatalogHandle, ids: &SeededI
     .unwrap()
 }
 
+/// [`apply_all`] on a table another engine also writes: its changes since the applier's last
+/// commit are accepted (`--on-divergence continue`), as an operator of such a table does.
+pub(crate) async fn apply_all_accepting(
+    j: &Journal,
+    handle: &CatalogHandle,
+    ids: &SeededIds,
+) -> crate::apply::ApplyReport {
+    let opts = ApplyOptions {
+        on_divergence: crate::apply::OnDivergence::Continue {
+            reason: "another engine writes this table too".into(),
+        },
+        ..Default::default()
+    };
+    apply(j, handle, "shop.orders", &opts, &clock(), ids, &mut |_| {})
+        .await
+        .unwrap()
+}
+
 /// [`apply_all`] with a commit (and a snapshot and a checkpoint) per journal batch.
 pub(crate) async fn apply_each_batch(
     j: &Journal,

@@ -1,5 +1,6 @@
 //! The command line: one subcommand a file under `cli/`.
 
+mod audit;
 #[cfg(feature = "ballista-engine")]
 mod ballista;
 mod catalog;
@@ -62,6 +63,9 @@ pub enum Command {
     Journal(journal::JournalCommand),
     /// Merge verified journal batches into the Iceberg state table, then checkpoint.
     Apply(Box<table::ApplyArgs>),
+    /// Hold a table's history against the journal, snapshot by snapshot: find the bad write and
+    /// the newest trusted snapshot (exit 10 on a divergence).
+    Audit(Box<audit::AuditArgs>),
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
     Fault(FaultCommand),
@@ -114,6 +118,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Journal(c) => journal::run(c).await,
         Command::Gen(c) => generate::run(c),
         Command::Apply(a) => table::run_apply(*a).await,
+        Command::Audit(a) => audit::run(*a).await,
         Command::Recover(a) => recover::run(*a).await,
         #[cfg(feature = "ballista-engine")]
         Command::Ballista(c) => ballista::run(c).await,

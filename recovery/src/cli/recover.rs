@@ -20,6 +20,13 @@ use tidemark_router::{FlipRequest, RouteStore};
 use super::table::CatalogArgs;
 use super::{Common, print_json};
 
+/// `--reference`: what else the recovered table is validated against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reference {
+    /// The fold of the whole journal from position 1.
+    Journal,
+}
+
 #[derive(Debug, Args)]
 pub struct RecoverArgs {
     #[arg(long)]
@@ -43,7 +50,8 @@ pub struct RecoverArgs {
     /// Read the replica through a path prefix map FROM=TO (a copy under another root).
     #[arg(long)]
     pub prefix_map: Option<String>,
-    /// The trusted snapshot: newest checkpoint at or before this position (default: newest) …
+    /// The snapshot to start from (default, none of these three: the newest snapshot the audit
+    /// of the source's history trusts): the newest checkpoint at or before this position …
     #[arg(long)]
     pub at_or_before: Option<u64>,
     /// … or a snapshot id …
@@ -52,6 +60,14 @@ pub struct RecoverArgs {
     /// … or a tag.
     #[arg(long, conflicts_with = "at_or_before")]
     pub tag: Option<String>,
+    /// Start from a snapshot the audit does not trust anyway (its history holds a write the
+    /// journal does not explain); the reason is recorded on the recovered table's seed.
+    #[arg(long, value_name = "REASON")]
+    pub accept_divergence: Option<String>,
+    /// `journal`: also validate the recovered table against the fold of the whole journal from
+    /// position 1 (needs the journal from position 1; reads all of it).
+    #[arg(long, value_enum)]
+    pub reference: Option<Reference>,
     /// The journal boundary H (default: the end of the verified range when the job starts).
     #[arg(long)]
     pub to: Option<u64>,
@@ -126,8 +142,9 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     let choice = match (&args.snapshot_id, &args.tag) {
         (Some(id), _) => SnapshotChoice::SnapshotId(*id),
         (None, Some(tag)) => SnapshotChoice::Tag(tag.clone()),
-        (None, None) => SnapshotChoice::Checkpoint {
-            at_or_before: args.at_or_before,
+        (None, None) => match args.at_or_before {
+            Some(p) => SnapshotChoice::Checkpoint { at_or_before: Some(p) },
+            None => SnapshotChoice::Trusted,
         },
     };
     let routes = match &args.route {
@@ -155,6 +172,11 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         into: args.into.clone(),
         partition_rows: None,
         validation_split: args.validation_split,
+        trust: tidemark_recovery::recover::audited::TrustOptions {
+            accept_divergence: args.accept_divergence.clone(),
+            reference_journal: args.reference == Some(Reference::Journal),
+            ..Default::default()
+        },
     };
     let mut progress = Progress::new("recover", args.common.quiet);
     let mut on_step = |s: &tidemark_recovery::recover::StepTiming| {
@@ -176,7 +198,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         tidemark_recovery::recover::recover(&journal, &handle, &opts, &SystemClock, &RandomIds, &mut on_step).await?;
     let mut flipped = None;
     let mut already_flipped = false;
-    if report.validation.ok
+    if report.ok()
         && !args.dry_run
         && let Some(routes) = &routes
     {
@@ -244,8 +266,16 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
             None => {}
         }
     }
-    if !report.validation.ok {
-        let v = &report.validation;
+    let failed = if !report.validation.ok {
+        Some(("validation", &report.validation))
+    } else {
+        report
+            .journal_reference
+            .as_ref()
+            .filter(|r| !r.ok)
+            .map(|r| ("validation against the whole journal", r))
+    };
+    if let Some((what, v)) = failed {
         let first: Vec<String> = v
             .first_mismatches
             .iter()
@@ -262,7 +292,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         return Err(exit_error(
             VERIFY_FAILED,
             format!(
-                "validation failed: {} missing, {} extra, {} version, {} delete-flag, {} value mismatches, {} duplicate keys; first: {}; the route was not flipped",
+                "{what} failed: {} missing, {} extra, {} version, {} delete-flag, {} value mismatches, {} duplicate keys; first: {}; the route was not flipped",
                 v.missing,
                 v.extra,
                 v.version_mismatches,

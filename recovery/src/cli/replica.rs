@@ -185,6 +185,11 @@ pub enum WarmCommand {
         /// The promotion's id (default failover-<UTC time>).
         #[arg(long)]
         failover_id: Option<String>,
+        /// The tables' journal: the promotion then reports the newest checkpoint the primary
+        /// recorded in it for each table, and whether a recovery must close the gap before the
+        /// writer continues (`recover_needed`).
+        #[arg(long)]
+        journal: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -334,15 +339,30 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             routes,
             reason,
             failover_id,
+            journal,
             common,
         } => {
+            let journal = match journal {
+                Some(url) => Some(tidemark_journal::Journal::open(tidemark_journal::store::open(&url).await?).await?),
+                None => None,
+            };
             let state_url = target.state_url()?;
             let handle = target.open().await?;
             tidemark_recovery::dr::follow::require_capabilities(&handle)?;
             let opts = target.options(FollowMode::Strict, None)?;
             let store = follower::open_state(&state_url).await?;
             let id = failover_id.unwrap_or_else(|| format!("failover-{}", SystemClock.now().format("%Y%m%dT%H%M%SZ")));
-            let p = failover::failover(&opts, &handle, store, &routes, &id, &reason, &SystemClock).await?;
+            let p = failover::failover(
+                &opts,
+                &handle,
+                store,
+                &routes,
+                &id,
+                &reason,
+                journal.as_ref(),
+                &SystemClock,
+            )
+            .await?;
             if p.already_recorded {
                 eprintln!(
                     "failover {id} is already recorded ({state_url}/promotions/{id}.json, at {}): nothing done again; \
@@ -366,15 +386,25 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
                     );
                 }
                 for t in &p.tables {
+                    let journal = match (t.journal_checkpoint_position, t.recover_needed) {
+                        (_, None) => " (without --journal: the primary's checkpoints were not read)".to_string(),
+                        (Some(c), Some(true)) => format!(
+                            "; the primary checkpointed position {c}: recover before the writer continues (`tidemark recover --source-table {} --to H`, then flip the route)",
+                            t.table
+                        ),
+                        (c, Some(_)) => format!(
+                            "; the primary's newest checkpoint {}: no recovery needed, the writer continues with `tidemark apply --route`",
+                            c.map_or("(none)".into(), |v| v.to_string())
+                        ),
+                    };
                     println!(
-                        "{:<32} {:?}: DR at position {}, primary last seen at {}: {} commits / {} positions behind; replay with `tidemark recover --source-table {} --to H`",
+                        "{:<32} {:?}: DR at position {}, primary last seen at {}: {} commits / {} positions behind{journal}",
                         t.table,
                         t.status,
                         t.dr_position.map_or("?".into(), |v| v.to_string()),
                         t.primary_latest_position.map_or("?".into(), |v| v.to_string()),
                         t.commits_behind.map_or("?".into(), |v| v.to_string()),
                         t.positions_behind.map_or("?".into(), |v| v.to_string()),
-                        t.table,
                     );
                 }
             }

@@ -102,11 +102,37 @@ pub struct ApplyArgs {
     /// (default: the table's `tidemark.apply.compact-deleted-fraction`, else 0.2; 0: never).
     #[arg(long)]
     pub compact_at: Option<f64>,
+    /// When another writer committed a change the journal does not explain since the applier's
+    /// own last commit: `stop` (commit nothing, exit 10) or `continue` (accept it; needs
+    /// --reason, recorded in the next commit's summary).
+    #[arg(long, value_enum, default_value = "stop")]
+    pub on_divergence: OnDivergenceArg,
+    /// Why the divergence is accepted (with `--on-divergence continue`).
+    #[arg(long)]
+    pub reason: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnDivergenceArg {
+    Stop,
+    Continue,
+}
+
 pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
+    let on_divergence = match (args.on_divergence, &args.reason) {
+        (OnDivergenceArg::Stop, _) => tidemark_recovery::apply::OnDivergence::Stop,
+        (OnDivergenceArg::Continue, Some(r)) if !r.trim().is_empty() => {
+            tidemark_recovery::apply::OnDivergence::Continue { reason: r.clone() }
+        }
+        (OnDivergenceArg::Continue, _) => {
+            return Err(tidemark_recovery::exit::exit_error(
+                tidemark_recovery::exit::BAD_INPUT,
+                "--on-divergence continue needs --reason TEXT (recorded in the commit that accepts the change)",
+            ));
+        }
+    };
     let journal = Journal::open(store::open(&args.journal).await?).await?;
     let (handle, table_name, guard) = match (&args.table, &args.route) {
         (Some(t), _) => {
@@ -131,7 +157,8 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         grouping: Grouping::of(args.batches_per_commit),
         merge_mode: args.merge_mode,
         compact_at: args.compact_at,
-        // For drills and tests: simulate a crash at a named step (see README, "Failpoints").
+        on_divergence,
+        // For drills and tests: simulate a crash at a named step (see docs/errors.md, "Failpoints").
         failpoint: std::env::var("TIDEMARK_FAILPOINT").ok().filter(|v| !v.is_empty()),
         ..Default::default()
     };

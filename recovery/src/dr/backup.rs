@@ -35,7 +35,7 @@ use tidemark_journal::store::{self, GetResult, ObjectStore, PutMode, StoreError}
 use super::rebuild::{DrError, warehouse_base};
 use super::replica::{MissingFile, missing_files};
 use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
-use crate::recover::snapshot::file_io;
+use crate::table::source::file_io;
 use crate::table::{TableError, parse_ident};
 
 /// Version of the backup format and of the restore report.

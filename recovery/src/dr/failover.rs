@@ -23,6 +23,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use tidemark_journal::Journal;
+use tidemark_journal::checkpoint::{self, CheckpointFilter};
 use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{ObjectStore, PutMode, StoreError, put_resolved};
 use tidemark_router::{FlipRequest, RouteError, RouteStore};
@@ -62,8 +64,23 @@ pub struct PromotedTable {
     pub primary_latest_position: Option<u64>,
     /// Commits on the primary's chain the DR side lacks (RPO in commits).
     pub commits_behind: Option<usize>,
-    /// Journal positions to replay (`recover` from the DR table with the journal).
+    /// Journal positions to replay (`recover` from the DR table with the journal): from the DR
+    /// table's position to the newest the primary is known to hold — the newest version the
+    /// replica saw, or with `--journal` the primary's newest checkpoint of the table, whichever
+    /// is later (the primary may have committed after the last replication).
     pub positions_behind: Option<u64>,
+    /// The position of the newest checkpoint the primary recorded in the journal for this table
+    /// (same table uuid), with `--journal`.
+    #[serde(default)]
+    pub journal_checkpoint_position: Option<u64>,
+    /// The journal's newest position, with `--journal`.
+    #[serde(default)]
+    pub journal_head_position: Option<u64>,
+    /// Whether the DR table must be recovered (`recover` from it with the journal, then flip the
+    /// route) before the writer continues: the primary's checkpoints are ahead of it, so
+    /// `apply --route` would refuse (exit 3). `None` without `--journal`.
+    #[serde(default)]
+    pub recover_needed: Option<bool>,
     pub behind_ms: Option<i64>,
     pub missing_count: usize,
 }
@@ -127,6 +144,9 @@ pub enum FailoverError {
     BadRecord { url: String, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The journal given with `--journal` could not be read.
+    #[error(transparent)]
+    Journal(#[from] tidemark_journal::JournalError),
 }
 
 /// Promotes the DR catalog `handle` (see the module documentation). `opts` is what the follower
@@ -139,6 +159,7 @@ pub async fn failover(
     routes: &[String],
     failover_id: &str,
     reason: &str,
+    journal: Option<&Journal>,
     clock: &dyn Clock,
 ) -> Result<Promotion, FailoverError> {
     let started = std::time::Instant::now();
@@ -261,7 +282,7 @@ pub async fn failover(
         // On a re-run the lease is already this failover's: the follower is the one it fenced.
         fenced_holder: before.and_then(|b| b.taken_by(failover_id)),
         routes: flips,
-        tables: promoted_tables(&state),
+        tables: promoted_tables(&state, handle, journal).await?,
         ms: started.elapsed().as_millis() as u64,
         already_recorded: false,
     };
@@ -314,11 +335,48 @@ async fn own_flip(
     }))
 }
 
-fn promoted_tables(state: &FollowerState) -> Vec<PromotedTable> {
-    state
-        .tables
-        .iter()
-        .map(|t| PromotedTable {
+/// What each table of `state` lacks; with the journal, also what the primary recorded in it
+/// (its newest checkpoint of the table, found by the table's uuid, which the DR table shares).
+async fn promoted_tables(
+    state: &FollowerState,
+    handle: &CatalogHandle,
+    journal: Option<&Journal>,
+) -> Result<Vec<PromotedTable>, FailoverError> {
+    let head = match journal {
+        Some(j) => Some(j.head().await?.map_or(0, |m| m.manifest.last_position)),
+        None => None,
+    };
+    let mut out = Vec::new();
+    for t in &state.tables {
+        let checkpoint = match journal {
+            Some(j) => {
+                let uuid = match parse_ident(&t.table) {
+                    Ok(ident) => handle
+                        .catalog()
+                        .load_table(&ident)
+                        .await
+                        .ok()
+                        .map(|table| table.metadata().uuid().to_string()),
+                    Err(_) => None,
+                };
+                match uuid {
+                    Some(uuid) => {
+                        let filter = CheckpointFilter {
+                            table_uuid: Some(uuid),
+                            table_name: None,
+                        };
+                        checkpoint::newest_at_or_before(j.store.as_ref(), &filter, None)
+                            .await?
+                            .map(|c| c.position)
+                    }
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        let known = t.latest_position.max(checkpoint);
+        let positions_behind = known.zip(t.verified_position).map(|(l, v)| l.saturating_sub(v));
+        out.push(PromotedTable {
             table: t.table.clone(),
             status: t.status,
             dr_metadata: t.registered_metadata.clone(),
@@ -327,14 +385,15 @@ fn promoted_tables(state: &FollowerState) -> Vec<PromotedTable> {
             primary_latest_metadata: t.latest_metadata.clone(),
             primary_latest_position: t.latest_position,
             commits_behind: t.versions_behind,
-            positions_behind: t
-                .latest_position
-                .zip(t.verified_position)
-                .map(|(l, v)| l.saturating_sub(v)),
+            positions_behind,
+            journal_checkpoint_position: checkpoint,
+            journal_head_position: head,
+            recover_needed: journal.map(|_| checkpoint.zip(t.verified_position).is_some_and(|(c, v)| c > v)),
             behind_ms: t.behind_ms,
             missing_count: t.missing_count,
-        })
-        .collect()
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -69,6 +69,7 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
         &[route_dir.display().to_string()],
         "failover-1",
         "region loss drill",
+        None,
         &c,
     )
     .await
@@ -123,6 +124,7 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
         &[route_dir.display().to_string()],
         "failover-1",
         "again",
+        None,
         &c,
     )
     .await
@@ -142,7 +144,7 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
     assert_eq!(now.body, recorded.body);
     // Another DR catalog's promotion under the same id is refused, naming both.
     let (other, _) = site.dr("dr-other").await;
-    let err = failover(&opts, &other, state.clone(), &[], "failover-1", "again", &c)
+    let err = failover(&opts, &other, state.clone(), &[], "failover-1", "again", None, &c)
         .await
         .unwrap_err();
     assert!(matches!(err, FailoverError::RecordedForAnother { .. }), "{err:?}");
@@ -186,6 +188,7 @@ async fn a_route_to_a_table_the_dr_side_lacks_flips_nothing() {
         &[good.display().to_string(), bad.display().to_string()],
         "failover-2",
         "drill",
+        None,
         &c,
     )
     .await
@@ -196,4 +199,57 @@ async fn a_route_to_a_table_the_dr_side_lacks_flips_nothing() {
     );
     let r = RouteStore::open(&good.display().to_string()).await.unwrap();
     assert_eq!(r.resolve().await.unwrap().generation, 1);
+}
+
+/// Issue 29, case 5: the primary committed (and checkpointed) after the last replication. The
+/// replica cannot see that commit, so without the journal the promotion says 0 positions behind;
+/// with `--journal` it reports the primary's newest checkpoint, the real gap and that a recovery
+/// must close it (the writer's `apply --route` would refuse the DR table: its checkpoints are
+/// ahead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_with_the_journal_reports_commits_the_replica_never_saw() {
+    use crate::apply::{ApplyError, ApplyOptions, apply};
+    let site = Site::new().await;
+    let text = tidemark_journal::generate::ndjson(5, 40, 1, 300);
+    let j = crate::apply::tests::journal_in(&site.dir.path().join("journal"), &text, 50).await;
+    let c = clock();
+    let until = |p| ApplyOptions {
+        until: Some(p),
+        ..Default::default()
+    };
+    apply(&j, &site.src, "shop.orders", &until(100), &c, &site.ids, &mut |_| {})
+        .await
+        .unwrap();
+    site.replicate(true);
+    let (dr, state) = site.dr("dr").await;
+    let opts = site.opts(FollowMode::Strict, "follower-a");
+    run(&opts, &dr, state.clone(), RunLimits::once(), &c, &mut |_| {})
+        .await
+        .unwrap();
+    // The primary goes on to 220 (commits and checkpoints); nothing of it is replicated.
+    apply(&j, &site.src, "shop.orders", &until(220), &c, &site.ids, &mut |_| {})
+        .await
+        .unwrap();
+    let p = failover(&opts, &dr, state.clone(), &[], "failover-j", "drill", Some(&j), &c)
+        .await
+        .unwrap();
+    let t = p.tables.iter().find(|t| t.table == "shop.orders").unwrap();
+    assert_eq!(t.dr_position, Some(100));
+    assert_eq!(t.journal_checkpoint_position, Some(220));
+    assert_eq!(t.journal_head_position, Some(300));
+    assert_eq!(t.positions_behind, Some(120));
+    assert_eq!(t.recover_needed, Some(true));
+    // What the report warns of: the writer on the DR table is refused.
+    let err = apply(
+        &j,
+        &dr,
+        "shop.orders",
+        &ApplyOptions::default(),
+        &c,
+        &site.ids,
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ApplyError::CheckpointAhead { .. }), "{err}");
 }

@@ -44,7 +44,7 @@ use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
 use super::replica::{self, MAX_MISSING_LISTED};
 use super::resync_record;
 use crate::catalog::CatalogHandle;
-use crate::recover::snapshot::{PrefixMap, file_io};
+use crate::table::source::{PrefixMap, file_io};
 use crate::table::{TableError, load_table, parse_ident};
 
 /// What to follow, and how.

@@ -42,7 +42,7 @@ use super::follow::{Step, rewrite_name, snapshot_id_of};
 use super::lease::Lease;
 use super::rebuild::file_name;
 use crate::catalog::{CatalogHandle, CatalogKind, CommitError, CommitRequest, INSTEAD_OF_REGISTER};
-use crate::recover::snapshot::{PrefixMap, file_io};
+use crate::table::source::{PrefixMap, file_io};
 use crate::table::{TableError, create_table_like, load_table};
 
 /// Set on a table the follower created (S3 Tables, REST): the replica table's uuid, so that a

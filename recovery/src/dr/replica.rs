@@ -29,7 +29,7 @@ use tidemark_journal::store::{self, ObjectStore};
 
 use super::head::{HeadRead, choose_folder_head};
 use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
-use crate::recover::snapshot::{PrefixMap, file_io};
+use crate::table::source::{PrefixMap, file_io};
 
 /// Version of the JSON report.
 pub const FORMAT_VERSION: u32 = 1;

@@ -52,7 +52,7 @@ use super::head::{HeadRead, choose_folder_head};
 use super::rebuild;
 use super::resync_rest::aside_of;
 use crate::catalog::CatalogHandle;
-use crate::recover::snapshot::file_io;
+use crate::table::source::file_io;
 use crate::table::{TableError, parse_ident};
 
 const RESYNC: &str = "resync the demoted catalog";

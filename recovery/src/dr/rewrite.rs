@@ -31,8 +31,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::avro_io::set_table_codec;
-use crate::recover::snapshot::file_io;
 use crate::table::avro_codec::AvroCodec;
+use crate::table::source::file_io;
 
 /// Version of the JSON report.
 pub const FORMAT_VERSION: u32 = 1;

@@ -115,7 +115,12 @@ pub async fn recover(
     };
 
     let t = Instant::now();
-    let snap = snapshot::choose(journal, &opts.source, &opts.choice).await?;
+    let (choice, audit) = super::audited::resolve(journal, opts).await?;
+    step("audit", t, super::audited::detail(&audit), &mut steps);
+
+    let t = Instant::now();
+    let snap = snapshot::choose(journal, &opts.source, &choice).await?;
+    let source_verdict = super::audited::check(journal, opts, snap.snapshot_id, &audit).await?;
     if !snap.deletes.is_empty() {
         return Err(RecoverError::Unsupported {
             reason: format!(
@@ -129,7 +134,7 @@ pub async fn recover(
     step("choose snapshot", t, super::snapshot_detail(&snap), &mut steps);
 
     let t = Instant::now();
-    let h = super::boundary(journal, opts.to, &snap).await?;
+    let h = super::resumed_boundary(journal, handle, opts, &snap).await?;
     let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
     // By current names only: the cluster's plans name columns, so a spec column another
     // writer renamed is refused here (exit 3); `--engine local` matches it by field id.
@@ -154,6 +159,10 @@ pub async fn recover(
         summary.insert(PROP_RECOVERY_ID.to_string(), opts.recovery_id.clone());
         summary.insert(PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string());
         summary.insert(PROP_SOURCE_METADATA.to_string(), snap.metadata_location.clone());
+        summary.insert(
+            crate::provenance::PROP_SOURCE_VERDICT.to_string(),
+            source_verdict.clone(),
+        );
         summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
         summary.insert(PROP_FIRST_POSITION.to_string(), (snap.position + 1).to_string());
         summary.insert(PROP_LAST_POSITION.to_string(), h.to_string());
@@ -210,6 +219,19 @@ pub async fn recover(
     let mut validation = super::validate_step(journal, handle, opts, &snap, &table, h, sample.as_ref()).await?;
     validation.distributed = distributed;
     step("validate", t, super::validation_detail(&validation), &mut steps);
+    let journal_reference = if opts.trust.reference_journal {
+        let t = Instant::now();
+        let r = super::journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
+        step(
+            "validate against the journal",
+            t,
+            super::validation_detail(&r),
+            &mut steps,
+        );
+        Some(r)
+    } else {
+        None
+    };
     let report = RecoveryReport {
         format_version: FORMAT_VERSION,
         recovery_id: opts.recovery_id.clone(),
@@ -224,7 +246,16 @@ pub async fn recover(
         seed_resumed: resumed,
         replay_resumed: resumed,
         replay: stats,
+        audit: super::audited::SourceAudit {
+            audited: audit.audited,
+            resumed_from: audit.resumed_from,
+            first_divergence: audit.first_divergence.clone(),
+            trusted: audit.trusted.clone(),
+            source_verdict,
+            timeline: audit.timeline.clone(),
+        },
         validation,
+        journal_reference,
         steps,
         total_ms: started.elapsed().as_millis() as u64,
     };

@@ -74,6 +74,7 @@ async fn recover_through_faults_on_every_journal_call_then_a_clean_rerun() {
             into: "shop.fixed".into(),
             partition_rows: None,
             validation_split: Default::default(),
+            trust: Default::default(),
         };
         let ids = SeededIds::new(100 + seed);
         match recover(&jf, &handle, &opts, &clock(), &ids, &mut |_| {}).await {

@@ -9,6 +9,7 @@
 //! the engine `--engine` names (a Ballista cluster: [`ballista`]). It is idempotent and resumable by
 //! recovery id: a confirmed seed or replay of the same recovery is not redone.
 
+pub mod audited;
 #[cfg(feature = "ballista-engine")]
 pub mod ballista;
 #[cfg(all(test, feature = "ballista-engine"))]
@@ -26,6 +27,8 @@ pub mod engine;
 pub(crate) mod footer;
 #[cfg(feature = "ballista-engine")]
 pub mod partition;
+#[cfg(test)]
+mod positions_tests;
 pub mod replay;
 pub mod seed;
 pub mod snapshot;
@@ -98,6 +101,30 @@ pub enum RecoverError {
     ChainBroken { kind: String, key: String, message: String },
     #[error("table {table} exists and is not this recovery's ({})", owner.as_deref().map(|o| format!("it belongs to recovery {o}")).unwrap_or_else(|| "not made by a recovery".into()))]
     TargetExists { table: String, owner: Option<String> },
+    #[error(
+        "recovery {recovery_id} already seeded {table} with {field} {recorded}, but this run chooses {field} {asked}; nothing was written: run it again with the same choice, or start another recovery (a new --recovery-id and --into)"
+    )]
+    ResumeMismatch {
+        recovery_id: String,
+        table: String,
+        field: String,
+        recorded: String,
+        asked: String,
+    },
+    #[error(transparent)]
+    Audit(Box<crate::audit::AuditError>),
+    #[error(
+        "snapshot {snapshot_id} is not trusted: its history holds a write the journal does not explain, {divergence}; nothing was written. The newest trusted snapshot is {trusted} (recover with no snapshot option to take it); to start from snapshot {snapshot_id} anyway, give --accept-divergence REASON"
+    )]
+    Untrusted {
+        snapshot_id: i64,
+        divergence: String,
+        trusted: String,
+    },
+    #[error(
+        "table {table_uuid} has no trusted snapshot: its history diverges from the journal from the start ({divergence}); nothing was written. Recover from a snapshot of your choice with --snapshot-id ID --accept-divergence REASON, or with --reference journal to prove the result against the whole journal"
+    )]
+    NoTrustedSnapshot { table_uuid: String, divergence: String },
     #[error("validation failed: {message}")]
     Validation { message: String },
     #[error("not supported: {reason}")]
@@ -118,6 +145,16 @@ pub enum RecoverError {
     #[cfg(feature = "ballista-engine")]
     #[error(transparent)]
     Engine(#[from] engine::EngineError),
+}
+
+impl From<crate::table::source::SourceError> for RecoverError {
+    fn from(e: crate::table::source::SourceError) -> Self {
+        use crate::table::source::SourceError as S;
+        match e {
+            S::MissingFile { path, what } => RecoverError::MissingFile { path, what },
+            S::Iceberg { context, message } => RecoverError::Iceberg { context, message },
+        }
+    }
 }
 
 impl RecoverError {
@@ -155,6 +192,8 @@ pub struct RecoverOptions {
     /// How the validation splits the keys beyond one partition (`--validation-split`): by key
     /// range when the manifests' key bounds allow it (the default), or always by key hash.
     pub validation_split: validate::Split,
+    /// The audit's records, an accepted divergence, and the journal reference.
+    pub trust: audited::TrustOptions,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -179,12 +218,24 @@ pub struct RecoveryReport {
     pub seed_resumed: bool,
     pub replay_resumed: bool,
     pub replay: MergeStats,
+    /// The source's history held against the journal (step 0).
+    pub audit: audited::SourceAudit,
     pub validation: ValidationReport,
+    /// With `--reference journal`: the recovered table against the fold of the whole journal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_reference: Option<ValidationReport>,
     pub steps: Vec<StepTiming>,
     pub total_ms: u64,
 }
 
-/// Runs steps 1–5. The caller flips the route only when `report.validation.ok`.
+impl RecoveryReport {
+    /// Both validations passed (the journal reference only when asked): the route may flip.
+    pub fn ok(&self) -> bool {
+        self.validation.ok && self.journal_reference.as_ref().is_none_or(|r| r.ok)
+    }
+}
+
+/// Runs steps 0–5. The caller flips the route only when [`RecoveryReport::ok`].
 pub async fn recover(
     journal: &Journal,
     handle: &CatalogHandle,
@@ -206,11 +257,16 @@ pub async fn recover(
     };
 
     let t = Instant::now();
-    let snap: TrustedSnapshot = snapshot::choose(journal, &opts.source, &opts.choice).await?;
+    let (choice, audit) = audited::resolve(journal, opts).await?;
+    step("audit", t, audited::detail(&audit), &mut steps);
+
+    let t = Instant::now();
+    let snap: TrustedSnapshot = snapshot::choose(journal, &opts.source, &choice).await?;
+    let source_verdict = audited::check(journal, opts, snap.snapshot_id, &audit).await?;
     step("choose snapshot", t, snapshot_detail(&snap), &mut steps);
 
     let t = Instant::now();
-    let h = boundary(journal, opts.to, &snap).await?;
+    let h = resumed_boundary(journal, handle, opts, &snap).await?;
     // Everything that can be checked is checked before the seed writes anything: the events
     // after the snapshot verify from its recorded manifest digest up to H, the snapshot holds
     // the journal's columns, and its codecs are ones this build writes.
@@ -236,6 +292,7 @@ pub async fn recover(
         &journal.header.journal_id,
         &snap,
         &opts.recovery_id,
+        &source_verdict,
         clock,
         ids,
     )
@@ -301,8 +358,16 @@ pub async fn recover(
 
     let t = Instant::now();
     let validation = validate_step(journal, handle, opts, &snap, &table, h, None).await?;
-    tidemark_journal::failpoint::hit("recover:after-validate");
     step("validate", t, validation_detail(&validation), &mut steps);
+    let journal_reference = if opts.trust.reference_journal {
+        let t = Instant::now();
+        let r = journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
+        step("validate against the journal", t, validation_detail(&r), &mut steps);
+        Some(r)
+    } else {
+        None
+    };
+    tidemark_journal::failpoint::hit("recover:after-validate");
 
     let report = RecoveryReport {
         format_version: FORMAT_VERSION,
@@ -318,7 +383,16 @@ pub async fn recover(
         seed_resumed,
         replay_resumed,
         replay: replay_stats,
+        audit: audited::SourceAudit {
+            audited: audit.audited,
+            resumed_from: audit.resumed_from,
+            first_divergence: audit.first_divergence.clone(),
+            trusted: audit.trusted.clone(),
+            source_verdict,
+            timeline: audit.timeline.clone(),
+        },
         validation,
+        journal_reference,
         steps,
         total_ms: started.elapsed().as_millis() as u64,
     };
@@ -354,6 +428,24 @@ pub(crate) async fn boundary(journal: &Journal, to: Option<u64>, snap: &TrustedS
     Ok(h)
 }
 
+/// The boundary H (both engines) of a recovery that may be resumed: a resumed recovery (its
+/// table exists, seeded under this recovery id) keeps what its seed and replay record, so another
+/// snapshot, journal or boundary is refused before anything is written, and without `--to` it
+/// keeps the H it replayed to.
+pub(crate) async fn resumed_boundary(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+) -> Result<u64, RecoverError> {
+    let resumed = seed::resumed(handle, &opts.into, &opts.recovery_id).await?;
+    let h = boundary(journal, opts.to.or(resumed.as_ref().and_then(|r| r.h)), snap).await?;
+    if let Some(r) = &resumed {
+        r.check(&opts.recovery_id, &opts.into, snap, &journal.header.journal_id, h)?;
+    }
+    Ok(h)
+}
+
 /// Step 5 (both engines): `table` against the independent reference ([`validate`]), on every key
 /// or on `sample`'s key partitions. A failure, or a validation that does not pass, marks `opts.into`
 /// refused (a rerun of the same recovery then drops it and starts again).
@@ -368,15 +460,19 @@ pub(crate) async fn validate_step(
 ) -> Result<ValidationReport, RecoverError> {
     // The reference starts from the position the snapshot records itself, read again from its
     // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
+    // Its events come from its own reader, by position (`tidemark_journal::events::ByPosition`):
+    // never from the replay's chain anchor, so that a replay that skipped or repeated events
+    // cannot be confirmed by the same mistake.
     let reference = reference_snapshot(&opts.source, snap).await?;
-    let (chain, _, _) = replay::verified_chain(journal, &reference, h).await?;
-    let events = replay::events_of(journal, &chain, reference.position, h).await?;
+    let range = tidemark_journal::events::ByPosition::select(journal, reference.position, h).await?;
+    let range_events = range.events();
+    let events = validate::events_by_position(journal, range);
     let validation = validate::validate_keys(
         &journal.spec,
         &reference,
         table,
         events,
-        replay::events_in(&chain, reference.position, h),
+        range_events,
         &spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
         sample,
@@ -387,6 +483,61 @@ pub(crate) async fn validate_step(
         Ok(v) => {
             if !v.ok {
                 let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
+                seed::mark_refused(handle, &opts.into, &why).await;
+            }
+            Ok(v)
+        }
+        Err(e) => {
+            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
+            Err(e)
+        }
+    }
+}
+
+/// `--reference journal` (both engines): `table` against the fold of the whole journal from
+/// position 1 to H, read by the validation's own reader — no snapshot involved, so it proves the
+/// seed as well as the replay (it reads the whole journal: its cost grows with the journal, not
+/// with the range). A mismatch marks `opts.into` refused.
+pub(crate) async fn journal_reference_step(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+) -> Result<ValidationReport, RecoverError> {
+    let empty = TrustedSnapshot {
+        position: 0,
+        manifest_sequence: 0,
+        manifest_digest: String::new(),
+        data_files: Vec::new(),
+        data_entries: Vec::new(),
+        record_count: 0,
+        deletes: crate::table::files::Deletes::none(),
+        ..snap.clone()
+    };
+    let range = tidemark_journal::events::ByPosition::select(journal, 0, h).await?;
+    let range_events = range.events();
+    let events = validate::events_by_position(journal, range);
+    let r = validate::validate_keys(
+        &journal.spec,
+        &empty,
+        table,
+        events,
+        range_events,
+        &spill_dir_for("validate-journal"),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+        None,
+        validate::Split::KeyHash,
+    )
+    .await;
+    match r {
+        Ok(v) => {
+            if !v.ok {
+                let why = format!(
+                    "validation against the whole journal failed ({} mismatches)",
+                    v.first_mismatches.len()
+                );
                 seed::mark_refused(handle, &opts.into, &why).await;
             }
             Ok(v)

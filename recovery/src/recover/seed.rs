@@ -37,13 +37,9 @@ pub fn snapshot_arrow_schema(snap: &TrustedSnapshot) -> Result<arrow_schema::Sch
         })
 }
 
-pub const PROP_RECOVERY_ID: &str = "tidemark.recovery-id";
-pub const PROP_STEP: &str = "tidemark.recovery-step";
-pub const PROP_SOURCE_SNAPSHOT: &str = "tidemark.source-snapshot";
-pub const PROP_SOURCE_METADATA: &str = "tidemark.source-metadata";
-/// Set on a recovered table whose recovery was refused (a failed replay or validation): it was
-/// never validated, so no route points at it, and a rerun of the same recovery replaces it.
-pub const PROP_REFUSED: &str = "tidemark.recovery-refused";
+pub use crate::provenance::{
+    PROP_RECOVERY_ID, PROP_REFUSED, PROP_SOURCE_METADATA, PROP_SOURCE_SNAPSHOT, PROP_SOURCE_VERDICT, PROP_STEP,
+};
 
 /// Marks the table `into` refused, best effort: when the mark cannot be written, a rerun is
 /// refused as before (the table stays for inspection and can be dropped by hand).
@@ -69,6 +65,89 @@ fn refused_attempt_of(existing: &Table, snap: &TrustedSnapshot, journal_id: &str
     })
 }
 
+/// What an existing, seeded table of a recovery records: its seed's source snapshot, journal
+/// and position, and the H of its replay when it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resumed {
+    pub source_snapshot: String,
+    pub journal_id: String,
+    pub position: String,
+    pub h: Option<u64>,
+}
+
+/// `into`'s record when it is a seeded table of `recovery_id` (a resumed recovery), else `None`.
+pub async fn resumed(handle: &CatalogHandle, into: &str, recovery_id: &str) -> Result<Option<Resumed>, RecoverError> {
+    let ident = parse_ident(into)?;
+    let exists = handle
+        .catalog()
+        .table_exists(&ident)
+        .await
+        .map_err(|e| RecoverError::Iceberg {
+            context: format!("look up {into}"),
+            message: e.to_string(),
+        })?;
+    if !exists {
+        return Ok(None);
+    }
+    let table = table::load_table(handle, into).await?;
+    let meta = table.metadata();
+    if meta.properties().get(PROP_RECOVERY_ID).map(String::as_str) != Some(recovery_id) {
+        return Ok(None);
+    }
+    let step = |name: &str| {
+        meta.snapshots()
+            .find(|s| s.summary().additional_properties.get(PROP_STEP).map(String::as_str) == Some(name))
+            .map(|s| s.summary().additional_properties.clone())
+    };
+    let Some(seed) = step("seed") else {
+        return Ok(None);
+    };
+    let get = |p: &HashMap<String, String>, k: &str| p.get(k).cloned().unwrap_or_default();
+    Ok(Some(Resumed {
+        source_snapshot: get(&seed, PROP_SOURCE_SNAPSHOT),
+        journal_id: get(&seed, PROP_JOURNAL_ID),
+        position: get(&seed, PROP_LAST_POSITION),
+        h: step("replay").and_then(|r| r.get(PROP_LAST_POSITION).and_then(|v| v.parse().ok())),
+    }))
+}
+
+impl Resumed {
+    /// Refuses a run whose choice (snapshot, journal, boundary H) differs from the record.
+    pub fn check(
+        &self,
+        recovery_id: &str,
+        into: &str,
+        snap: &TrustedSnapshot,
+        journal_id: &str,
+        h: u64,
+    ) -> Result<(), RecoverError> {
+        let asked = [
+            (
+                "source snapshot",
+                self.source_snapshot.clone(),
+                snap.snapshot_id.to_string(),
+            ),
+            ("journal", self.journal_id.clone(), journal_id.to_string()),
+            ("snapshot position", self.position.clone(), snap.position.to_string()),
+            (
+                "boundary H",
+                self.h.map(|v| v.to_string()).unwrap_or_default(),
+                self.h.map(|_| h.to_string()).unwrap_or_default(),
+            ),
+        ];
+        match asked.into_iter().find(|(_, recorded, asked)| recorded != asked) {
+            None => Ok(()),
+            Some((field, recorded, asked)) => Err(RecoverError::ResumeMismatch {
+                recovery_id: recovery_id.to_string(),
+                table: into.to_string(),
+                field: field.to_string(),
+                recorded,
+                asked,
+            }),
+        }
+    }
+}
+
 /// A seed task that panicked or was cancelled.
 fn worker_died(e: tokio::task::JoinError) -> RecoverError {
     RecoverError::Iceberg {
@@ -87,6 +166,7 @@ pub async fn seed(
     journal_id: &str,
     snap: &TrustedSnapshot,
     recovery_id: &str,
+    source_verdict: &str,
     clock: &dyn Clock,
     ids: &dyn Ids,
 ) -> Result<(Table, bool, u64), RecoverError> {
@@ -214,6 +294,7 @@ pub async fn seed(
     summary.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());
     summary.insert(PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string());
     summary.insert(PROP_SOURCE_METADATA.to_string(), snap.metadata_location.clone());
+    summary.insert(PROP_SOURCE_VERDICT.to_string(), source_verdict.to_string());
     summary.insert(PROP_JOURNAL_ID.to_string(), journal_id.to_string());
     summary.insert(PROP_LAST_POSITION.to_string(), snap.position.to_string());
     summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), snap.manifest_sequence.to_string());

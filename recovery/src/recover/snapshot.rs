@@ -8,46 +8,23 @@
 //! naming it must agree ([`super::trust`]). Every file it references — manifest list, manifests, data files — must exist; the first
 //! missing one is named and nothing is seeded.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::catalog::counted_io::CountingStorageFactory;
-use iceberg::io::{FileIO, FileIOBuilder};
+use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, FormatVersion, ManifestList, Schema, TableMetadata};
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
 
 use super::{RecoverError, trust};
 use crate::table::files::{Deletes, snapshot_files};
-
-/// Rewrites a path's prefix: `from` → `to`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrefixMap {
-    pub from: String,
-    pub to: String,
-}
-
-impl PrefixMap {
-    pub fn apply(map: Option<&PrefixMap>, path: &str) -> String {
-        match map {
-            Some(m) if path.starts_with(&m.from) => format!("{}{}", m.to, &path[m.from.len()..]),
-            _ => path.to_string(),
-        }
-    }
-}
-
-/// Where the snapshot's table metadata is.
-#[derive(Debug, Clone)]
-pub struct SnapshotSource {
-    /// The metadata file (`…/metadata/00003-….metadata.json`), as the replica has it.
-    pub metadata_location: String,
-    pub file_io_props: HashMap<String, String>,
-    pub prefix_map: Option<PrefixMap>,
-}
+pub use crate::table::source::{PrefixMap, SnapshotSource, file_io};
 
 /// How to pick the snapshot.
 #[derive(Debug, Clone)]
 pub enum SnapshotChoice {
+    /// The newest snapshot the audit trusts (no snapshot option): resolved by
+    /// [`super::audited::resolve`] into one of the others.
+    Trusted,
     /// The newest checkpoint of the table at or before a position (any when `None`).
     Checkpoint {
         at_or_before: Option<u64>,
@@ -81,54 +58,15 @@ pub struct TrustedSnapshot {
     pub file_io: FileIO,
 }
 
-pub fn file_io(props: &HashMap<String, String>) -> FileIO {
-    FileIOBuilder::new(Arc::new(CountingStorageFactory::new()))
-        .with_props(props.clone())
-        .build()
-}
-
-async fn read(io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes, RecoverError> {
-    let input = io.new_input(path).map_err(|e| RecoverError::Iceberg {
-        context: format!("open {what} {path}"),
-        message: e.to_string(),
-    })?;
-    match input.exists().await {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(RecoverError::MissingFile {
-                path: path.to_string(),
-                what: what.to_string(),
-            });
-        }
-        Err(e) => {
-            return Err(RecoverError::Iceberg {
-                context: format!("check {what} {path}"),
-                message: e.to_string(),
-            });
-        }
-    }
-    input.read().await.map_err(|e| RecoverError::Iceberg {
-        context: format!("read {what} {path}"),
-        message: e.to_string(),
-    })
-}
-
 /// Loads the table metadata at `source` (and its raw JSON, for the refs map).
 pub async fn load_metadata(
     source: &SnapshotSource,
 ) -> Result<(TableMetadata, serde_json::Value, FileIO), RecoverError> {
-    let io = file_io(&source.file_io_props);
-    let path = PrefixMap::apply(source.prefix_map.as_ref(), &source.metadata_location);
-    let bytes = read(&io, &path, "table metadata").await?;
-    let meta: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| RecoverError::Iceberg {
-        context: format!("parse {path}"),
-        message: e.to_string(),
-    })?;
-    let raw: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| RecoverError::Iceberg {
-        context: format!("parse {path}"),
-        message: e.to_string(),
-    })?;
-    Ok((meta, raw, io))
+    Ok(crate::table::source::load_metadata(source).await?)
+}
+
+async fn read(io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes, RecoverError> {
+    Ok(crate::table::source::read(io, path, what).await?)
 }
 
 /// Chooses the snapshot and checks that every file it references exists.
@@ -154,6 +92,11 @@ pub async fn choose(
             (cp.snapshot_id, Some(cp))
         }
         SnapshotChoice::SnapshotId(id) => (*id, None),
+        SnapshotChoice::Trusted => {
+            return Err(RecoverError::Unsupported {
+                reason: "the trusted snapshot is resolved by the audit before it is chosen".into(),
+            });
+        }
         SnapshotChoice::Tag(tag) => {
             let id = raw["refs"][tag]["snapshot-id"]
                 .as_i64()

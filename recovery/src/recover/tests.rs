@@ -138,7 +138,25 @@ pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Trans
     .unwrap();
     assert_eq!(r.rows_deleted, 4);
     append_text(&journal, &phase2()).await;
-    crate::apply::tests::apply_each_batch(&journal, &source, &SeededIds::new(3)).await;
+    // The stream goes on; the applier finds the bad job's commit and commits nothing on top.
+    let one = ApplyOptions {
+        grouping: crate::apply::Grouping::Fixed(1),
+        ..Default::default()
+    };
+    let stopped = apply(
+        &journal,
+        &source,
+        "shop.orders",
+        &one,
+        &clock(),
+        &SeededIds::new(3),
+        &mut |_| {},
+    )
+    .await;
+    assert!(
+        matches!(&stopped, Err(crate::apply::ApplyError::Divergence(d)) if d.removed == 4),
+        "{stopped:?}"
+    );
     // Replication copies the warehouse, damage included.
     copy_dir(&root.join("source/warehouse"), &root.join("dr/warehouse"));
     Story {
@@ -178,6 +196,7 @@ impl Story {
             into: into.to_string(),
             partition_rows: None,
             validation_split: Default::default(),
+            trust: Default::default(),
         }
     }
 }
@@ -527,6 +546,7 @@ async fn validation_names_an_injected_wrong_row() {
         let partitioned = RecoverOptions {
             partition_rows: Some(6),
             validation_split: split,
+            trust: Default::default(),
             ..opts.clone()
         };
         let (p, _) = recover(
@@ -719,6 +739,7 @@ async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_valida
     // The split by key hash does not read the bounds: the same rows, the same verdict as before.
     let hashed = RecoverOptions {
         validation_split: Split::KeyHash,
+        trust: Default::default(),
         ..opts.clone()
     };
     let (h, _) = recover(&s.journal, &target, &hashed, &clock(), &SeededIds::new(32), &mut |_| {})
@@ -749,6 +770,7 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
         // Split by key hash instead: the same verdict and counts.
         let hashed = RecoverOptions {
             validation_split: Split::KeyHash,
+            trust: Default::default(),
             ..opts.clone()
         };
         let (h, _) = recover(&s.journal, &target, &hashed, &clock(), &SeededIds::new(13), &mut |_| {})
@@ -874,6 +896,10 @@ async fn a_fenced_writer_never_commits_after_the_route_moved() {
         .to_string();
     let opts = ApplyOptions {
         guard: Some(Guard(Arc::new(RouteFence(routes, fence)))),
+        // Past the story's bad job (which the applier would stop at) to the fence.
+        on_divergence: crate::apply::OnDivergence::Continue {
+            reason: "the test reaches the fence".into(),
+        },
         ..Default::default()
     };
     let err = apply(

@@ -15,44 +15,12 @@
 //! misses or repeats events, and a validation that starts from the same wrong premise would agree
 //! with it; so the premise is checked here, before anything is written.
 
-use iceberg::spec::{SnapshotRef, TableMetadata};
 use tidemark_journal::Journal;
 use tidemark_schemas::Checkpoint;
 
 use super::RecoverError;
-use crate::apply::{PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE};
 
-/// What a snapshot's summary (or its newest tidemark ancestor's) records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedPosition {
-    /// The snapshot whose summary carries the record (the snapshot itself or an ancestor).
-    pub recorded_by: i64,
-    pub journal_id: Option<String>,
-    pub position: u64,
-    pub manifest_sequence: u64,
-    pub manifest_digest: String,
-}
-
-/// The record of `snapshot`: its own summary, or the newest ancestor's that has one.
-pub fn recorded_position(meta: &TableMetadata, snapshot: &SnapshotRef) -> Option<RecordedPosition> {
-    let mut s = Some(snapshot.clone());
-    while let Some(snap) = s {
-        let p = &snap.summary().additional_properties;
-        if let Some(position) = p.get(PROP_LAST_POSITION).and_then(|v| v.parse::<u64>().ok()) {
-            return Some(RecordedPosition {
-                recorded_by: snap.snapshot_id(),
-                journal_id: p.get(PROP_JOURNAL_ID).cloned(),
-                position,
-                manifest_sequence: p.get(PROP_MANIFEST_SEQUENCE).and_then(|v| v.parse().ok()).unwrap_or(0),
-                manifest_digest: p.get(PROP_MANIFEST_DIGEST).cloned().unwrap_or_default(),
-            });
-        }
-        s = snap
-            .parent_snapshot_id()
-            .and_then(|id| meta.snapshot_by_id(id).cloned());
-    }
-    None
-}
+pub use crate::provenance::{RecordedPosition, recorded_position};
 
 /// Refuses a record from another journal, and a checkpoint that disagrees with the record.
 pub fn check(

@@ -229,6 +229,22 @@ pub enum Split {
     KeyHash,
 }
 
+/// The events of `range` (the validation's own reader) as a stream, one manifest's at a time
+/// (two read at once).
+pub fn events_by_position(
+    journal: &tidemark_journal::Journal,
+    range: tidemark_journal::events::ByPosition,
+) -> EventStream<'_> {
+    let range = std::sync::Arc::new(range);
+    let stream = futures::stream::iter(0..range.manifests.len())
+        .map(move |i| {
+            let range = range.clone();
+            async move { range.read(journal, i).await.map_err(RecoverError::Journal) }
+        })
+        .buffered(2);
+    Box::pin(stream)
+}
+
 /// Validates `table` against the reference of the snapshot plus `events` (see the module
 /// documentation), in memory bounded by `partition_rows` (see [`PARTITION_ROWS`]) rather than by
 /// the table's size.

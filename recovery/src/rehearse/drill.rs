@@ -75,6 +75,9 @@ pub struct DrillReport {
     /// Journal positions the source held beyond the replica's newest snapshot.
     pub rpo_positions: u64,
     pub h: u64,
+    /// The audit of the replica's history: the timeline, the bad write it found and the trusted
+    /// snapshot the recovery started from.
+    pub audit: crate::recover::audited::SourceAudit,
     pub checks: Vec<DrillCheck>,
     pub total_ms: u64,
     /// S3 requests of the run, retried and failed (absent when none; filled in by the CLI).
@@ -105,8 +108,40 @@ impl DrillReport {
                 st.detail
             );
         }
+        s += &audit_markdown(&self.audit);
         s + &checks_markdown(&self.checks)
     }
+}
+
+/// The audit's timeline and what it found, as Markdown (after a blank line).
+pub(crate) fn audit_markdown(a: &crate::recover::audited::SourceAudit) -> String {
+    let mut s = format!(
+        "\nAudit of the source's history: {}; trusted snapshot {}.\n\n| snapshot | committed | operation | writer | position | verdict | removed | changed | added |\n|---|---|---|---|---:|---|---:|---:|---:|\n",
+        match &a.first_divergence {
+            Some(d) => format!("**bad write found**: {}", crate::recover::audited::describe(Some(d))),
+            None => "no divergence".into(),
+        },
+        a.trusted.as_ref().map_or("none".into(), |t| format!(
+            "{} at position {}",
+            t.snapshot_id,
+            t.position.map_or("?".into(), |p| p.to_string())
+        ))
+    );
+    for e in &a.timeline {
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {:?} | {} | {} | {} |\n",
+            e.snapshot_id,
+            e.committed_at,
+            e.operation,
+            e.writer,
+            e.position.map_or("".into(), |p| p.to_string()),
+            e.verdict,
+            e.counts.removed,
+            e.counts.changed,
+            e.counts.added
+        );
+    }
+    s
 }
 
 /// The checks as a Markdown table (after a blank line).
@@ -386,7 +421,9 @@ pub async fn run(
     append(&journal, ndjson(&more).as_bytes(), &aopts, clock, &mut |_| {})
         .await
         .map_err(|e| fail("stream")(e.to_string()))?;
-    let r2 = apply(
+    // The applier finds the bad write (another writer's commit since its own last one that the
+    // journal does not explain) and commits nothing on top of it.
+    let stopped = apply(
         &journal,
         &source,
         &src_name,
@@ -395,16 +432,23 @@ pub async fn run(
         ids,
         &mut |_| {},
     )
-    .await
-    .map_err(|e| fail("stream")(e.to_string()))?;
+    .await;
     let h_expected = g2.next_position() - 1;
+    let applier_stopped = match &stopped {
+        Err(crate::apply::ApplyError::Divergence(d)) => Some(d.snapshot_id),
+        _ => None,
+    };
     timer.done(
         "stream continues",
         t,
         format!(
-            "{} events (A–E among them) to position {h_expected}; {} commits on the source",
+            "{} events (A–E among them) to position {h_expected}; the applier {}",
             more.len(),
-            r2.commits
+            match (&stopped, applier_stopped) {
+                (_, Some(s)) => format!("stopped at the bad write (snapshot {s}) and committed nothing"),
+                (Ok(r), None) => format!("did not stop: {} commits on the damaged table", r.commits),
+                (Err(e), None) => format!("failed: {e}"),
+            }
         ),
         false,
     );
@@ -422,13 +466,14 @@ pub async fn run(
                 to: warehouse_url("dr-warehouse"),
             }),
         },
-        choice: SnapshotChoice::Checkpoint {
-            at_or_before: Some(before_bad),
-        },
+        // No snapshot named: the audit finds the bad write and the newest trusted snapshot
+        // (the drill never tells it where the fault was).
+        choice: SnapshotChoice::Trusted,
         to: None,
         into: rec_name.clone(),
         partition_rows: None,
         validation_split: Default::default(),
+        trust: Default::default(),
     };
     let route_at_start = routes
         .read()
@@ -449,7 +494,32 @@ pub async fn run(
         (timer.progress)(&st);
         timer.steps.push(st);
     }
-    let mut checks = vec![DrillCheck {
+    let found = report.audit.first_divergence.as_ref();
+    let mut checks = vec![
+        DrillCheck {
+            check: "the applier stopped at the bad write".into(),
+            ok: applier_stopped.is_some() && applier_stopped == bad.snapshot_id,
+            detail: format!(
+                "stopped at snapshot {}; the bad delete was snapshot {}",
+                applier_stopped.map_or("(none)".into(), |s| s.to_string()),
+                bad.snapshot_id.map_or("?".into(), |s| s.to_string())
+            ),
+        },
+        DrillCheck {
+            check: "the audit found the bad write".into(),
+            ok: found.is_some_and(|d| Some(d.snapshot_id) == bad.snapshot_id && d.counts.removed == bad.rows_deleted),
+            detail: crate::recover::audited::describe(found),
+        },
+        DrillCheck {
+            check: "recovery started from the snapshot before it".into(),
+            ok: report.snapshot_position == before_bad,
+            detail: format!(
+                "snapshot {} at position {} (the bad delete came after position {before_bad})",
+                report.source_snapshot_id, report.snapshot_position
+            ),
+        },
+    ];
+    checks.push(DrillCheck {
         check: "validation against the reference".into(),
         ok: report.validation.ok,
         detail: format!(
@@ -457,7 +527,7 @@ pub async fn run(
             report.validation.keys_expected,
             report.validation.first_mismatches.len()
         ),
-    }];
+    });
     let t = Instant::now();
     let mut flipped = false;
     if report.validation.ok {
@@ -615,12 +685,14 @@ pub async fn run(
     for (id, v, st, d) in expect {
         let got = story.get(id);
         let ok = got == Some(&(v, st.to_string(), d));
+        let row = |v: i64, st: &str, d: bool| format!("version {v} {st}{}", if d { " (tombstone)" } else { "" });
         checks.push(DrillCheck {
             check: format!("order {id}"),
             ok,
             detail: format!(
-                "expected version {v} {st}{}; found {got:?}",
-                if d { " (tombstone)" } else { "" }
+                "expected {}; found {}",
+                row(v, st, d),
+                got.map_or("no row".into(), |(v, st, d)| row(*v, st, *d))
             ),
         });
     }
@@ -638,7 +710,9 @@ pub async fn run(
         .await
         .map_err(|e| fail("report")(e.to_string()))?;
     let rpo_commits = (src_now.metadata().snapshots().count() as u64).saturating_sub(replica_snapshots);
-    let rpo_positions = applied_state(&src_now).position.saturating_sub(replica_position);
+    // What the journal replay won back: the positions journaled beyond the replica's.
+    let rpo_positions = h_expected.saturating_sub(replica_position);
+    let _ = applied_state(&src_now);
     let ok = checks.iter().all(|c| c.ok);
     drop(root);
     Ok(DrillReport {
@@ -652,6 +726,7 @@ pub async fn run(
         rpo_commits,
         rpo_positions,
         h: report.h,
+        audit: report.audit.clone(),
         checks,
         total_ms: started.elapsed().as_millis() as u64,
         s3_requests: None,

@@ -270,6 +270,7 @@ pub async fn run(
         &[url("route")],
         &format!("gameday-{}", ids.uuid().simple()),
         "game day: primary lost",
+        Some(&journal),
         clock,
     )
     .await
@@ -322,6 +323,7 @@ pub async fn run(
         into: RECOVERED.into(),
         partition_rows: None,
         validation_split: Default::default(),
+        trust: Default::default(),
     };
     let (rr, recovered) = recover(&journal, &dr, &ropts, clock, ids, &mut |_| {})
         .await

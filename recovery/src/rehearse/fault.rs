@@ -129,7 +129,10 @@ pub async fn delete_rows(
     };
     let added = write_data_file(&table, &kept, stamp.id).await?;
     let mut summary = std::collections::HashMap::new();
-    summary.insert("tidemark.fault".to_string(), format!("delete where {predicate}"));
+    summary.insert(
+        crate::provenance::PROP_FAULT.to_string(),
+        format!("delete where {predicate}"),
+    );
     let table = commit_overwrite(handle, &table, &touched, added, summary, stamp).await?;
     report.snapshot_id = table.metadata().current_snapshot_id();
     Ok(report)

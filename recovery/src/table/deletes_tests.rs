@@ -29,7 +29,7 @@ use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::writer::{AppendOptions, append};
 use uuid::Uuid;
 
-use crate::apply::tests::apply_all;
+use crate::apply::tests::{apply_all, apply_all_accepting};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
@@ -280,7 +280,7 @@ async fn apply_keeps_deleted_rows_deleted_and_drops_spent_delete_files() {
     table_with_deletes(&j, &handle).await;
     // An update of o-1 rewrites the one data file (which holds o-2 and o-4 too), and a new key.
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-7", 1))).await;
-    apply_all(&j, &handle, &SeededIds::new(2)).await;
+    apply_all_accepting(&j, &handle, &SeededIds::new(2)).await;
     let t = table::load_table(&handle, TABLE).await.unwrap();
     let rows = scan_rows(&t).await;
     let want: BTreeMap<String, (i64, i64)> = [
@@ -320,6 +320,9 @@ async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
     let opts = crate::apply::ApplyOptions {
         merge_mode: Some(crate::apply::mor::MergeMode::MergeOnRead),
         compact_at: Some(0.0),
+        on_divergence: crate::apply::OnDivergence::Continue {
+            reason: "another engine's deletes".into(),
+        },
         ..Default::default()
     };
     let r = crate::apply::apply(&j, &handle, TABLE, &opts, &clock(), &SeededIds::new(2), &mut |_| {})
@@ -354,7 +357,7 @@ async fn delete_files_that_still_apply_are_kept_and_counted() {
     table_with_deletes(&j, &handle).await;
     // A new key only: the old file stays, and so do its deletes.
     append_text(&j, &ev(7, "o-7", 1)).await;
-    apply_all(&j, &handle, &SeededIds::new(2)).await;
+    apply_all_accepting(&j, &handle, &SeededIds::new(2)).await;
     let t = table::load_table(&handle, TABLE).await.unwrap();
     let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-3", "o-5", "o-6", "o-7"]);
@@ -419,6 +422,11 @@ async fn recovery_from_a_snapshot_with_deletes_keeps_them_applied() {
         into: "shop.recovered".into(),
         partition_rows: None,
         validation_split: Default::default(),
+        // The snapshot holds another engine's deletes of live keys: a divergence, accepted.
+        trust: crate::recover::audited::TrustOptions {
+            accept_divergence: Some("another engine's deletes".into()),
+            ..Default::default()
+        },
     };
     let (report, recovered) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(9), &mut |_| {})
         .await

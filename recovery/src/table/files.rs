@@ -219,8 +219,13 @@ impl Deletes {
 
     /// Positions of the data file at `path` that position deletes remove.
     pub fn deleted_positions(&self, path: &str) -> u64 {
+        self.deleted_set(path).len() as u64
+    }
+
+    /// The positions of the data file at `path` that position deletes remove.
+    pub fn deleted_set(&self, path: &str) -> HashSet<u64> {
         let Some((sequence, _, _)) = self.0.data_files.get(path) else {
-            return 0;
+            return HashSet::new();
         };
         let mut all: HashSet<u64> = HashSet::new();
         for (_, p) in self
@@ -233,7 +238,7 @@ impl Deletes {
         {
             all.extend(p);
         }
-        all.len() as u64
+        all
     }
 
     /// Reads every delete file of `files` (`schema` is the table's Arrow schema with field ids,

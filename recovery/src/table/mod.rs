@@ -15,6 +15,7 @@ mod like;
 pub mod mor;
 pub mod read;
 pub mod schema;
+pub mod source;
 
 use std::collections::HashMap;
 

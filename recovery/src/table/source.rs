@@ -1,0 +1,93 @@
+//! Where a snapshot's table metadata is read from: a metadata file (the source table's, or a DR
+//! replica's copy of it) through an optional prefix map, with tidemark's counted FileIO. Shared
+//! by recovery (which chooses a snapshot) and the audit (which walks a table's history).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::io::{FileIO, FileIOBuilder};
+use iceberg::spec::TableMetadata;
+
+use crate::catalog::counted_io::CountingStorageFactory;
+
+/// A file of the source that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("{what} is missing: {path}; the snapshot cannot be trusted (choose an older one, or repair the replica)")]
+    MissingFile { path: String, what: String },
+    #[error("{context}: {message}")]
+    Iceberg { context: String, message: String },
+}
+
+/// Rewrites a path's prefix: `from` → `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixMap {
+    pub from: String,
+    pub to: String,
+}
+
+impl PrefixMap {
+    pub fn apply(map: Option<&PrefixMap>, path: &str) -> String {
+        match map {
+            Some(m) if path.starts_with(&m.from) => format!("{}{}", m.to, &path[m.from.len()..]),
+            _ => path.to_string(),
+        }
+    }
+}
+
+/// Where the snapshot's table metadata is.
+#[derive(Debug, Clone)]
+pub struct SnapshotSource {
+    /// The metadata file (`…/metadata/00003-….metadata.json`), as the replica has it.
+    pub metadata_location: String,
+    pub file_io_props: HashMap<String, String>,
+    pub prefix_map: Option<PrefixMap>,
+}
+
+pub fn file_io(props: &HashMap<String, String>) -> FileIO {
+    FileIOBuilder::new(Arc::new(CountingStorageFactory::new()))
+        .with_props(props.clone())
+        .build()
+}
+
+pub async fn read(io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes, SourceError> {
+    let input = io.new_input(path).map_err(|e| SourceError::Iceberg {
+        context: format!("open {what} {path}"),
+        message: e.to_string(),
+    })?;
+    match input.exists().await {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(SourceError::MissingFile {
+                path: path.to_string(),
+                what: what.to_string(),
+            });
+        }
+        Err(e) => {
+            return Err(SourceError::Iceberg {
+                context: format!("check {what} {path}"),
+                message: e.to_string(),
+            });
+        }
+    }
+    input.read().await.map_err(|e| SourceError::Iceberg {
+        context: format!("read {what} {path}"),
+        message: e.to_string(),
+    })
+}
+
+/// Loads the table metadata at `source` (and its raw JSON, for the refs map).
+pub async fn load_metadata(source: &SnapshotSource) -> Result<(TableMetadata, serde_json::Value, FileIO), SourceError> {
+    let io = file_io(&source.file_io_props);
+    let path = PrefixMap::apply(source.prefix_map.as_ref(), &source.metadata_location);
+    let bytes = read(&io, &path, "table metadata").await?;
+    let meta: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| SourceError::Iceberg {
+        context: format!("parse {path}"),
+        message: e.to_string(),
+    })?;
+    let raw: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| SourceError::Iceberg {
+        context: format!("parse {path}"),
+        message: e.to_string(),
+    })?;
+    Ok((meta, raw, io))
+}
