@@ -1,7 +1,7 @@
 //! Issue 10, item 3, command by command on the catalogs beyond SQL (SeaweedFS's Iceberg REST
 //! catalog `sw`, moto's S3 Tables `st`; defined as in `catalogs_remote`): what each can do
 //! works, and what it cannot is refused before anything changes, naming what the catalog lacks
-//! and what to do instead. README's "What each catalog can do" table points at these tests.
+//! and what to do instead. docs/catalogs.md's "What each catalog can do" table points at these tests.
 
 use std::collections::BTreeMap;
 

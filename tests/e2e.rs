@@ -323,7 +323,23 @@ fn apply_then_fault_delete_on_a_folder() {
         .ok()
         .json();
     assert!(f["rows_deleted"].as_u64().unwrap() > 0, "{f}");
-    // The fault is outside the journal: the applier does not re-apply what it already applied.
+    // The fault is outside the journal: the applier finds it (the audit of what other writers
+    // committed since its own last commit) and commits nothing on top of it (issue 30).
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--json",
+    ])
+    .fails(
+        12,
+        &["tidemark fault delete", "keys removed", "--on-divergence continue"],
+    );
+    // Accepted, it does not re-apply what it already applied.
     let after = s
         .run(&[
             "apply",
@@ -333,6 +349,10 @@ fn apply_then_fault_delete_on_a_folder() {
             &catalog,
             "--table",
             "shop.orders",
+            "--on-divergence",
+            "continue",
+            "--reason",
+            "the test accepts the fault",
             "--json",
         ])
         .ok()

@@ -3,7 +3,7 @@
 //! `TIDEMARK_FAILPOINT=NAME[:N]` makes the process stop dead at the N-th time (default the first)
 //! it reaches the boundary `NAME`: it exits at once with [`CRASH_EXIT_CODE`], running no cleanup
 //! and writing nothing more, as a `kill -9` there would. A plain re-run must then complete.
-//! The boundaries (see README, "Failpoints"):
+//! The boundaries (see docs/errors.md, "Failpoints"):
 //!
 //! * `append:after-event-object`, `append:after-manifest` — per batch of `journal append`;
 //! * `apply:after-commit`, `apply:after-checkpoint` — per unit of `apply` (`after-commit:N`

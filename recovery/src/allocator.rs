@@ -8,8 +8,8 @@
 //! fault the kernel zeroes first (`clear_page_erms` was 15% of a 10M + 1M recovery's profile,
 //! 380,000 minor faults, 5–8 s of system time; docs/performance.md, "the allocator's purge
 //! delay"). A command that ends when its work is done ([`Process::OneShot`]: a recovery, an
-//! apply, a drill) therefore never purges: its memory is bounded by its own design (README,
-//! "Memory") and goes back to the system when it exits. A command that runs until stopped
+//! apply, a drill) therefore never purges: its memory is bounded by its own design (docs/benchmarks.md,
+//! "Memory and spill files") and goes back to the system when it exits. A command that runs until stopped
 //! ([`Process::Service`]: `replica follow` without `--once`, the Ballista scheduler and
 //! executors) keeps mimalloc's default, so that an idle service gives back what a busy cycle took.
 

@@ -26,7 +26,7 @@ pub const ACCESS_DENIED: u8 = 8;
 pub const OUTCOME_UNKNOWN: u8 = 9;
 /// The table's history holds a write the journal does not explain (`audit`); `apply` and
 /// `recover` refuse to build on it (see the audit's report for the snapshot and what to do).
-pub const DIVERGENCE: u8 = 10;
+pub const DIVERGENCE: u8 = 12;
 /// A distributed engine's failure: the Ballista scheduler cannot be reached, or a job failed
 /// on the cluster (nothing was committed; see the scheduler's and executors' logs).
 pub const CLUSTER: u8 = 11;

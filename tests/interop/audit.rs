@@ -2,7 +2,7 @@
 //! right — a same-rows rewrite, a column added and filled outside the spec, a property, a tag and
 //! an expiry are neutral (or make no snapshot); PyIceberg's copy-on-write delete, a merge-on-read
 //! position delete, an equality delete, an appended key and a changed row are divergences with
-//! their counts and keys — the applier stops at a divergence (exit 10) and goes on once the
+//! their counts and keys — the applier stops at a divergence (exit 12) and goes on once the
 //! operator accepts it; an applier of another engine that follows the documented protocol is
 //! audited as one; and the default recovery after a bad delete equals the whole journal's fold.
 
@@ -25,7 +25,7 @@ impl Shared {
             "--no-records",
             "--json",
         ]);
-        assert!(r.code == 0 || r.code == 10, "audit failed: {}", r.stderr);
+        assert!(r.code == 0 || r.code == 12, "audit failed: {}", r.stderr);
         (r.code, r.json())
     }
 
@@ -151,7 +151,7 @@ fn every_kind_of_foreign_commit_is_classified() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         t.py(command, &args);
         let (code, a) = t.audit();
-        assert_eq!(code, 10, "{command}: {a}");
+        assert_eq!(code, 12, "{command}: {a}");
         let d = &a["first_divergence"];
         assert_eq!(
             (&d["counts"]["removed"], &d["counts"]["changed"], &d["counts"]["added"]),
@@ -165,7 +165,7 @@ fn every_kind_of_foreign_commit_is_classified() {
         assert_eq!(d["position"], position, "{command}: {a}");
         position += 1;
         t.apply_strict(&ev(position, "o-7", position as i64, "paid", "EUR"))
-            .fails(10, &["--on-divergence continue", &d["snapshot_id"].to_string()]);
+            .fails(12, &["--on-divergence continue", &d["snapshot_id"].to_string()]);
         // Accepted: recorded in the applier's commit, which closes it.
         t.run_apply(&["--on-divergence", "continue", "--reason", "the operator accepts it"])
             .ok();
@@ -242,7 +242,7 @@ fn another_engines_applier_that_follows_the_protocol_is_audited_as_one() {
     let rows = t.s.write("gap.jsonl", &row("o-6", 1, "placed", 9));
     t.py("applier-append", &[rows.to_str().unwrap(), &gap]);
     let (code, a) = t.audit();
-    assert_eq!(code, 10, "{a}");
+    assert_eq!(code, 12, "{a}");
     assert!(
         a["first_divergence"]["detail"]
             .as_str()
@@ -260,7 +260,7 @@ fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
     // PyIceberg's cleanup job deletes live orders; the applier refuses to build on it.
     t.py("delete", &["o-2", "o-3", "o-4"]);
     let more = ev(11, "o-1", 2, "paid", "EUR") + &ev(12, "o-11", 1, "placed", "EUR");
-    t.apply_strict(&more).fails(10, &["3 keys removed"]);
+    t.apply_strict(&more).fails(12, &["3 keys removed"]);
     // The default recovery (no snapshot option) starts from the snapshot before the delete.
     let r =
         t.s.run(&[
@@ -304,7 +304,7 @@ fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
     let a = args("shop.refused");
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     t.s.run(&a)
-        .fails(10, &["is not trusted", "3 keys removed", "--accept-divergence"]);
+        .fails(12, &["is not trusted", "3 keys removed", "--accept-divergence"]);
     let mut b = args("shop.accepted");
     b.extend([
         "--accept-divergence".into(),

@@ -72,6 +72,8 @@ fn a_pyiceberg_snapshot_is_traced_to_its_journal_and_a_refused_recovery_leaves_n
             "shop.recovered",
             "--snapshot-id",
             &snapshot,
+            "--accept-divergence",
+            "PyIceberg's position delete is wanted",
             "--json",
         ])
     };

@@ -185,7 +185,14 @@ impl Shared {
             "--json",
         ];
         if let Some(id) = &id {
-            args.extend(["--snapshot-id", id]);
+            // A snapshot these stories name may hold another engine's writes (a divergence the
+            // applier had not accepted yet): recovered from as chosen.
+            args.extend([
+                "--snapshot-id",
+                id,
+                "--accept-divergence",
+                "interop: the snapshot holds another engine's writes",
+            ]);
         }
         self.s.run(&args).ok().json()
     }

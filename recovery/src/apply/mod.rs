@@ -161,7 +161,7 @@ pub trait CommitGuard: Send + Sync {
 /// journal (`--on-divergence`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum OnDivergence {
-    /// Commit nothing and stop ([`ApplyError::Divergence`], exit 10).
+    /// Commit nothing and stop ([`ApplyError::Divergence`], exit 12).
     #[default]
     Stop,
     /// Accept the change and go on; the divergent snapshots and the reason are recorded in the
@@ -421,7 +421,7 @@ pub async fn apply(
     report.started_after_position = state.position;
     // Other writers' commits since the applier's own last one: a divergence stops it (or, when
     // the operator accepts it, is recorded in the next commit).
-    let mut accepted = audit_foreign_commits(journal, handle, &table, table_name, &opts.on_divergence).await?;
+    let mut accepted = audit_foreign_commits(journal, &table, table_name, &opts.on_divergence).await?;
     report.accepted_divergence = accepted.clone();
 
     // Verify the chain from the applied position to the target: after the manifest that holds
@@ -579,7 +579,6 @@ pub async fn apply(
 /// (comma-separated) are returned for the next commit's summary.
 async fn audit_foreign_commits(
     journal: &Journal,
-    handle: &CatalogHandle,
     table: &Table,
     table_name: &str,
     on: &OnDivergence,
@@ -588,19 +587,24 @@ async fn audit_foreign_commits(
     let Some(current) = meta.current_snapshot() else {
         return Ok(None);
     };
-    let Some(own) = crate::provenance::recorded_position(meta, current) else {
-        return Ok(None);
-    };
-    if own.recorded_by == current.snapshot_id() {
-        return Ok(None);
+    let own = crate::provenance::recorded_position(meta, current);
+    match (&own, on) {
+        (Some(own), _) if own.recorded_by == current.snapshot_id() => return Ok(None),
+        // A table no applier committed to yet (another engine made it and wrote its first rows):
+        // the first apply does not judge it, unless the operator accepts what it holds, which
+        // is then recorded for later audits.
+        (None, OnDivergence::Stop) => return Ok(None),
+        _ => {}
     }
     let source = crate::table::source::SnapshotSource {
         metadata_location: table.metadata_location().unwrap_or_default().to_string(),
-        file_io_props: handle.file_io_props().clone(),
+        // The table's own FileIO settings: what its catalog vends for it (a REST catalog's S3
+        // endpoint) included.
+        file_io_props: table.file_io().config().props().clone(),
         prefix_map: None,
     };
     let opts = crate::audit::AuditOptions {
-        trust_from: Some(own.recorded_by),
+        trust_from: own.map(|o| o.recorded_by),
         records: Some(journal.store.clone()),
         ..Default::default()
     };

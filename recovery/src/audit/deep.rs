@@ -133,7 +133,7 @@ pub struct Certified {
 pub(crate) async fn certify(
     ctx: &Ctx<'_>,
     snap: &SnapshotRef,
-    expired: i64,
+    expired: &str,
 ) -> Result<(SnapshotAudit, Certified), AuditError> {
     let mut entry = super::entry_of(snap);
     entry.kind = "start".into();

@@ -396,12 +396,20 @@ pub async fn audit(
         }
     }
     let mut parent: Option<Loaded> = None;
+    // The oldest retained snapshot's parent expired: named but gone, or not even named (an
+    // expiry may drop the reference) while the snapshot applied positions after the first.
+    let expired = expired.map(|e| e.to_string()).or_else(|| {
+        let p = &chain[0].summary().additional_properties;
+        let first = p.get(PROP_FIRST_POSITION).and_then(|v| v.parse::<u64>().ok());
+        (chain[0].parent_snapshot_id().is_none() && first.is_some_and(|f| f > 1) && p.get(PROP_STEP).is_none())
+            .then(|| "(no longer named)".to_string())
+    });
     if from == 0
         && let Some(expired) = expired
     {
         // The oldest retained snapshot: certified once against the journal's fold.
         let first = &chain[0];
-        let (mut entry, loaded) = deep::certify(&ctx, first, expired).await?;
+        let (mut entry, loaded) = deep::certify(&ctx, first, &expired).await?;
         report.files_read += loaded.files_read;
         report.start = format!(
             "snapshot {} certified against the journal's fold (its parent {expired} expired)",
@@ -419,24 +427,73 @@ pub async fn audit(
         parent = Some(loaded.loaded);
         from = 1;
     }
+    // Consecutive commits of other writers that together leave every journal column as it was
+    // (PyIceberg's overwrite is a delete and an append, two snapshots of one commit) are neutral
+    // together: each is then neutral.
+    let mut neutral_run_until: Option<usize> = None;
+    // A run that diverges: its end, first snapshot, counts and keys (reported on its first).
+    let mut divergent_run: Option<(usize, i64, Counts, Vec<String>)> = None;
     for i in from..chain.len() {
         let snap = &chain[i];
         let previous = if i == 0 { None } else { Some(&chain[i - 1]) };
         let mut entry = entry_of(snap);
         let props = snap.summary().additional_properties.clone();
         let position_then = state.position;
-        classify(
-            &ctx,
-            snap,
-            previous,
-            &mut parent,
-            &state,
-            opts.deep,
-            &props,
-            &mut entry,
-            &mut report,
-        )
-        .await?;
+        if neutral_run_until.is_none_or(|end| i > end)
+            && divergent_run.as_ref().is_none_or(|r| i > r.0)
+            && let Some(end) = other_run_end(&chain, i)
+            && end > i
+        {
+            let before = match (parent.take(), previous) {
+                (Some(l), _) => Some(l),
+                (None, Some(p)) => Some(diff::load(&ctx, p).await?),
+                (None, None) => None,
+            };
+            let after = diff::load(&ctx, &chain[end]).await?;
+            let d = diff::diff(&ctx, before.as_ref(), &after).await?;
+            report.files_read += d.files_read;
+            if d.counts.is_zero() && d.schema_problem.is_none() {
+                neutral_run_until = Some(end);
+            } else {
+                divergent_run = Some((end, snap.snapshot_id(), d.counts, d.samples));
+            }
+            parent = Some(after);
+        }
+        if let Some((end, first, counts, samples)) = divergent_run.as_ref().filter(|r| i <= r.0) {
+            entry.kind = "other".into();
+            entry.verdict = Verdict::Divergence;
+            if *first == snap.snapshot_id() {
+                entry.counts = *counts;
+                entry.sample_keys = samples.clone();
+                entry.detail = format!(
+                    "{} keys removed, {} changed, {} added on the journal's columns, with the next {} commits of other writers (diffed together, up to snapshot {})",
+                    counts.removed,
+                    counts.changed,
+                    counts.added,
+                    end - i,
+                    chain[*end].snapshot_id()
+                );
+            } else {
+                entry.detail = format!("diffed together with snapshot {first} (the first of these commits)");
+            }
+        } else if neutral_run_until.is_some_and(|end| i <= end) {
+            entry.kind = "other".into();
+            entry.verdict = Verdict::Neutral;
+            entry.detail = "one of consecutive commits of other writers that together leave every journal column of every key as it was".into();
+        } else {
+            classify(
+                &ctx,
+                snap,
+                previous,
+                &mut parent,
+                &state,
+                opts.deep,
+                &props,
+                &mut entry,
+                &mut report,
+            )
+            .await?;
+        }
         // An applier commit that records the operator's acceptance closes the divergences it names.
         if let Some(ids) = props.get(PROP_ACCEPTED_DIVERGENCE) {
             let accepted: Vec<i64> = ids.split(',').filter_map(|s| s.trim().parse().ok()).collect();
@@ -476,6 +533,25 @@ pub async fn audit(
     };
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
+}
+
+/// Whether `snap` is another writer's commit: no applier record, not a recovery's first commit.
+fn is_other(snap: &SnapshotRef, first: bool) -> bool {
+    let p = &snap.summary().additional_properties;
+    let step = p.get(PROP_STEP).map(String::as_str);
+    !p.contains_key(PROP_LAST_POSITION) && step != Some("seed") && !(first && step == Some("replay"))
+}
+
+/// The last index of the run of other writers' commits that starts at `i`, if `chain[i]` is one.
+fn other_run_end(chain: &[SnapshotRef], i: usize) -> Option<usize> {
+    if !is_other(&chain[i], i == 0) {
+        return None;
+    }
+    let mut end = i;
+    while end + 1 < chain.len() && is_other(&chain[end + 1], false) {
+        end += 1;
+    }
+    Some(end)
 }
 
 /// The state after `entry`: its position, and the newest trusted snapshot.

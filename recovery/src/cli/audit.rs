@@ -1,6 +1,6 @@
 //! `tidemark audit`: a table's history held against the journal (`tidemark_recovery::audit`):
 //! the timeline of verdicts, the first divergence and the newest trusted snapshot. Exit 0 when
-//! the history holds no open divergence, 10 when it does.
+//! the history holds no open divergence, 12 when it does.
 
 use anyhow::Context;
 use clap::Args;

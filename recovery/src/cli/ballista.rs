@@ -1,12 +1,12 @@
 //! `tidemark ballista scheduler|executor` (hidden): a Ballista scheduler or executor process
 //! built from the same ballista-scheduler / ballista-executor crates (53.0.0) as the
 //! `--engine ballista-standalone` engine, so a cluster runs exactly the DataFusion that plans
-//! tidemark's jobs (`sandbox/ballista.sh`, README "Scale-out").
+//! tidemark's jobs (`sandbox/ballista.sh`, docs/scale-out.md).
 //!
 //! Object stores: a local folder needs none; each `--s3-bucket s3://NAME` gets an S3 store
 //! built from the standard AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //! `AWS_REGION`, `AWS_ENDPOINT_URL`, instance or pod credentials), read as the same
-//! `AWS_*` variables tidemark itself reads (README, "Catalogs").
+//! `AWS_*` variables tidemark itself reads (docs/catalogs.md).
 
 use std::sync::Arc;
 

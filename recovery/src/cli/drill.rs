@@ -28,8 +28,8 @@ pub struct DrillArgs {
     pub events: u64,
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// The catalog of the source and recovered tables (any form `--catalog` accepts; README
-    /// "Catalogs"); default: a SQLite catalog each for the source and DR sides in the work folder.
+    /// The catalog of the source and recovered tables (any form `--catalog` accepts;
+    /// docs/catalogs.md); default: a SQLite catalog each for the source and DR sides in the work folder.
     #[arg(long)]
     pub catalog: Option<String>,
     /// Write the report as Markdown here (default: drill-report.md in the work folder).

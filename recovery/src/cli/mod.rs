@@ -64,7 +64,7 @@ pub enum Command {
     /// Merge verified journal batches into the Iceberg state table, then checkpoint.
     Apply(Box<table::ApplyArgs>),
     /// Hold a table's history against the journal, snapshot by snapshot: find the bad write and
-    /// the newest trusted snapshot (exit 10 on a divergence).
+    /// the newest trusted snapshot (exit 12 on a divergence).
     Audit(Box<audit::AuditArgs>),
     /// Fault injection for drills: writes that bypass the journal.
     #[command(subcommand)]
@@ -99,7 +99,7 @@ pub enum Command {
     #[command(subcommand)]
     Gen(generate::GenCommand),
     /// A Ballista scheduler or executor process for `recover --engine ballista://…`
-    /// (sandbox/ballista.sh; README "Scale-out").
+    /// (sandbox/ballista.sh; docs/scale-out.md).
     #[cfg(feature = "ballista-engine")]
     #[command(subcommand, hide = true)]
     Ballista(ballista::BallistaCommand),

@@ -18,7 +18,7 @@ use tidemark_router::{Fence, RouteStore};
 
 use super::{Common, print_json};
 
-/// Where the Iceberg catalog and warehouse are (README, "Catalogs").
+/// Where the Iceberg catalog and warehouse are (docs/catalogs.md).
 #[derive(Debug, Clone, Args)]
 pub struct CatalogArgs {
     /// A SQLite file (the embedded default), postgres://…, rest+http(s)://host[:port][/path], an
@@ -103,7 +103,7 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub compact_at: Option<f64>,
     /// When another writer committed a change the journal does not explain since the applier's
-    /// own last commit: `stop` (commit nothing, exit 10) or `continue` (accept it; needs
+    /// own last commit: `stop` (commit nothing, exit 12) or `continue` (accept it; needs
     /// --reason, recorded in the next commit's summary).
     #[arg(long, value_enum, default_value = "stop")]
     pub on_divergence: OnDivergenceArg,

@@ -34,7 +34,7 @@ pub const FILE_COLUMN: &str = "_tidemark_file";
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     #[error(
-        "conflicting events for key {key} version {version}: positions {first_position} and {second_position} carry different payloads; nothing was committed; once you know which one is right, record it with `tidemark journal resolve --key {key} --version {version} --keep-position P --reason …` (README, \"Conflicts\")"
+        "conflicting events for key {key} version {version}: positions {first_position} and {second_position} carry different payloads; nothing was committed; once you know which one is right, record it with `tidemark journal resolve --key {key} --version {version} --keep-position P --reason …` (docs/journal.md, \"Conflicts\")"
     )]
     ConflictInEvents {
         key: String,
@@ -43,7 +43,7 @@ pub enum MergeError {
         second_position: u64,
     },
     #[error(
-        "event at position {event_position} for key {key} version {version} differs from the table's row of the same version (written by position {table_position}); nothing was committed; `tidemark journal resolve --key {key} --version {version} --keep-position {table_position} …` keeps the table's event and voids the other (README, \"Conflicts\")"
+        "event at position {event_position} for key {key} version {version} differs from the table's row of the same version (written by position {table_position}); nothing was committed; `tidemark journal resolve --key {key} --version {version} --keep-position {table_position} …` keeps the table's event and voids the other (docs/journal.md, \"Conflicts\")"
     )]
     ConflictWithTable {
         key: String,

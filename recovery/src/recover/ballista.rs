@@ -30,7 +30,7 @@
 //!    DataFusion) recomputed from the snapshot and the events, against the rows read back from
 //!    the committed table's files, on a sample of the key partitions ([`REFERENCE_ONE_IN`]; every
 //!    key when the table fits one validation partition, or when the recovery was already
-//!    committed). README "Scale-out" says what the two prove together and what they do not.
+//!    committed). docs/scale-out.md says what the two prove together and what they do not.
 //!
 //! Before anything is created, a snapshot whose files name a column otherwise than its schema
 //! (by Parquet field id) is refused: the listings match columns by name

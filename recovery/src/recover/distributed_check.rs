@@ -10,7 +10,7 @@
 //! the row and distinct-key counts of both sides: equal counts of unique keys and two empty
 //! differences mean the same rows.
 //!
-//! What it does not prove (README "Scale-out"): it reads the same snapshot listing and the same
+//! What it does not prove (docs/scale-out.md): it reads the same snapshot listing and the same
 //! staged events as the merge, so a wrong input (a wrong snapshot, a wrong H, a bad staging) is
 //! not caught here but by the reference ([`super::validate`]) that rereads them from the source
 //! and the journal on the coordinator, on a sample of the key partitions; and it runs on the

@@ -41,7 +41,7 @@ pub enum EngineError {
     )]
     BadEngine { given: String },
     #[error(
-        "the Ballista scheduler at {url} cannot be reached or refused the session: {message}; is the cluster up (`sandbox/ballista.sh start`, README \"Scale-out\")?"
+        "the Ballista scheduler at {url} cannot be reached or refused the session: {message}; is the cluster up (`sandbox/ballista.sh start`, docs/scale-out.md)?"
     )]
     Unreachable { url: String, message: String },
     #[error(

@@ -61,10 +61,10 @@ pub struct ValidationReport {
     /// of its key). Empty in a partition's own verdict.
     pub split: String,
     /// Set when only a sample of the key partitions was compared with the reference (a
-    /// distributed recovery; README "Scale-out"): the counts above are the sample's.
+    /// distributed recovery; docs/scale-out.md): the counts above are the sample's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample: Option<Sample>,
-    /// The distributed recovery's own check of every key, run on the cluster (README "Scale-out").
+    /// The distributed recovery's own check of every key, run on the cluster (docs/scale-out.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<DistributedCheck>,
 }
