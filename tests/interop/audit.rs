@@ -46,22 +46,6 @@ impl Shared {
         self.events.push_str(ndjson);
         self.run_apply(&[])
     }
-
-    /// `tidemark apply` of what the journal holds, with `extra` options.
-    fn run_apply(&self, extra: &[&str]) -> super::super::support::Run {
-        let mut args = vec![
-            "apply",
-            "--journal",
-            &self.journal,
-            "--catalog",
-            &self.catalog,
-            "--table",
-            "shop.orders",
-            "--json",
-        ];
-        args.extend(extra);
-        self.s.run(&args)
-    }
 }
 
 fn last(audit: &Value) -> &Value {

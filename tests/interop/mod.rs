@@ -124,6 +124,22 @@ impl Shared {
             ])
             .ok();
         self.events.push_str(ndjson);
+        let mut args = extra.to_vec();
+        // These stories mix other writers' rows with tidemark's on purpose: the applier accepts
+        // them (`--on-divergence continue`, recorded in its commit); `audit.rs` tests the stop.
+        if !extra.contains(&"--on-divergence") {
+            args.extend([
+                "--on-divergence",
+                "continue",
+                "--reason",
+                "interop: another engine writes this table too",
+            ]);
+        }
+        self.run_apply(&args).ok().json()
+    }
+
+    /// `tidemark apply --json` of what the journal holds into shop.orders, with `extra` options.
+    fn run_apply(&self, extra: &[&str]) -> Run {
         let mut args = vec![
             "apply",
             "--journal",
@@ -135,17 +151,7 @@ impl Shared {
             "--json",
         ];
         args.extend(extra);
-        // These stories mix other writers' rows with tidemark's on purpose: the applier accepts
-        // them (`--on-divergence continue`, recorded in its commit); `audit.rs` tests the stop.
-        if !extra.contains(&"--on-divergence") {
-            args.extend([
-                "--on-divergence",
-                "continue",
-                "--reason",
-                "interop: another engine writes this table too",
-            ]);
-        }
-        self.s.run(&args).ok().json()
+        self.s.run(&args)
     }
 
     /// The journal's state by the merge rules, without the keys `gone`.

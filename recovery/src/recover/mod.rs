@@ -464,25 +464,54 @@ pub(crate) async fn validate_step(
     // never from the replay's chain anchor, so that a replay that skipped or repeated events
     // cannot be confirmed by the same mistake.
     let reference = reference_snapshot(&opts.source, snap).await?;
+    validate_by_position(
+        journal,
+        handle,
+        opts,
+        &reference,
+        table,
+        h,
+        sample,
+        opts.validation_split,
+        "validation",
+    )
+    .await
+}
+
+/// `table` against `reference` (its rows) and the journal's events after its position up to `h`,
+/// read by the validation's own reader; a failure, or a validation that does not pass, marks
+/// `opts.into` refused (`what` names the validation in that mark).
+#[allow(clippy::too_many_arguments)]
+async fn validate_by_position(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    reference: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+    sample: Option<&validate::SampleRequest>,
+    split: validate::Split,
+    what: &str,
+) -> Result<ValidationReport, RecoverError> {
     let range = tidemark_journal::events::ByPosition::select(journal, reference.position, h).await?;
     let range_events = range.events();
     let events = validate::events_by_position(journal, range);
     let validation = validate::validate_keys(
         &journal.spec,
-        &reference,
+        reference,
         table,
         events,
         range_events,
         &spill_dir_for("validate"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
         sample,
-        opts.validation_split,
+        split,
     )
     .await;
     match validation {
         Ok(v) => {
             if !v.ok {
-                let why = format!("validation failed ({} mismatches)", v.first_mismatches.len());
+                let why = format!("{what} failed ({} mismatches)", v.first_mismatches.len());
                 seed::mark_refused(handle, &opts.into, &why).await;
             }
             Ok(v)
@@ -516,37 +545,18 @@ pub(crate) async fn journal_reference_step(
         deletes: crate::table::files::Deletes::none(),
         ..snap.clone()
     };
-    let range = tidemark_journal::events::ByPosition::select(journal, 0, h).await?;
-    let range_events = range.events();
-    let events = validate::events_by_position(journal, range);
-    let r = validate::validate_keys(
-        &journal.spec,
+    validate_by_position(
+        journal,
+        handle,
+        opts,
         &empty,
         table,
-        events,
-        range_events,
-        &spill_dir_for("validate-journal"),
-        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+        h,
         None,
         validate::Split::KeyHash,
+        "validation against the whole journal",
     )
-    .await;
-    match r {
-        Ok(v) => {
-            if !v.ok {
-                let why = format!(
-                    "validation against the whole journal failed ({} mismatches)",
-                    v.first_mismatches.len()
-                );
-                seed::mark_refused(handle, &opts.into, &why).await;
-            }
-            Ok(v)
-        }
-        Err(e) => {
-            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
-            Err(e)
-        }
-    }
+    .await
 }
 
 /// The "validate" step's detail (both engines).

@@ -75,18 +75,21 @@ pub struct Resumed {
     pub h: Option<u64>,
 }
 
-/// `into`'s record when it is a seeded table of `recovery_id` (a resumed recovery), else `None`.
-pub async fn resumed(handle: &CatalogHandle, into: &str, recovery_id: &str) -> Result<Option<Resumed>, RecoverError> {
-    let ident = parse_ident(into)?;
-    let exists = handle
+/// Whether the catalog has the table `into`.
+async fn exists(handle: &CatalogHandle, into: &str) -> Result<bool, RecoverError> {
+    handle
         .catalog()
-        .table_exists(&ident)
+        .table_exists(&parse_ident(into)?)
         .await
         .map_err(|e| RecoverError::Iceberg {
             context: format!("look up {into}"),
             message: e.to_string(),
-        })?;
-    if !exists {
+        })
+}
+
+/// `into`'s record when it is a seeded table of `recovery_id` (a resumed recovery), else `None`.
+pub async fn resumed(handle: &CatalogHandle, into: &str, recovery_id: &str) -> Result<Option<Resumed>, RecoverError> {
+    if !exists(handle, into).await? {
         return Ok(None);
     }
     let table = table::load_table(handle, into).await?;
@@ -173,15 +176,7 @@ pub async fn seed(
     let ident = parse_ident(into)?;
     // The snapshot must hold the journal's columns (others may be there too).
     table::check_schema_in(spec, &snap.schema, snap.metadata.schemas_iter())?;
-    if handle
-        .catalog()
-        .table_exists(&ident)
-        .await
-        .map_err(|e| RecoverError::Iceberg {
-            context: format!("look up {into}"),
-            message: e.to_string(),
-        })?
-    {
+    if exists(handle, into).await? {
         let existing = table::load_table(handle, into).await?;
         let owner = existing.metadata().properties().get(PROP_RECOVERY_ID).cloned();
         // Same recovery id: resumed as it is (a refused one is validated again). Another id: only
