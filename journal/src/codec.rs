@@ -224,6 +224,11 @@ pub fn format_decimal(unscaled: i128, scale: i8) -> String {
     if neg { format!("-{body}") } else { body }
 }
 
+/// The longest string field an event may carry, in bytes (64 KiB): an order's fields are short,
+/// and a huge value (a whole document pasted into a field) is refused with its line instead of
+/// being written into every batch, the table and each validation.
+pub const MAX_STRING_BYTES: usize = 64 * 1024;
+
 /// One parsed line's position and its line number in the input (for messages).
 #[derive(Debug, Clone, Copy)]
 pub struct LineRef {
@@ -274,10 +279,15 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
         self.lines.clear();
         while rows < batch_size {
             self.buf.clear();
-            let n = self
-                .input
-                .read_line(&mut self.buf)
-                .map_err(|e| self.input_error(format!("cannot read input: {e}")))?;
+            let n = self.input.read_line(&mut self.buf).map_err(|e| {
+                // The line that could not be read is the next one (invalid UTF-8 on line 5 is
+                // line 5, not the last line read).
+                JournalError::Input {
+                    source_name: self.source_name.clone(),
+                    line: self.line_no + 1,
+                    message: format!("cannot read input: {e}"),
+                }
+            })?;
             if n == 0 {
                 break;
             }
@@ -317,8 +327,24 @@ impl<'a, R: BufRead> NdjsonReader<'a, R> {
             }
             for (i, c) in spec.spec.columns.iter().enumerate() {
                 let v = obj.remove(&c.name);
-                if !c.nullable && v.as_ref().is_none_or(Value::is_null) {
-                    return Err(self.input_error(format!("missing field `{}` (position {position})", c.name)));
+                match &v {
+                    None if !c.nullable => {
+                        return Err(self.input_error(format!("missing field `{}` (position {position})", c.name)));
+                    }
+                    Some(Value::Null) if !c.nullable => {
+                        return Err(self.input_error(format!(
+                            "field `{}` (position {position}) is null, but the spec requires a value",
+                            c.name
+                        )));
+                    }
+                    Some(Value::String(s)) if s.len() > MAX_STRING_BYTES => {
+                        return Err(self.input_error(format!(
+                            "field `{}` (position {position}) is {} bytes long; a string holds at most {MAX_STRING_BYTES} bytes",
+                            c.name,
+                            s.len()
+                        )));
+                    }
+                    _ => {}
                 }
                 let literal = literals
                     .iter()
@@ -549,6 +575,33 @@ mod tests {
         assert_eq!(format_decimal(1250, 2), "12.50");
         assert_eq!(format_decimal(-7, 2), "-0.07");
         assert_eq!(format_decimal(5, 0), "5");
+    }
+
+    #[test]
+    fn input_errors_name_their_line_and_cause() {
+        let spec = CompiledSpec::orders();
+        let read_all = |input: &[u8]| -> Result<u64> {
+            let mut r = NdjsonReader::new(&spec, input, "in.ndjson", 1);
+            let mut n = 0;
+            while let Some(b) = r.next_batch(10)? {
+                n += b.num_rows() as u64;
+            }
+            Ok(n)
+        };
+        // Invalid UTF-8 on line 3 is reported as line 3.
+        let mut bad = (line(1, "") + "\n" + &line(2, "") + "\n").into_bytes();
+        bad.extend_from_slice(b"{\"position\": 3, \"order_id\": \"\xff\"}\n");
+        let err = read_all(&bad).unwrap_err().to_string();
+        assert!(err.starts_with("in.ndjson:3:"), "{err}");
+        // A null in a required field says null.
+        let null = line(1, "").replace("\"status\":\"placed\"", "\"status\":null");
+        let err = read_all(null.as_bytes()).unwrap_err().to_string();
+        assert!(err.contains("field `status` (position 1) is null"), "{err}");
+        // A string longer than the limit is refused with its line.
+        let long = line(1, "").replace("\"status\":\"placed\"", &format!("\"status\":\"{}\"", "x".repeat(MAX_STRING_BYTES + 1)));
+        let err = read_all(format!("\n{long}").as_bytes()).unwrap_err().to_string();
+        assert!(err.starts_with("in.ndjson:2:") && err.contains("at most 65536 bytes"), "{err}");
+        assert_eq!(read_all(b"\n\n").unwrap(), 0);
     }
 
     #[test]

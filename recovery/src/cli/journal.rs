@@ -44,6 +44,10 @@ pub enum JournalCommand {
         /// Recorded in every manifest; default: host and process id.
         #[arg(long)]
         writer_id: Option<String>,
+        /// Accept an input that holds no event (an empty file, blank lines only): by default it
+        /// is refused (exit 3), as it usually means the producer wrote nothing by mistake.
+        #[arg(long)]
+        allow_empty: bool,
         #[command(flatten)]
         common: Common,
     },
@@ -142,6 +146,7 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             input,
             batch_size,
             writer_id,
+            allow_empty,
             common,
         } => {
             let j = open(&journal).await?;
@@ -175,6 +180,15 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 )
                 .await?
             };
+            if report.events == 0 && report.already_present == 0 && !allow_empty {
+                return Err(tidemark_recovery::exit::exit_error(
+                    tidemark_recovery::exit::BAD_INPUT,
+                    format!(
+                        "{}: the input holds no event (an empty file or blank lines only); nothing was appended (--allow-empty accepts it)",
+                        input.display()
+                    ),
+                ));
+            }
             for key in &report.unaccepted_objects {
                 eprintln!(
                     "warning: {key} is an event object no manifest accepts (a writer stopped between its two writes); it is not counted"
