@@ -598,9 +598,15 @@ mod tests {
         let err = read_all(null.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("field `status` (position 1) is null"), "{err}");
         // A string longer than the limit is refused with its line.
-        let long = line(1, "").replace("\"status\":\"placed\"", &format!("\"status\":\"{}\"", "x".repeat(MAX_STRING_BYTES + 1)));
+        let long = line(1, "").replace(
+            "\"status\":\"placed\"",
+            &format!("\"status\":\"{}\"", "x".repeat(MAX_STRING_BYTES + 1)),
+        );
         let err = read_all(format!("\n{long}").as_bytes()).unwrap_err().to_string();
-        assert!(err.starts_with("in.ndjson:2:") && err.contains("at most 65536 bytes"), "{err}");
+        assert!(
+            err.starts_with("in.ndjson:2:") && err.contains("at most 65536 bytes"),
+            "{err}"
+        );
         assert_eq!(read_all(b"\n\n").unwrap(), 0);
     }
 
