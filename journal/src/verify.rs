@@ -40,22 +40,6 @@ pub struct ChainPoint {
 }
 
 impl ChainPoint {
-    /// The trusted link recorded by a checkpoint or a snapshot summary whose position is the
-    /// manifest's last (`None` for sequence 0: nothing applied yet, verify from the start). Its
-    /// last position is read from the manifest. A consumer that resumes after a recorded
-    /// position uses [`ChainPoint::holding`], which also handles a position inside the batch.
-    pub async fn recorded(journal: &Journal, sequence: u64, digest: &str) -> crate::Result<Option<ChainPoint>> {
-        if sequence == 0 {
-            return Ok(None);
-        }
-        let last_position = journal.read_manifest(sequence, None).await?.manifest.last_position;
-        Ok(Some(ChainPoint {
-            sequence,
-            digest: digest.to_string(),
-            last_position,
-        }))
-    }
-
     /// The link to verify after, for a consumer that has applied every position up to
     /// `position`, which the manifest `sequence` (recorded with `digest`) holds: the manifest
     /// itself when `position` is its last, else the manifest before it (whose digest the holder

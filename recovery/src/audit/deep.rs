@@ -15,12 +15,11 @@ use tidemark_journal::events::ByPosition;
 use super::diff::{self, Compared, KeyRows, Loaded};
 use super::{AuditError, Ctx, SnapshotAudit, Verdict};
 use crate::reference::{RefRow, RefState, rows_of};
-use crate::table::read::read_paths;
 
+/// Every live row of `l`.
 async fn all_rows(ctx: &Ctx<'_>, l: &Loaded) -> Result<Vec<RefRow>, AuditError> {
     let paths: Vec<&str> = l.files.data.iter().map(|f| f.path.as_str()).collect();
-    let batches = read_paths(ctx.io, &ctx.name, &paths, &l.schema, None, &l.deletes).await?;
-    Ok(rows_of(&ctx.journal.spec, &batches))
+    diff::read_rows(ctx, l, &paths).await
 }
 
 fn key_rows(state: &RefState) -> KeyRows {
@@ -29,19 +28,6 @@ fn key_rows(state: &RefState) -> KeyRows {
         .iter()
         .map(|(k, r)| (k.clone(), vec![(r.cells.clone(), r.position)]))
         .collect()
-}
-
-fn as_key_rows(ctx: &Ctx<'_>, rows: Vec<RefRow>) -> KeyRows {
-    let mut out = KeyRows::new();
-    for r in rows {
-        out.entry(r.cells[ctx.journal.spec.key_index].clone())
-            .or_default()
-            .push((r.cells, r.position));
-    }
-    for v in out.values_mut() {
-        v.sort();
-    }
-    out
 }
 
 /// Applies the events of positions `(after, to]` to `state`, one unit per journal batch when
@@ -89,11 +75,7 @@ pub(crate) async fn check_applied(
     first: u64,
     last: u64,
 ) -> Result<(Checked, Loaded, u64), AuditError> {
-    let parent = match (parent, previous) {
-        (Some(l), _) => Some(l),
-        (None, Some(p)) => Some(diff::load(ctx, p).await?),
-        (None, None) => None,
-    };
+    let parent = diff::loaded_or(ctx, parent, previous).await?;
     let after = diff::load(ctx, snap).await?;
     let mut files_read = after.files.data.len() as u64;
     let seed = match &parent {
@@ -115,7 +97,7 @@ pub(crate) async fn check_applied(
         checked.detail = why;
         return Ok((checked, after, files_read));
     }
-    let actual = as_key_rows(ctx, all_rows(ctx, &after).await?);
+    let actual = diff::by_key(&ctx.journal.spec, all_rows(ctx, &after).await?);
     let Compared { counts, samples } = diff::compare(&key_rows(&state), &actual);
     checked.counts = counts;
     checked.samples = samples;
@@ -172,7 +154,7 @@ pub(crate) async fn certify(
             )));
         }
     }
-    let actual = as_key_rows(ctx, all_rows(ctx, &loaded).await?);
+    let actual = diff::by_key(&ctx.journal.spec, all_rows(ctx, &loaded).await?);
     let Compared { counts, samples } = diff::compare(&key_rows(&state), &actual);
     entry.counts = counts;
     entry.sample_keys = samples;

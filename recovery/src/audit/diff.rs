@@ -17,7 +17,7 @@ use arrow_schema::SchemaRef;
 use iceberg::spec::{DataContentType, SnapshotRef};
 
 use super::{AuditError, Counts, Ctx};
-use crate::reference::{Cell, rows_of};
+use crate::reference::{Cell, RefRow, rows_of};
 use crate::table::files::{Deletes, SnapshotFiles, snapshot_files};
 use crate::table::read::read_paths;
 
@@ -68,17 +68,22 @@ pub(crate) async fn load(ctx: &Ctx<'_>, snap: &SnapshotRef) -> Result<Loaded, Au
 /// A key's rows (journal columns and position), sorted: a duplicate key is two rows.
 pub(crate) type KeyRows = BTreeMap<Cell, Vec<(Vec<Cell>, u64)>>;
 
-/// The live rows of `paths` in `l`, by key.
-pub(crate) async fn rows(ctx: &Ctx<'_>, l: &Loaded, paths: &[String]) -> Result<KeyRows, AuditError> {
-    let spec = &ctx.journal.spec;
-    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-    let batches = read_paths(ctx.io, &ctx.name, &refs, &l.schema, None, &l.deletes).await?;
-    Ok(by_key(spec, &batches))
+/// The live rows of `paths` in `l` (deletes applied), under the journal's column names.
+pub(crate) async fn read_rows(ctx: &Ctx<'_>, l: &Loaded, paths: &[&str]) -> Result<Vec<RefRow>, AuditError> {
+    let batches = read_paths(ctx.io, &ctx.name, paths, &l.schema, None, &l.deletes).await?;
+    Ok(rows_of(&ctx.journal.spec, &batches))
 }
 
-pub(crate) fn by_key(spec: &tidemark_journal::spec::CompiledSpec, batches: &[arrow::array::RecordBatch]) -> KeyRows {
+/// The live rows of `paths` in `l`, by key.
+pub(crate) async fn rows(ctx: &Ctx<'_>, l: &Loaded, paths: &[String]) -> Result<KeyRows, AuditError> {
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    Ok(by_key(&ctx.journal.spec, read_rows(ctx, l, &refs).await?))
+}
+
+/// `rows` by key (each key's rows sorted).
+pub(crate) fn by_key(spec: &tidemark_journal::spec::CompiledSpec, rows: Vec<RefRow>) -> KeyRows {
     let mut out = KeyRows::new();
-    for row in rows_of(spec, batches) {
+    for row in rows {
         out.entry(row.cells[spec.key_index].clone())
             .or_default()
             .push((row.cells, row.position));
@@ -87,6 +92,20 @@ pub(crate) fn by_key(spec: &tidemark_journal::spec::CompiledSpec, batches: &[arr
         v.sort();
     }
     out
+}
+
+/// `loaded` (a snapshot's files an earlier step loaded), or else the files of `snap`; `None`
+/// for no snapshot (a table's first snapshot has no parent).
+pub(crate) async fn loaded_or(
+    ctx: &Ctx<'_>,
+    loaded: Option<Loaded>,
+    snap: Option<&SnapshotRef>,
+) -> Result<Option<Loaded>, AuditError> {
+    Ok(match (loaded, snap) {
+        (Some(l), _) => Some(l),
+        (None, Some(s)) => Some(load(ctx, s).await?),
+        (None, None) => None,
+    })
 }
 
 /// What a comparison of two sides found.

@@ -420,7 +420,7 @@ pub async fn audit(
             state.open.push(divergence_of(&entry, entry.position));
         }
         entry.trusted = state.open.is_empty();
-        finish(&mut state, &mut entry, None);
+        finish(&mut state, &mut entry);
         write_record(opts, &ctx, &uuid, &digest, &entry, &state, &mut report).await?;
         progress(&entry);
         report.timeline.push(entry);
@@ -444,11 +444,7 @@ pub async fn audit(
             && let Some(end) = other_run_end(&chain, i)
             && end > i
         {
-            let before = match (parent.take(), previous) {
-                (Some(l), _) => Some(l),
-                (None, Some(p)) => Some(diff::load(&ctx, p).await?),
-                (None, None) => None,
-            };
+            let before = diff::loaded_or(&ctx, parent.take(), previous).await?;
             let after = diff::load(&ctx, &chain[end]).await?;
             let d = diff::diff(&ctx, before.as_ref(), &after).await?;
             report.files_read += d.files_read;
@@ -506,7 +502,7 @@ pub async fn audit(
             state.open.push(divergence_of(&entry, position_then));
         }
         entry.trusted = state.open.is_empty();
-        finish(&mut state, &mut entry, previous.map(|p| p.snapshot_id()));
+        finish(&mut state, &mut entry);
         write_record(opts, &ctx, &uuid, &digest, &entry, &state, &mut report).await?;
         progress(&entry);
         report.timeline.push(entry);
@@ -555,7 +551,7 @@ fn other_run_end(chain: &[SnapshotRef], i: usize) -> Option<usize> {
 }
 
 /// The state after `entry`: its position, and the newest trusted snapshot.
-fn finish(state: &mut AuditState, entry: &mut SnapshotAudit, _parent: Option<i64>) {
+fn finish(state: &mut AuditState, entry: &mut SnapshotAudit) {
     if entry.position.is_none() {
         entry.position = state.position;
     }
@@ -719,11 +715,7 @@ async fn classify(
     }
     // Another writer's commit: diffed on the journal's columns.
     entry.kind = "other".into();
-    let before = match (parent.take(), previous) {
-        (Some(l), _) => Some(l),
-        (None, Some(p)) => Some(diff::load(ctx, p).await?),
-        (None, None) => None,
-    };
+    let before = diff::loaded_or(ctx, parent.take(), previous).await?;
     let after = diff::load(ctx, snap).await?;
     let d = diff::diff(ctx, before.as_ref(), &after).await?;
     report.files_read += d.files_read;

@@ -183,18 +183,6 @@ fn skipped_for_test(journal: &Journal, batches: Vec<arrow::array::RecordBatch>) 
         .collect()
 }
 
-/// The events of the chain's range `(after, h]` by the manifests' row counts (positions are
-/// contiguous within a manifest), known before any is read.
-pub fn events_in(chain: &VerifiedChain, after: u64, h: u64) -> u64 {
-    chain
-        .range(after, h)
-        .map(|m| {
-            let m = &m.manifest;
-            (m.last_position.min(h) + 1).saturating_sub(m.first_position.max(after + 1))
-        })
-        .sum()
-}
-
 /// Batches of events, one manifest's at a time.
 pub type EventStream<'a> = futures::stream::BoxStream<'a, Result<Vec<arrow::array::RecordBatch>, RecoverError>>;
 

@@ -712,7 +712,6 @@ pub async fn run(
     let rpo_commits = (src_now.metadata().snapshots().count() as u64).saturating_sub(replica_snapshots);
     // What the journal replay won back: the positions journaled beyond the replica's.
     let rpo_positions = h_expected.saturating_sub(replica_position);
-    let _ = applied_state(&src_now);
     let ok = checks.iter().all(|c| c.ok);
     drop(root);
     Ok(DrillReport {
