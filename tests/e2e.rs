@@ -7,6 +7,7 @@ mod ballista;
 mod catalogs;
 mod catalogs_commands;
 mod catalogs_remote;
+mod drill_real;
 mod faults;
 mod interop;
 mod replica_catalogs;

@@ -30,6 +30,8 @@ pub const DIVERGENCE: u8 = 12;
 /// A distributed engine's failure: the Ballista scheduler cannot be reached, or a job failed
 /// on the cluster (nothing was committed; see the scheduler's and executors' logs).
 pub const CLUSTER: u8 = 11;
+/// A drill of a real table passed every check but took longer than `--rto-budget`.
+pub const RTO_OVER_BUDGET: u8 = 13;
 
 /// An error that has already decided its exit code (e.g. a failed verification report).
 #[derive(Debug, thiserror::Error)]
@@ -247,6 +249,12 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<Exit>() {
             return e.code;
+        }
+        if cause
+            .downcast_ref::<crate::rehearse::table_drill::ForeignScratchTable>()
+            .is_some()
+        {
+            return BAD_INPUT;
         }
         if let Some(e) = cause.downcast_ref::<JournalError>() {
             return journal_code(e);

@@ -10,12 +10,23 @@ use tidemark_recovery::exit::{BAD_INPUT, VERIFY_FAILED, exit_error};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::rehearse::drill::{self, DrillCheck, DrillOptions};
+use tidemark_journal::{Journal, store};
+use tidemark_recovery::ids::Ids;
 use tidemark_recovery::rehearse::gameday::{self, GamedayOptions};
+use tidemark_recovery::rehearse::history;
+use tidemark_recovery::rehearse::table_drill::{self, TableDrillOptions};
+use tidemark_recovery::rehearse::trend;
+
+use super::recover::{SourceArgs, resolve_source};
+use super::table::CatalogArgs;
 
 use super::{Common, print_json};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct DrillArgs {
+    #[command(subcommand)]
+    pub command: Option<DrillCommand>,
     /// Scratch folder for catalogs (and everything, without --store); default: a new temp folder.
     #[arg(long)]
     pub work: Option<PathBuf>,
@@ -36,10 +47,84 @@ pub struct DrillArgs {
     #[arg(long)]
     pub report: Option<PathBuf>,
     #[command(flatten)]
+    pub real: RealTableArgs,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// The drill of a real table (docs/drill.md): with `--source-table` or `--source-metadata`, the
+/// real recovery runs read-only against production into `--scratch`.
+#[derive(Debug, Args)]
+pub struct RealTableArgs {
+    /// The production table (namespace.name in --catalog) to drill …
+    #[arg(long, conflicts_with = "source_metadata", requires_all = ["journal", "scratch"])]
+    pub source_table: Option<String>,
+    /// … or the DR replica's metadata file.
+    #[arg(long, requires_all = ["journal", "scratch"])]
+    pub source_metadata: Option<String>,
+    /// Read the replica through a path prefix map FROM=TO (a copy under another root).
+    #[arg(long)]
+    pub prefix_map: Option<String>,
+    /// The production journal (read only).
+    #[arg(long)]
+    pub journal: Option<String>,
+    /// Warehouse of --catalog (as `recover --warehouse`).
+    #[arg(long)]
+    pub warehouse: Option<String>,
+    /// The namespace the scratch table is made in; it must hold nothing but drill tables.
+    #[arg(long)]
+    pub scratch: Option<String>,
+    /// The route readers resolve (read only: its table and generation are reported).
+    #[arg(long)]
+    pub route: Option<String>,
+    /// Where drill records are kept (a folder or s3://bucket/prefix); without it the drill
+    /// writes no record.
+    #[arg(long)]
+    pub history: Option<String>,
+    /// The recovery-time budget (e.g. 15m, 90s); over it the drill exits 13.
+    #[arg(long, value_parser = super::replica::parse_duration)]
+    pub rto_budget: Option<std::time::Duration>,
+    /// How the validation splits the keys (as `recover --validation-split`).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub validation_split: tidemark_recovery::recover::validate::Split,
+    /// Where the replay runs (as `recover --engine`).
+    #[cfg(feature = "ballista-engine")]
+    #[arg(long, default_value = "local", env = "TIDEMARK_ENGINE")]
+    pub engine: tidemark_recovery::recover::engine::Engine,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum DrillCommand {
+    /// The trend of the drills recorded under --history: prints it, writes the HTML page and
+    /// the Prometheus textfile metrics.
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The drill history location (as `drill --history`).
+    #[arg(long)]
+    pub history: String,
+    /// Write the self-contained HTML trend page here.
+    #[arg(long)]
+    pub html: Option<PathBuf>,
+    /// Write Prometheus textfile metrics here (e.g. the node exporter's textfile folder).
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// Print only the newest N drills (all are charted).
+    #[arg(long, default_value_t = 20)]
+    pub last: usize,
+    #[command(flatten)]
     pub common: Common,
 }
 
 pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
+    if let Some(DrillCommand::History(h)) = args.command {
+        return run_history(h).await;
+    }
+    if args.real.source_table.is_some() || args.real.source_metadata.is_some() {
+        return run_real(args).await;
+    }
     let work = match args.work {
         Some(w) => w,
         None => tempfile_dir()?,
@@ -218,4 +303,110 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
         }
     }
     anyhow::bail!("cannot create a scratch folder under {}", base.display())
+}
+
+/// `tidemark drill --source-table …`: the weekly drill of a real table.
+async fn run_real(args: DrillArgs) -> anyhow::Result<()> {
+    let real = args.real;
+    let (Some(journal_url), Some(scratch)) = (&real.journal, &real.scratch) else {
+        return Err(exit_error(BAD_INPUT, "a drill of a real table needs --journal and --scratch"));
+    };
+    let Some(catalog) = &args.catalog else {
+        return Err(exit_error(
+            BAD_INPUT,
+            "a drill of a real table needs --catalog (where the scratch namespace is, and the source table)",
+        ));
+    };
+    let handle = CatalogArgs {
+        catalog: catalog.clone(),
+        warehouse: real.warehouse.clone(),
+        catalog_name: None,
+    }
+    .open()
+    .await?;
+    let journal = Journal::open(store::open(journal_url).await?).await?;
+    let source = resolve_source(
+        &handle,
+        &SourceArgs {
+            table: real.source_table.clone(),
+            catalog: None,
+            warehouse: None,
+            metadata: real.source_metadata.clone(),
+            prefix_map: real.prefix_map.clone(),
+        },
+    )
+    .await?;
+    let history = match &real.history {
+        Some(h) => Some(store::open_or_create(h).await?),
+        None => None,
+    };
+    let opts = TableDrillOptions {
+        drill_id: format!("{}{}", table_drill::ID_PREFIX, RandomIds.uuid()),
+        source_label: real
+            .source_table
+            .clone()
+            .unwrap_or_else(|| source.metadata_location.clone()),
+        source,
+        scratch: scratch.clone(),
+        route: real.route.clone(),
+        history,
+        rto_budget_ms: real.rto_budget.map(|d| d.as_millis() as u64),
+        validation_split: real.validation_split,
+        #[cfg(feature = "ballista-engine")]
+        engine: real.engine.clone(),
+    };
+    let mut progress = Progress::new("drill", args.common.quiet);
+    let report = table_drill::run(&journal, &handle, &opts, &SystemClock, &RandomIds, &mut |s| {
+        progress.update(|| format!("{:<16} {:>8} ms  {}", s.step, s.ms, s.detail), true)
+    })
+    .await?;
+    if args.common.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", table_drill::text(&report));
+    }
+    let code = report.exit_code();
+    if code != 0 {
+        return Err(exit_error(code, format!("drill {}: {}", report.record.drill_id, report.record.verdict)));
+    }
+    Ok(())
+}
+
+/// `tidemark drill history`.
+async fn run_history(args: HistoryArgs) -> anyhow::Result<()> {
+    let store = store::open(&args.history).await?;
+    let records = history::load_records(store.as_ref()).await?;
+    if let Some(p) = &args.html {
+        std::fs::write(p, trend::html(&records)).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &args.metrics {
+        // Written aside and renamed, so that a scraper never reads half a file.
+        let tmp = p.with_extension("prom.tmp");
+        std::fs::write(&tmp, trend::metrics(&records)).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, p).with_context(|| format!("renaming {} to {}", tmp.display(), p.display()))?;
+    }
+    let shown = &records[records.len().saturating_sub(args.last)..];
+    if args.common.json {
+        print_json(&serde_json::json!({ "drills": shown, "total": records.len() }))?;
+    } else {
+        println!("{} drills recorded under {}", records.len(), args.history);
+        for r in shown {
+            println!(
+                "  {}  {:<5}  RTO {:>8} ms  RPO {:>8} positions  {:>10} rows  {}",
+                r.started_at,
+                if r.ok { "pass" } else { "FAIL" },
+                r.rto_ms,
+                r.rpo_positions.map_or("?".into(), |p| p.to_string()),
+                r.rows,
+                if r.ok { String::new() } else { r.verdict.clone() }
+            );
+        }
+        if let Some(p) = &args.html {
+            println!("trend page: {}", p.display());
+        }
+        if let Some(p) = &args.metrics {
+            println!("metrics: {}", p.display());
+        }
+    }
+    Ok(())
 }

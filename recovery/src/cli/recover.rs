@@ -99,46 +99,17 @@ pub struct RecoverArgs {
 pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     let journal = Journal::open(store::open(&args.journal).await?).await?;
     let handle = args.catalog.open().await?;
-    let source_catalog = match &args.source_catalog {
-        Some(uri) => Some(
-            CatalogArgs {
-                catalog: uri.clone(),
-                warehouse: args.source_warehouse.clone(),
-                catalog_name: None,
-            }
-            .open()
-            .await?,
-        ),
-        None => None,
-    };
-    // The trusted snapshot's files are read with the S3 settings of the catalog that holds it
-    // (another catalog's may name another S3 server); a bare metadata file with the environment's.
-    let (metadata_location, source_props) = match (&args.source_metadata, &args.source_table) {
-        (Some(m), _) => (
-            m.clone(),
-            source_catalog.as_ref().map_or_else(
-                || catalog::s3_props(|k| std::env::var(k).ok()),
-                |c| c.file_io_props().clone(),
-            ),
-        ),
-        (None, Some(t)) => {
-            let source = table::load_table(source_catalog.as_ref().unwrap_or(&handle), t).await?;
-            let location = source.metadata_location().unwrap_or_default().to_string();
-            // The table's own FileIO: what its catalog vends for it included.
-            (location, source.file_io().config().props().clone())
-        }
-        (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
-    };
-    let prefix_map = match &args.prefix_map {
-        Some(m) => {
-            let (from, to) = m.split_once('=').context("--prefix-map is FROM=TO")?;
-            Some(PrefixMap {
-                from: from.into(),
-                to: to.into(),
-            })
-        }
-        None => None,
-    };
+    let source = resolve_source(
+        &handle,
+        &SourceArgs {
+            table: args.source_table.clone(),
+            catalog: args.source_catalog.clone(),
+            warehouse: args.source_warehouse.clone(),
+            metadata: args.source_metadata.clone(),
+            prefix_map: args.prefix_map.clone(),
+        },
+    )
+    .await?;
     let choice = match (&args.snapshot_id, &args.tag) {
         (Some(id), _) => SnapshotChoice::SnapshotId(*id),
         (None, Some(tag)) => SnapshotChoice::Tag(tag.clone()),
@@ -162,11 +133,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| format!("rec-{}", RandomIds.uuid()));
     let opts = RecoverOptions {
         recovery_id: recovery_id.clone(),
-        source: SnapshotSource {
-            metadata_location,
-            file_io_props: source_props,
-            prefix_map,
-        },
+        source,
         choice,
         to: args.to,
         into: args.into.clone(),
@@ -304,4 +271,65 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Where the trusted snapshot is read from: a table in a catalog, or a replica's metadata file.
+pub struct SourceArgs {
+    pub table: Option<String>,
+    /// The table's catalog (default: the command's own).
+    pub catalog: Option<String>,
+    pub warehouse: Option<String>,
+    pub metadata: Option<String>,
+    /// FROM=TO
+    pub prefix_map: Option<String>,
+}
+
+/// The source as `recover` and `drill` read it: the metadata file, the S3 settings its files are
+/// read with, and the prefix map.
+pub async fn resolve_source(handle: &catalog::CatalogHandle, args: &SourceArgs) -> anyhow::Result<SnapshotSource> {
+    let source_catalog = match &args.catalog {
+        Some(uri) => Some(
+            CatalogArgs {
+                catalog: uri.clone(),
+                warehouse: args.warehouse.clone(),
+                catalog_name: None,
+            }
+            .open()
+            .await?,
+        ),
+        None => None,
+    };
+    // The trusted snapshot's files are read with the S3 settings of the catalog that holds it
+    // (another catalog's may name another S3 server); a bare metadata file with the environment's.
+    let (metadata_location, file_io_props) = match (&args.metadata, &args.table) {
+        (Some(m), _) => (
+            m.clone(),
+            source_catalog.as_ref().map_or_else(
+                || catalog::s3_props(|k| std::env::var(k).ok()),
+                |c| c.file_io_props().clone(),
+            ),
+        ),
+        (None, Some(t)) => {
+            let source = table::load_table(source_catalog.as_ref().unwrap_or(handle), t).await?;
+            let location = source.metadata_location().unwrap_or_default().to_string();
+            // The table's own FileIO: what its catalog vends for it included.
+            (location, source.file_io().config().props().clone())
+        }
+        (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
+    };
+    let prefix_map = match &args.prefix_map {
+        Some(m) => {
+            let (from, to) = m.split_once('=').context("--prefix-map is FROM=TO")?;
+            Some(PrefixMap {
+                from: from.into(),
+                to: to.into(),
+            })
+        }
+        None => None,
+    };
+    Ok(SnapshotSource {
+        metadata_location,
+        file_io_props,
+        prefix_map,
+    })
 }

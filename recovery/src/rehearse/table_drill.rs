@@ -1,1 +1,798 @@
-//! placeholder
+//! `tidemark drill --source-table` (or `--source-metadata`): the weekly drill of a real table.
+//!
+//! The real recovery, read-only against production, into a scratch namespace:
+//!
+//! 1. **scratch**: the scratch namespace must hold nothing but drill tables (`tidemark_drill_*`,
+//!    made by a drill: their recovery id starts with `drill-`); a foreign table there is refused
+//!    before anything is written. Leftovers of a drill killed half-way are named and removed.
+//! 2. **audit**: the source's history against the journal ([`crate::audit`]); its records go to
+//!    the drill history (or a temporary folder), never under the journal.
+//! 3. **journal**: the chain reaches from the trusted snapshot's position to the head (events a
+//!    retention rule removed are named, with the oldest position still held).
+//! 4. **route** (with `--route`): read, never flipped; the routed table's audit must be clean.
+//! 5. **recover**: choose, boundary, seed, replay and validate into `<scratch>.tidemark_drill_<id>`,
+//!    exactly as `tidemark recover` would (the trusted snapshot as a real recovery chooses it).
+//! 6. **checks** (validation, audit, journal, route, RTO against `--rto-budget`), then
+//!    **cleanup** (the scratch table dropped and its files deleted, also after a failed step),
+//!    then the record ([`crate::rehearse::history`]).
+//!
+//! Nothing of production is written: not the journal, the source table or its catalog entry,
+//! the route, the checkpoints. The only writes are the scratch namespace's tables and the
+//! history location's objects.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tidemark_journal::Journal;
+use tidemark_journal::clock::Clock;
+use tidemark_journal::paths;
+use tidemark_journal::store::{self, ObjectStore, list_all};
+use tidemark_router::RouteStore;
+use tidemark_schemas::FORMAT_VERSION;
+
+use super::history::{self, DrillRecord, RecordCheck, RecordStep};
+use crate::audit::{self, AuditOptions, AuditReport};
+use crate::catalog::CatalogHandle;
+use crate::exit;
+use crate::ids::Ids;
+use crate::provenance::PROP_RECOVERY_ID;
+use crate::recover::audited::{AuditRecords, TrustOptions, describe};
+use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
+use crate::recover::{RecoverOptions, RecoveryReport, StepTiming};
+use crate::table;
+
+/// The scratch tables' name prefix.
+pub const TABLE_PREFIX: &str = "tidemark_drill_";
+/// The drills' recovery ids' prefix (recorded on each scratch table as its recovery id).
+pub const ID_PREFIX: &str = "drill-";
+
+/// Check names (the record's `checks[].check`), also what the exit code is chosen by.
+pub const CHECK_AUDIT: &str = "the table's history holds no write the journal does not explain";
+pub const CHECK_JOURNAL: &str = "the journal holds every event after the trusted snapshot";
+pub const CHECK_ROUTE: &str = "the route points at a table whose audit is clean";
+pub const CHECK_VALIDATION: &str = "the recovered table matches the independent reference";
+pub const CHECK_RTO: &str = "the recovery fits the RTO budget";
+
+#[derive(Debug, Clone)]
+pub struct TableDrillOptions {
+    /// `drill-<uuid>`: the recovery id of the scratch table, and the record's id.
+    pub drill_id: String,
+    /// The production table's (or the replica's) current metadata, read only.
+    pub source: SnapshotSource,
+    /// How the report names the source (`namespace.name` or the metadata file).
+    pub source_label: String,
+    /// The namespace the scratch table is made in (it must hold nothing but drill tables).
+    pub scratch: String,
+    /// The route readers resolve, read only.
+    pub route: Option<String>,
+    /// The drill history location's store (records and the audit's records); `None`: no record.
+    pub history: Option<Arc<dyn ObjectStore>>,
+    pub rto_budget_ms: Option<u64>,
+    pub validation_split: crate::recover::validate::Split,
+    /// Where the replay runs (as `recover --engine`).
+    #[cfg(feature = "ballista-engine")]
+    pub engine: crate::recover::engine::Engine,
+}
+
+/// A scratch table an earlier, killed drill left behind, removed by this one.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Leftover {
+    pub table: String,
+    /// The drill that made it (its recovery id), when its metadata could be read.
+    pub drill_id: Option<String>,
+    pub detail: String,
+}
+
+/// The route as the drill read it.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RouteSeen {
+    pub table_name: String,
+    pub table_uuid: String,
+    pub generation: u64,
+    pub applied_position: u64,
+}
+
+/// A step that failed: the drill stopped there (after its cleanup).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct StepFailure {
+    pub step: String,
+    /// The exit code the failure maps to (docs/errors.md).
+    pub code: u8,
+    pub message: String,
+}
+
+/// `tidemark drill --source-table … --json`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct TableDrillReport {
+    pub record: DrillRecord,
+    /// The scratch table the recovery made (dropped by the cleanup).
+    pub scratch_table: String,
+    pub leftovers_removed: Vec<Leftover>,
+    pub route: Option<RouteSeen>,
+    /// The journal's head position when the drill started.
+    pub journal_head: Option<u64>,
+    /// The oldest journal position still held without a gap up to the head.
+    pub journal_oldest_held: Option<u64>,
+    pub failure: Option<StepFailure>,
+    /// Where the record was stored under the history location; `None`: no `--history`.
+    pub history_key: Option<String>,
+}
+
+impl TableDrillReport {
+    /// The exit code: the failed step's, else the first failed check's (a divergence 12, the
+    /// RTO budget 13, any other 4), else 0.
+    pub fn exit_code(&self) -> u8 {
+        if let Some(f) = &self.failure {
+            return f.code;
+        }
+        let failed: Vec<&str> = self
+            .record
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.check.as_str())
+            .collect();
+        if failed.is_empty() {
+            exit::OK
+        } else if failed.contains(&CHECK_AUDIT) || failed.contains(&CHECK_ROUTE) {
+            exit::DIVERGENCE
+        } else if failed == [CHECK_RTO] {
+            exit::RTO_OVER_BUDGET
+        } else {
+            exit::VERIFY_FAILED
+        }
+    }
+}
+
+/// The scratch namespace holds a table no drill made: refused before anything is written.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the scratch namespace {namespace} holds {table}, which is not a tidemark drill table ({why}); nothing was written or removed: name a namespace that holds only drill tables (--scratch)"
+)]
+pub struct ForeignScratchTable {
+    pub namespace: String,
+    pub table: String,
+    pub why: String,
+}
+
+struct Steps {
+    started: Instant,
+    steps: Vec<RecordStep>,
+}
+
+impl Steps {
+    fn push(&mut self, step: &str, t: Instant, ok: bool, detail: String, progress: &mut dyn FnMut(&RecordStep)) {
+        let s = RecordStep {
+            step: step.into(),
+            start_ms: t.duration_since(self.started).as_millis() as u64,
+            ms: t.elapsed().as_millis() as u64,
+            ok,
+            detail,
+        };
+        progress(&s);
+        self.steps.push(s);
+    }
+}
+
+fn check(checks: &mut Vec<RecordCheck>, name: &str, ok: bool, detail: String) {
+    checks.push(RecordCheck {
+        check: name.into(),
+        ok,
+        detail,
+    });
+}
+
+/// Runs the drill. A failed step is reported in [`TableDrillReport::failure`] after the cleanup
+/// and the record; only a refusal before anything was written (a foreign scratch table) or a
+/// failed cleanup is an `Err`.
+pub async fn run(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &TableDrillOptions,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    progress: &mut dyn FnMut(&RecordStep),
+) -> anyhow::Result<TableDrillReport> {
+    let started_at = clock.now_rfc3339();
+    let io_before = process_bytes_read();
+    let mut steps = Steps {
+        started: Instant::now(),
+        steps: Vec::new(),
+    };
+    let scratch_table = format!(
+        "{}.{TABLE_PREFIX}{}",
+        opts.scratch,
+        opts.drill_id
+            .trim_start_matches(ID_PREFIX)
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "")
+    );
+
+    // 1. The scratch namespace: refused with a foreign table, leftovers removed.
+    let t = Instant::now();
+    let leftovers = clear_scratch(handle, &opts.scratch).await?;
+    steps.push(
+        "scratch",
+        t,
+        true,
+        if leftovers.is_empty() {
+            format!("{} holds no drill table", opts.scratch)
+        } else {
+            format!(
+                "removed {} left by killed drills: {}",
+                leftovers.len(),
+                leftovers.iter().map(|l| l.table.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        },
+        progress,
+    );
+    tidemark_journal::failpoint::hit("drill:after-scratch");
+
+    // The audit's records: the history's, or a temporary folder's (the recovery's own step 0
+    // then resumes from this drill's audit instead of auditing again).
+    let temp_records = std::env::temp_dir().join(format!("tidemark-{}-audits", opts.drill_id));
+    let records: Arc<dyn ObjectStore> = match &opts.history {
+        Some(h) => h.clone(),
+        None => store::open_or_create(&temp_records.display().to_string()).await?,
+    };
+
+    let mut checks = Vec::new();
+    let mut out = Partial::default();
+    let result = drill_steps(
+        journal,
+        handle,
+        opts,
+        &scratch_table,
+        &records,
+        clock,
+        ids,
+        &mut steps,
+        &mut checks,
+        &mut out,
+        progress,
+    )
+    .await;
+    let failure = result.err().map(|(step, e)| StepFailure {
+        step,
+        code: exit::code_of(&e),
+        message: format!("{e:#}"),
+    });
+
+    // Cleanup, also after a failed step.
+    tidemark_journal::failpoint::hit("drill:before-cleanup");
+    let t = Instant::now();
+    let removed = remove_scratch_table(handle, &scratch_table).await?;
+    let _ = std::fs::remove_dir_all(&temp_records);
+    steps.push(
+        "cleanup",
+        t,
+        true,
+        if removed {
+            format!("dropped {scratch_table} and deleted its files")
+        } else {
+            format!("{scratch_table} was never made")
+        },
+        progress,
+    );
+    tidemark_journal::failpoint::hit("drill:after-cleanup");
+
+    let rto_ms: u64 = steps
+        .steps
+        .iter()
+        .filter(|s| RECOVERY_STEPS.contains(&s.step.as_str()))
+        .map(|s| s.ms)
+        .sum();
+    if failure.is_none()
+        && let Some(budget) = opts.rto_budget_ms
+    {
+        let over: Vec<String> = steps
+            .steps
+            .iter()
+            .filter(|s| RECOVERY_STEPS.contains(&s.step.as_str()))
+            .map(|s| format!("{} {} ms", s.step, s.ms))
+            .collect();
+        check(
+            &mut checks,
+            CHECK_RTO,
+            rto_ms <= budget,
+            format!("RTO {rto_ms} ms against a budget of {budget} ms ({})", over.join(", ")),
+        );
+    }
+    let ok = failure.is_none() && checks.iter().all(|c| c.ok);
+    let verdict = match &failure {
+        Some(f) => format!("step {} failed: {}", f.step, f.message),
+        None if ok => "pass".into(),
+        None => format!(
+            "failed checks: {}",
+            checks
+                .iter()
+                .filter(|c| !c.ok)
+                .map(|c| c.check.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    };
+    let recovery = out.recovery.as_ref();
+    let record = DrillRecord {
+        format_version: FORMAT_VERSION,
+        drill_id: opts.drill_id.clone(),
+        started_at,
+        finished_at: clock.now_rfc3339(),
+        tidemark_version: env!("CARGO_PKG_VERSION").into(),
+        source: opts.source_label.clone(),
+        journal: journal.url(),
+        ok,
+        verdict,
+        rto_ms,
+        rto_budget_ms: opts.rto_budget_ms,
+        rpo_positions: out.rpo_positions,
+        rpo_seconds: out.rpo_seconds,
+        rows: recovery.map_or(0, |r| r.validation.rows_found),
+        events_replayed: recovery.map_or(0, |r| r.replay.events),
+        bytes_read: process_bytes_read().saturating_sub(io_before),
+        peak_memory_bytes: peak_memory_bytes(),
+        trusted_snapshot_id: out.trusted.as_ref().map(|t| t.snapshot_id),
+        trusted_position: out.trusted.as_ref().and_then(|t| t.position),
+        h: recovery.map(|r| r.h),
+        steps: steps.steps,
+        checks,
+    };
+    let history_key = match &opts.history {
+        Some(h) => Some(history::store_record(h.as_ref(), &record).await?),
+        None => None,
+    };
+    Ok(TableDrillReport {
+        record,
+        scratch_table,
+        leftovers_removed: leftovers,
+        route: out.route,
+        journal_head: out.head,
+        journal_oldest_held: out.oldest_held,
+        failure,
+        history_key,
+    })
+}
+
+/// The steps counted in the RTO (what a real recovery would take, the flip aside).
+pub const RECOVERY_STEPS: &[&str] = &["audit", "choose snapshot", "boundary", "seed", "replay", "validate"];
+
+#[derive(Default)]
+struct Partial {
+    trusted: Option<audit::TrustedPoint>,
+    head: Option<u64>,
+    oldest_held: Option<u64>,
+    rpo_positions: Option<u64>,
+    rpo_seconds: Option<f64>,
+    route: Option<RouteSeen>,
+    recovery: Option<RecoveryReport>,
+}
+
+type StepResult = Result<(), (String, anyhow::Error)>;
+
+fn at(step: &str) -> impl FnOnce(anyhow::Error) -> (String, anyhow::Error) + '_ {
+    move |e| (step.to_string(), e)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drill_steps(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &TableDrillOptions,
+    scratch_table: &str,
+    records: &Arc<dyn ObjectStore>,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    steps: &mut Steps,
+    checks: &mut Vec<RecordCheck>,
+    out: &mut Partial,
+    progress: &mut dyn FnMut(&RecordStep),
+) -> StepResult {
+    // 2. The audit (the recovery's step 0 resumes from its records).
+    let t = Instant::now();
+    let aopts = AuditOptions {
+        records: Some(records.clone()),
+        ..Default::default()
+    };
+    let report = audit::audit(journal, &opts.source, &aopts, &mut |_| {})
+        .await
+        .map_err(|e| at("audit")(e.into()))?;
+    let detail = audit_detail(&report);
+    check(checks, CHECK_AUDIT, report.ok, detail.clone());
+    out.trusted = report.trusted.clone();
+    steps.push("audit", t, true, detail, progress);
+    tidemark_journal::failpoint::hit("drill:after-audit");
+
+    // 3. The journal from the trusted snapshot's position to its head.
+    let t = Instant::now();
+    let after = out.trusted.as_ref().and_then(|t| t.position).unwrap_or(0);
+    let held = journal_held(journal, after).await.map_err(|e| at("journal")(e.into()))?;
+    out.head = Some(held.head);
+    out.oldest_held = held.oldest_held;
+    out.rpo_positions = Some(held.head.saturating_sub(after));
+    out.rpo_seconds = trusted_age_seconds(&report, clock);
+    check(checks, CHECK_JOURNAL, held.gone.is_none(), held.detail(after));
+    steps.push("journal", t, held.gone.is_none(), held.detail(after), progress);
+
+    // 4. The route, read only.
+    if let Some(url) = &opts.route {
+        let t = Instant::now();
+        let (seen, ok, detail) = route_check(journal, url, &report, records)
+            .await
+            .map_err(at("route"))?;
+        check(checks, CHECK_ROUTE, ok, detail.clone());
+        out.route = seen;
+        steps.push("route", t, ok, detail, progress);
+    }
+    if out.trusted.is_none() || held.gone.is_some() {
+        // A real recovery would be refused here: nothing to rehearse further.
+        return Ok(());
+    }
+
+    // 5. The recovery into the scratch table, as `tidemark recover` would run it.
+    let ropts = RecoverOptions {
+        recovery_id: opts.drill_id.clone(),
+        source: opts.source.clone(),
+        choice: SnapshotChoice::Trusted,
+        to: Some(held.head),
+        into: scratch_table.to_string(),
+        partition_rows: None,
+        validation_split: opts.validation_split,
+        trust: TrustOptions {
+            records: AuditRecords::At(records.clone()),
+            ..Default::default()
+        },
+    };
+    let mut last = Instant::now();
+    let mut on_step = |s: &StepTiming| {
+        // The recovery's own steps, placed on the drill's timeline.
+        let begin = last;
+        last = Instant::now();
+        let r = RecordStep {
+            step: s.step.clone(),
+            start_ms: begin.duration_since(steps.started).as_millis() as u64,
+            ms: s.ms,
+            ok: true,
+            detail: s.detail.clone(),
+        };
+        progress(&r);
+        steps.steps.push(r);
+    };
+    #[cfg(feature = "ballista-engine")]
+    let recovered = crate::recover::engine::recover(
+        journal,
+        handle,
+        &ropts,
+        &opts.engine,
+        clock,
+        ids,
+        &mut on_step,
+    )
+    .await;
+    #[cfg(not(feature = "ballista-engine"))]
+    let recovered = crate::recover::recover(journal, handle, &ropts, clock, ids, &mut on_step).await;
+    let (recovery, _table) = recovered.map_err(|e| at("recover")(e.into()))?;
+    // The recovery's audit step repeats the drill's (resumed from its records): the drill's
+    // own is the one on the timeline.
+    if let Some(i) = steps.steps.iter().rposition(|s| s.step == "audit")
+        && i + 1 < steps.steps.len()
+        && steps.steps[i].detail.contains("audited before")
+    {
+        steps.steps.remove(i);
+    }
+    check(
+        checks,
+        CHECK_VALIDATION,
+        recovery.validation.ok,
+        format!(
+            "{} keys expected, {} rows found, {} missing, {} extra, {} mismatched",
+            recovery.validation.keys_expected,
+            recovery.validation.rows_found,
+            recovery.validation.missing,
+            recovery.validation.extra,
+            recovery.validation.version_mismatches
+                + recovery.validation.delete_flag_mismatches
+                + recovery.validation.value_mismatches
+        ),
+    );
+    out.recovery = Some(recovery);
+    tidemark_journal::failpoint::hit("drill:after-recover");
+    Ok(())
+}
+
+fn audit_detail(r: &AuditReport) -> String {
+    let trusted = r.trusted.as_ref().map_or("no trusted snapshot".into(), |t| {
+        format!(
+            "newest trusted snapshot {} at position {}",
+            t.snapshot_id,
+            t.position.map_or("?".into(), |p| p.to_string())
+        )
+    });
+    match &r.first_divergence {
+        None => format!("{} snapshots audited, no divergence; {trusted}", r.audited),
+        Some(d) => format!(
+            "{} snapshots audited; {} open divergence(s), first: {}; {trusted}",
+            r.audited,
+            r.open_divergences.len().max(1),
+            describe(Some(d))
+        ),
+    }
+}
+
+/// Seconds from the trusted snapshot's commit to now.
+fn trusted_age_seconds(r: &AuditReport, clock: &dyn Clock) -> Option<f64> {
+    let t = r.trusted.as_ref()?;
+    let committed = r.timeline.iter().find(|s| s.snapshot_id == t.snapshot_id)?;
+    let committed = chrono::DateTime::parse_from_rfc3339(&committed.committed_at).ok()?;
+    let now = chrono::DateTime::parse_from_rfc3339(&clock.now_rfc3339()).ok()?;
+    Some((now - committed).num_milliseconds() as f64 / 1000.0)
+}
+
+/// What the journal holds after a position.
+#[derive(Debug, Clone)]
+pub struct JournalHeld {
+    /// The head's last position (0: no batch).
+    pub head: u64,
+    /// The first position of the oldest batch from which every batch up to the head is held.
+    pub oldest_held: Option<u64>,
+    /// The newest batch that is gone (its manifest or its event object), if a needed one is.
+    pub gone: Option<String>,
+    /// Batches that a replay after the position reads.
+    pub batches: u64,
+}
+
+impl JournalHeld {
+    fn detail(&self, after: u64) -> String {
+        match &self.gone {
+            None => format!(
+                "positions {}..={} held in {} batches (the oldest position held without a gap is {})",
+                after + 1,
+                self.head,
+                self.batches,
+                self.oldest_held.map_or("none".into(), |p| p.to_string())
+            ),
+            Some(gone) => format!(
+                "{gone}: events after the trusted snapshot's position {after} were removed (a retention or lifecycle rule?); the oldest position still held is {}; a recovery from that snapshot cannot replay to the head {}",
+                self.oldest_held.map_or("none".into(), |p| p.to_string()),
+                self.head
+            ),
+        }
+    }
+}
+
+/// Walks the journal back from its head to the batch holding `after`: every batch after it
+/// needs its manifest and its event object, the holder its manifest (the chain's anchor).
+pub async fn journal_held(journal: &Journal, after: u64) -> Result<JournalHeld, tidemark_journal::JournalError> {
+    let manifests: BTreeSet<u64> = journal.manifest_sequences().await?.into_iter().collect();
+    let events: BTreeSet<u64> = list_all(journal.store.as_ref(), paths::EVENTS_PREFIX)
+        .await?
+        .iter()
+        .filter_map(|o| paths::parse_event_key(&o.key))
+        .collect();
+    let Some(&head_seq) = manifests.iter().next_back() else {
+        return Ok(JournalHeld {
+            head: 0,
+            oldest_held: None,
+            gone: None,
+            batches: 0,
+        });
+    };
+    let head = journal.read_manifest(head_seq, None).await?.manifest.last_position;
+    let mut held = JournalHeld {
+        head,
+        oldest_held: None,
+        gone: None,
+        batches: 0,
+    };
+    let mut seq = head_seq;
+    while seq >= 1 {
+        if !manifests.contains(&seq) {
+            held.gone.get_or_insert(format!("the manifest of batch {seq} ({}) is gone", paths::manifest_key(seq)));
+            break;
+        }
+        let m = journal.read_manifest(seq, None).await?.manifest;
+        if m.last_position <= after {
+            break; // the anchor: its manifest is all a replay needs
+        }
+        if !events.contains(&seq) {
+            held.gone.get_or_insert(format!(
+                "the event object of batch {seq} (positions {}..={}, {}) is gone",
+                m.first_position, m.last_position, m.object_key
+            ));
+            break;
+        }
+        held.oldest_held = Some(m.first_position);
+        held.batches += 1;
+        seq -= 1;
+    }
+    Ok(held)
+}
+
+/// Reads the route (never writes it) and audits the table it points at, when that is not the
+/// drill's source (whose audit is `source`).
+async fn route_check(
+    journal: &Journal,
+    url: &str,
+    source: &AuditReport,
+    records: &Arc<dyn ObjectStore>,
+) -> anyhow::Result<(Option<RouteSeen>, bool, String)> {
+    let routes = RouteStore::open(url).await?;
+    let Some((route, _, _)) = routes.read().await? else {
+        return Ok((None, false, format!("no route at {url}")));
+    };
+    let seen = RouteSeen {
+        table_name: route.table_name.clone(),
+        table_uuid: route.table_uuid.clone(),
+        generation: route.generation,
+        applied_position: route.applied_position,
+    };
+    let report = if route.table_uuid == source.table_uuid {
+        source.clone()
+    } else {
+        let catalog = crate::catalog::open_ref(&route.catalog).await?;
+        let t = table::load_table(&catalog, &route.table_name).await?;
+        let src = SnapshotSource {
+            metadata_location: t.metadata_location().unwrap_or_default().to_string(),
+            file_io_props: t.file_io().config().props().clone(),
+            prefix_map: None,
+        };
+        let aopts = AuditOptions {
+            records: Some(records.clone()),
+            ..Default::default()
+        };
+        audit::audit(journal, &src, &aopts, &mut |_| {}).await?
+    };
+    let detail = format!(
+        "route generation {} → {} (table {}): {}",
+        route.generation,
+        route.table_name,
+        route.table_uuid,
+        match &report.first_divergence {
+            None => "its audit is clean".to_string(),
+            Some(d) => format!("its history holds a divergence: {}", describe(Some(d))),
+        }
+    );
+    Ok((Some(seen), report.ok, detail))
+}
+
+/// Refuses a scratch namespace that holds a table no drill made; removes the drills' leftovers.
+pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Result<Vec<Leftover>> {
+    let ns = iceberg::NamespaceIdent::from_strs(scratch.split('.'))?;
+    if !handle.catalog().namespace_exists(&ns).await? {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for (name, _) in handle.pointers(Some(scratch)).await? {
+        let short = name.rsplit_once('.').map_or(name.as_str(), |(_, n)| n);
+        let foreign = |why: String| ForeignScratchTable {
+            namespace: scratch.to_string(),
+            table: name.clone(),
+            why,
+        };
+        if !short.starts_with(TABLE_PREFIX) {
+            return Err(foreign(format!("its name does not start with {TABLE_PREFIX}")).into());
+        }
+        let drill_id = match table::load_table(handle, &name).await {
+            Ok(t) => {
+                let id = t.metadata().properties().get(PROP_RECOVERY_ID).cloned();
+                if !id.as_deref().is_some_and(|i| i.starts_with(ID_PREFIX)) {
+                    return Err(foreign(format!(
+                        "its recovery id is {}, not a drill's",
+                        id.as_deref().unwrap_or("absent")
+                    ))
+                    .into());
+                }
+                id
+            }
+            // Named as a drill's, in the drills' namespace, but unreadable: a drill killed
+            // between its files and its catalog entry.
+            Err(_) => None,
+        };
+        found.push((name, drill_id));
+    }
+    let mut removed = Vec::new();
+    for (name, drill_id) in found {
+        let files = remove_scratch_table(handle, &name).await?;
+        removed.push(Leftover {
+            detail: format!(
+                "left by drill {}; dropped{}",
+                drill_id.as_deref().unwrap_or("unknown (its metadata could not be read)"),
+                if files { " and its files deleted" } else { "" }
+            ),
+            table: name,
+            drill_id,
+        });
+    }
+    Ok(removed)
+}
+
+/// Deletes a scratch table's files, then drops it (in this order: a kill in between leaves an
+/// entry the next drill finds). `false` when there is no such table.
+pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<bool> {
+    let ident = table::parse_ident(name)?;
+    if !handle.catalog().table_exists(&ident).await? {
+        return Ok(false);
+    }
+    if let Ok(t) = table::load_table(handle, name).await {
+        let location = t.metadata().location().trim_end_matches('/').to_string();
+        t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
+            if e.kind() == iceberg::ErrorKind::FeatureUnsupported {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!("delete the files of scratch table {name} under {location}: {e}"))
+            }
+        })?;
+    }
+    handle
+        .catalog()
+        .drop_table(&ident)
+        .await
+        .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
+    Ok(true)
+}
+
+/// Bytes this process read (local files and network), from `/proc/self/io` (`rchar`); 0 where
+/// it cannot be read.
+fn process_bytes_read() -> u64 {
+    proc_field("/proc/self/io", "rchar:").unwrap_or(0)
+}
+
+/// The process's peak resident memory (`VmHWM`), in bytes; 0 where it cannot be read.
+fn peak_memory_bytes() -> u64 {
+    proc_field("/proc/self/status", "VmHWM:").map_or(0, |kb| kb * 1024)
+}
+
+fn proc_field(file: &str, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The report as an operator reads it.
+pub fn text(r: &TableDrillReport) -> String {
+    let rec = &r.record;
+    let mut s = format!(
+        "drill {} of {} (journal {}): {}\n",
+        rec.drill_id,
+        rec.source,
+        rec.journal,
+        if rec.ok { "PASS" } else { "FAIL" }
+    );
+    for l in &r.leftovers_removed {
+        s += &format!("  leftover {}: {}\n", l.table, l.detail);
+    }
+    for st in &rec.steps {
+        s += &format!(
+            "  {:<16} {:>8} ms  {}{}\n",
+            st.step,
+            st.ms,
+            if st.ok { "" } else { "FAILED: " },
+            st.detail
+        );
+    }
+    s += &format!(
+        "  RTO {} ms{}; RPO {} positions{}\n",
+        rec.rto_ms,
+        rec.rto_budget_ms.map(|b| format!(" (budget {b} ms)")).unwrap_or_default(),
+        rec.rpo_positions.map_or("?".into(), |p| p.to_string()),
+        rec.rpo_seconds.map(|s| format!(" ({s:.0} s since the trusted snapshot)")).unwrap_or_default()
+    );
+    if let Some(route) = &r.route {
+        s += &format!(
+            "  route (read, not flipped): generation {} → {} (table {})\n",
+            route.generation, route.table_name, route.table_uuid
+        );
+    }
+    s += "checks:\n";
+    for c in &rec.checks {
+        s += &format!("  [{}] {}: {}\n", if c.ok { "ok" } else { "FAIL" }, c.check, c.detail);
+    }
+    if let Some(f) = &r.failure {
+        s += &format!("step {} failed (exit {}): {}\n", f.step, f.code, f.message);
+    }
+    s += &match &r.history_key {
+        Some(k) => format!("record: {k} (under --history)\n"),
+        None => "no --history: no record was written\n".into(),
+    };
+    s
+}

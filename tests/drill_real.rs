@@ -1,0 +1,389 @@
+//! The weekly drill of a real table (`tidemark drill --source-table`, issue 32): the real
+//! recovery into a scratch namespace, nothing of production written, nothing left behind.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::support::{Scratch, events};
+
+/// Every file under `root` with its bytes' sha256 and its modification time: what "exactly as it
+/// was" means on a folder (a rewrite with the same bytes moves the time).
+fn tree(root: &Path) -> BTreeMap<String, (String, std::time::SystemTime)> {
+    use sha2::Digest;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries {
+            let e = e.unwrap();
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                let modified = e.metadata().unwrap().modified().unwrap();
+                out.insert(rel, (format!("{:x}", sha2::Sha256::digest(&bytes)), modified));
+            }
+        }
+    }
+    out
+}
+
+/// The SQLite catalog's table rows (`namespace.name` → metadata pointer), read with Python's
+/// sqlite3, not through tidemark.
+fn pointers(catalog: &str) -> BTreeMap<String, String> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,json; c=sqlite3.connect(sys.argv[1]); \
+             print(json.dumps({f'{n}.{t}': m for n,t,m in c.execute('SELECT table_namespace, table_name, metadata_location FROM iceberg_tables')}))",
+            catalog,
+        ])
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+struct Production {
+    s: Scratch,
+    journal: String,
+    catalog: String,
+    route: String,
+    history: String,
+}
+
+/// A journal of 60 events in batches of 7 (batch 9 is 57..=60), applied into shop.orders with a
+/// commit per batch, routed, then 13 more events not yet applied (batches 10–12: 61..=65,
+/// 66..=70, 71..=73).
+fn production() -> Production {
+    let s = Scratch::new();
+    let journal = s.path_str("prod/journal");
+    crate::support::journal_at(&s, &journal, "first", 60, 7);
+    let catalog = s.path_str("prod/catalog.db");
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--batches-per-commit",
+        "1",
+    ])
+    .ok();
+    let route = s.path_str("prod/route");
+    std::fs::create_dir_all(&route).unwrap();
+    crate::support::faults::flip(&s, &route, &catalog, "shop.orders", 60, &[]).ok();
+    let more = s.write("more.ndjson", &events(61, 73));
+    s.run(&[
+        "journal",
+        "append",
+        "--journal",
+        &journal,
+        "--input",
+        more.to_str().unwrap(),
+        "--batch-size",
+        "5",
+    ])
+    .ok();
+    let history = s.path_str("drills");
+    Production {
+        s,
+        journal,
+        catalog,
+        route,
+        history,
+    }
+}
+
+impl Production {
+    fn drill(&self, extra: &[&str]) -> crate::support::Run {
+        self.drill_env(&[], extra)
+    }
+
+    fn drill_env(&self, env: &[(&str, &str)], extra: &[&str]) -> crate::support::Run {
+        let args = [
+            &[
+                "drill",
+                "--source-table",
+                "shop.orders",
+                "--journal",
+                &self.journal,
+                "--catalog",
+                &self.catalog,
+                "--scratch",
+                "drills",
+                "--route",
+                &self.route,
+                "--history",
+                &self.history,
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        self.s.run_with(env, &args)
+    }
+
+    /// Production as a reader and an auditor see it: every file of the journal, the route and
+    /// the warehouse's `shop` namespace, and the catalog's pointers.
+    fn state(&self) -> (BTreeMap<String, (String, std::time::SystemTime)>, BTreeMap<String, String>) {
+        let mut files = tree(Path::new(&self.journal));
+        files.extend(tree(Path::new(&self.route)).into_iter().map(|(k, v)| (format!("route/{k}"), v)));
+        files.extend(
+            tree(&self.s.path("prod/warehouse/shop"))
+                .into_iter()
+                .map(|(k, v)| (format!("warehouse/{k}"), v)),
+        );
+        let mut catalog = pointers(&self.catalog);
+        // The scratch namespace is the drill's, not production's.
+        catalog.retain(|t, _| !t.starts_with("drills."));
+        (files, catalog)
+    }
+
+    /// Nothing of the drills' is left: no table in the scratch namespace, no file under its folder.
+    fn assert_no_scratch_left(&self) {
+        let scratch: Vec<_> = pointers(&self.catalog)
+            .into_keys()
+            .filter(|t| t.starts_with("drills."))
+            .collect();
+        assert!(scratch.is_empty(), "scratch tables left: {scratch:?}");
+        let files = tree(&self.s.path("prod/warehouse/drills"));
+        assert!(files.is_empty(), "scratch files left: {:?}", files.keys().collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn a_drill_of_the_real_table_changes_nothing_and_leaves_nothing() {
+    let p = production();
+    let before = p.state();
+    let r = p.drill(&[]).ok().json();
+    let rec = &r["record"];
+    assert_eq!(rec["ok"], true, "{r:#}");
+    assert_eq!(rec["verdict"], "pass");
+    // The recovery a real one would run: from the newest trusted snapshot (position 60) to the
+    // head (73), every key checked.
+    assert_eq!((rec["trusted_position"].as_u64(), rec["h"].as_u64()), (Some(60), Some(73)));
+    assert_eq!(rec["rpo_positions"], 13);
+    assert_eq!(rec["events_replayed"], 13);
+    assert!(rec["rows"].as_u64().unwrap() > 0);
+    assert!(rec["peak_memory_bytes"].as_u64().unwrap() > 0);
+    let steps: Vec<&str> = rec["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    for step in ["scratch", "audit", "journal", "route", "seed", "replay", "validate", "cleanup"] {
+        assert!(steps.contains(&step), "step {step} in {steps:?}");
+    }
+    assert_eq!(r["route"]["generation"], 1);
+    assert_eq!(r["route"]["table_name"], "shop.orders");
+    let key = r["history_key"].as_str().unwrap();
+    assert!(Path::new(&p.history).join(key).is_file(), "record {key}");
+    // Production exactly as it was; no scratch table or file behind.
+    assert_eq!(p.state(), before, "production changed");
+    p.assert_no_scratch_left();
+    // A second drill is a second record; the history shows both.
+    p.drill(&[]).ok();
+    let h = p
+        .s
+        .run(&["drill", "history", "--history", &p.history, "--json"])
+        .ok()
+        .json();
+    assert_eq!(h["total"], 2);
+    assert_eq!(p.state(), before, "production changed");
+}
+
+#[test]
+fn a_drill_killed_in_any_step_is_cleaned_up_by_the_next() {
+    let p = production();
+    let before = p.state();
+    for point in [
+        "drill:after-scratch",
+        "drill:after-audit",
+        "recover:after-seed",
+        "recover:after-replay",
+        "recover:after-validate",
+        "drill:before-cleanup",
+        "drill:after-cleanup",
+    ] {
+        let killed = p.drill_env(&[("TIDEMARK_FAILPOINT", point)], &[]);
+        assert_eq!(killed.code, 86, "{point}: {}", killed.stderr);
+        let again = p.drill(&[]).ok().json();
+        assert_eq!(again["record"]["ok"], true, "{point}: {again:#}");
+        let left = again["leftovers_removed"].as_array().unwrap();
+        let made_table = !matches!(point, "drill:after-scratch" | "drill:after-audit" | "drill:after-cleanup");
+        assert_eq!(left.len(), usize::from(made_table), "{point}: {again:#}");
+        if made_table {
+            assert!(
+                left[0]["detail"].as_str().unwrap().contains("left by drill drill-"),
+                "{point}: {left:?}"
+            );
+        }
+        p.assert_no_scratch_left();
+        assert_eq!(p.state(), before, "{point}: production changed");
+    }
+}
+
+#[test]
+fn a_foreign_table_in_the_scratch_namespace_is_refused() {
+    let p = production();
+    // Another team's table in the namespace named as scratch.
+    let other = p.s.write("other.ndjson", &events(1, 3));
+    let j2 = p.s.path_str("other-journal");
+    p.s.run(&["journal", "init", "--journal", &j2]).ok();
+    p.s.append(&j2, other.to_str().unwrap());
+    p.s.apply(&j2, &p.catalog, "drills.tidemark_drill_lookalike");
+    let before = tree(&p.s.path("prod/warehouse/drills"));
+    p.drill(&[])
+        .fails(3, &["drills.tidemark_drill_lookalike", "not a tidemark drill table"]);
+    assert_eq!(tree(&p.s.path("prod/warehouse/drills")), before, "the foreign table was touched");
+    // With a name that is not a drill's either.
+    p.s.apply(&j2, &p.catalog, "drills.keep_me");
+}
+
+#[test]
+fn a_drill_fails_naming_the_cause() {
+    // A divergence in the table's history: someone deleted rows outside the journal.
+    let p = production();
+    p.s.fault_delete(&p.catalog, "shop.orders", "order_id = 'o-3'");
+    let r = p.drill(&[]);
+    assert_eq!(r.code, 12, "{}", r.stderr);
+    let j = r.json();
+    let failed: Vec<&str> = j["record"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert!(failed.iter().any(|c| c.contains("history")), "{failed:?}");
+    // The rehearsal still ran from the trusted snapshot before the bad write, and passed there.
+    assert_eq!(j["record"]["trusted_position"], 60, "{j:#}");
+    assert!(
+        j["record"]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["check"].as_str().unwrap().contains("reference") && c["ok"] == true)
+    );
+    p.assert_no_scratch_left();
+
+    // An RTO over budget.
+    let p = production();
+    let r = p.drill(&["--rto-budget", "1ms"]);
+    assert_eq!(r.code, 13, "{}", r.stderr);
+    assert!(r.stderr.contains("RTO"), "{}", r.stderr);
+    p.assert_no_scratch_left();
+
+    // A journal whose oldest events were deleted (a lifecycle rule on events/): the batches a
+    // recovery from the trusted snapshot needs are gone.
+    let p = production();
+    let events_dir = Path::new(&p.journal).join("events");
+    let mut objects: Vec<_> = std::fs::read_dir(&events_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    objects.sort();
+    // Batches 1..=10 removed: 61..=65 (batch 10) are needed after the trusted position 60.
+    for o in &objects[..10] {
+        std::fs::remove_file(o).unwrap();
+    }
+    let r = p.drill(&[]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let j = r.json();
+    assert!(
+        j["record"]["verdict"].as_str().unwrap().contains("journal holds every event"),
+        "{j:#}"
+    );
+    assert_eq!(j["journal_oldest_held"], 66, "{j:#}");
+    let journal_step = j["record"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "journal")
+        .unwrap()
+        .clone();
+    assert!(
+        journal_step["detail"].as_str().unwrap().contains("batch 10")
+            && journal_step["detail"].as_str().unwrap().contains("oldest position still held is 66"),
+        "{journal_step}"
+    );
+    p.assert_no_scratch_left();
+}
+
+#[test]
+fn a_drill_of_a_replica_missing_a_file_fails_naming_it() {
+    let p = production();
+    // The DR copy of the warehouse, one data file lost.
+    let replica = p.s.path("replica");
+    copy_dir(&p.s.path("prod/warehouse"), &replica.join("warehouse"));
+    let metadata = format!("file://{}", newest_metadata(&replica.join("warehouse/shop/orders/metadata")));
+    let data_dir = replica.join("warehouse/shop/orders/data");
+    let lost = std::fs::read_dir(&data_dir).unwrap().next().unwrap().unwrap().path();
+    std::fs::remove_file(&lost).unwrap();
+    let prod_warehouse = format!("file://{}", p.s.path_str("prod/warehouse"));
+    let map = format!("{prod_warehouse}=file://{}", replica.join("warehouse").display());
+    let r = p.s.run(&[
+        "drill",
+        "--source-metadata",
+        &metadata,
+        "--prefix-map",
+        &map,
+        "--journal",
+        &p.journal,
+        "--catalog",
+        &p.catalog,
+        "--scratch",
+        "drills",
+        "--json",
+    ]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    let name = lost.file_name().unwrap().to_str().unwrap();
+    assert!(
+        r.stderr.contains(name) || r.stdout.contains(name),
+        "the missing file is named: {}\n{}",
+        r.stderr,
+        r.stdout
+    );
+    p.assert_no_scratch_left();
+    // Without --history the drill says it wrote no record.
+    let ok = p.s.run(&[
+        "drill",
+        "--source-table",
+        "shop.orders",
+        "--journal",
+        &p.journal,
+        "--catalog",
+        &p.catalog,
+        "--scratch",
+        "drills",
+    ]);
+    assert!(ok.stdout.contains("no --history: no record was written"), "{}", ok.stdout);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn newest_metadata(dir: &Path) -> String {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_str().unwrap().ends_with(".metadata.json"))
+        .collect();
+    files.sort();
+    files.last().unwrap().display().to_string()
+}
