@@ -5,8 +5,9 @@
 # credentials), SeaweedFS (S3 and an Iceberg REST catalog; sandbox/seaweedfs.sh), moto's S3
 # Tables control plane (sandbox/s3tables.sh), PyIceberg and PostgreSQL, runs every test of the
 # workspace (with the distributed engine's feature, and a Ballista cluster: sandbox/ballista.sh;
-# TIDEMARK_BALLISTA=0 leaves the cluster out), tests the embedded build of the drill
-# (sandbox/embedded.sh), and stops the servers. Extra arguments go to `cargo test`.
+# TIDEMARK_BALLISTA=0 leaves the cluster out; headless Chromium, installed when missing, for the
+# drill trend page's test), tests the embedded build of the drill (sandbox/embedded.sh), and
+# stops the servers. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${TIDEMARK_MOTO_PORT:-5999}"
@@ -38,6 +39,26 @@ start sandbox/s3tables.sh start
 start sandbox/pyiceberg.sh
 # A throwaway PostgreSQL server for the catalog tests on PostgreSQL (exports TIDEMARK_TEST_PG_URI).
 start sandbox/postgres.sh start
+# Headless Chromium for the test of the drill trend page (recovery/src/rehearse/trend_tests.rs:
+# the page is rendered, its screenshot and net log checked). A missing Chromium fails that test;
+# TIDEMARK_SKIP_CHROMIUM=1 skips it, TIDEMARK_CHROMIUM names another binary. Installed from
+# Debian's packages (as root) when missing.
+ensure_chromium() {
+    if [[ "${TIDEMARK_SKIP_CHROMIUM:-0}" == 1 || -n "${TIDEMARK_CHROMIUM:-}" ]] \
+        || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+        return 0
+    fi
+    if [[ "$(id -u)" != 0 ]]; then
+        echo "test.sh: chromium is missing; install it (apt-get install -y chromium) or set TIDEMARK_SKIP_CHROMIUM=1" >&2
+        exit 1
+    fi
+    echo "test.sh: chromium is missing; installing the Debian package chromium" >&2
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2; then
+        apt-get update -q >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2
+    fi
+}
+ensure_chromium
 # The distributed recovery engine (issue 15) is built and tested too: the cargo feature
 # tidemark-recovery/ballista-engine (off by default in the crate, so that a plain build and the
 # embedded drill stay light; no protoc needed). Its standalone tests (scheduler and executor in
