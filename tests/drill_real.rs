@@ -130,9 +130,18 @@ impl Production {
 
     /// Production as a reader and an auditor see it: every file of the journal, the route and
     /// the warehouse's `shop` namespace, and the catalog's pointers.
-    fn state(&self) -> (BTreeMap<String, (String, std::time::SystemTime)>, BTreeMap<String, String>) {
+    fn state(
+        &self,
+    ) -> (
+        BTreeMap<String, (String, std::time::SystemTime)>,
+        BTreeMap<String, String>,
+    ) {
         let mut files = tree(Path::new(&self.journal));
-        files.extend(tree(Path::new(&self.route)).into_iter().map(|(k, v)| (format!("route/{k}"), v)));
+        files.extend(
+            tree(Path::new(&self.route))
+                .into_iter()
+                .map(|(k, v)| (format!("route/{k}"), v)),
+        );
         files.extend(
             tree(&self.s.path("prod/warehouse/shop"))
                 .into_iter()
@@ -152,7 +161,11 @@ impl Production {
             .collect();
         assert!(scratch.is_empty(), "scratch tables left: {scratch:?}");
         let files = tree(&self.s.path("prod/warehouse/drills"));
-        assert!(files.is_empty(), "scratch files left: {:?}", files.keys().collect::<Vec<_>>());
+        assert!(
+            files.is_empty(),
+            "scratch files left: {:?}",
+            files.keys().collect::<Vec<_>>()
+        );
     }
 }
 
@@ -166,7 +179,10 @@ fn a_drill_of_the_real_table_changes_nothing_and_leaves_nothing() {
     assert_eq!(rec["verdict"], "pass");
     // The recovery a real one would run: from the newest trusted snapshot (position 60) to the
     // head (73), every key checked.
-    assert_eq!((rec["trusted_position"].as_u64(), rec["h"].as_u64()), (Some(60), Some(73)));
+    assert_eq!(
+        (rec["trusted_position"].as_u64(), rec["h"].as_u64()),
+        (Some(60), Some(73))
+    );
     assert_eq!(rec["rpo_positions"], 13);
     assert_eq!(rec["events_replayed"], 13);
     assert!(rec["rows"].as_u64().unwrap() > 0);
@@ -177,7 +193,9 @@ fn a_drill_of_the_real_table_changes_nothing_and_leaves_nothing() {
         .iter()
         .map(|s| s["step"].as_str().unwrap())
         .collect();
-    for step in ["scratch", "audit", "journal", "route", "seed", "replay", "validate", "cleanup"] {
+    for step in [
+        "scratch", "audit", "journal", "route", "seed", "replay", "validate", "cleanup",
+    ] {
         assert!(steps.contains(&step), "step {step} in {steps:?}");
     }
     assert_eq!(r["route"]["generation"], 1);
@@ -189,11 +207,10 @@ fn a_drill_of_the_real_table_changes_nothing_and_leaves_nothing() {
     p.assert_no_scratch_left();
     // A second drill is a second record; the history shows both.
     p.drill(&[]).ok();
-    let h = p
-        .s
-        .run(&["drill", "history", "--history", &p.history, "--json"])
-        .ok()
-        .json();
+    let h =
+        p.s.run(&["drill", "history", "--history", &p.history, "--json"])
+            .ok()
+            .json();
     assert_eq!(h["total"], 2);
     assert_eq!(p.state(), before, "production changed");
 }
@@ -216,7 +233,10 @@ fn a_drill_killed_in_any_step_is_cleaned_up_by_the_next() {
         let again = p.drill(&[]).ok().json();
         assert_eq!(again["record"]["ok"], true, "{point}: {again:#}");
         let left = again["leftovers_removed"].as_array().unwrap();
-        let made_table = !matches!(point, "drill:after-scratch" | "drill:after-audit" | "drill:after-cleanup");
+        let made_table = !matches!(
+            point,
+            "drill:after-scratch" | "drill:after-audit" | "drill:after-cleanup"
+        );
         assert_eq!(left.len(), usize::from(made_table), "{point}: {again:#}");
         if made_table {
             assert!(
@@ -241,7 +261,11 @@ fn a_foreign_table_in_the_scratch_namespace_is_refused() {
     let before = tree(&p.s.path("prod/warehouse/drills"));
     p.drill(&[])
         .fails(3, &["drills.tidemark_drill_lookalike", "not a tidemark drill table"]);
-    assert_eq!(tree(&p.s.path("prod/warehouse/drills")), before, "the foreign table was touched");
+    assert_eq!(
+        tree(&p.s.path("prod/warehouse/drills")),
+        before,
+        "the foreign table was touched"
+    );
     // With a name that is not a drill's either.
     p.s.apply(&j2, &p.catalog, "drills.keep_me");
 }
@@ -289,15 +313,22 @@ fn a_drill_fails_naming_the_cause() {
         .map(|e| e.unwrap().path())
         .collect();
     objects.sort();
-    // Batches 1..=10 removed: 61..=65 (batch 10) are needed after the trusted position 60.
+    // Batches 1..=10 removed, every version (the local store keeps them under
+    // .tidemark/versions/<key with / as %2F>): 61..=65 (batch 10) are needed after the trusted
+    // position 60.
     for o in &objects[..10] {
         std::fs::remove_file(o).unwrap();
+        let key = format!("events%2F{}", o.file_name().unwrap().to_str().unwrap());
+        std::fs::remove_dir_all(Path::new(&p.journal).join(".tidemark/versions").join(key)).unwrap();
     }
     let r = p.drill(&[]);
     assert_eq!(r.code, 4, "{}", r.stderr);
     let j = r.json();
     assert!(
-        j["record"]["verdict"].as_str().unwrap().contains("journal holds every event"),
+        j["record"]["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("journal holds every event"),
         "{j:#}"
     );
     assert_eq!(j["journal_oldest_held"], 66, "{j:#}");
@@ -310,7 +341,10 @@ fn a_drill_fails_naming_the_cause() {
         .clone();
     assert!(
         journal_step["detail"].as_str().unwrap().contains("batch 10")
-            && journal_step["detail"].as_str().unwrap().contains("oldest position still held is 66"),
+            && journal_step["detail"]
+                .as_str()
+                .unwrap()
+                .contains("oldest position still held is 66"),
         "{journal_step}"
     );
     p.assert_no_scratch_left();
@@ -322,9 +356,20 @@ fn a_drill_of_a_replica_missing_a_file_fails_naming_it() {
     // The DR copy of the warehouse, one data file lost.
     let replica = p.s.path("replica");
     copy_dir(&p.s.path("prod/warehouse"), &replica.join("warehouse"));
-    let metadata = format!("file://{}", newest_metadata(&replica.join("warehouse/shop/orders/metadata")));
+    let metadata = format!(
+        "file://{}",
+        newest_metadata(&replica.join("warehouse/shop/orders/metadata"))
+    );
     let data_dir = replica.join("warehouse/shop/orders/data");
-    let lost = std::fs::read_dir(&data_dir).unwrap().next().unwrap().unwrap().path();
+    // The newest data file of production: the last commit wrote it, so the trusted snapshot
+    // reads it (the copies' times are the copy's).
+    let newest = std::fs::read_dir(p.s.path("prod/warehouse/shop/orders/data"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .max_by_key(|e| e.metadata().unwrap().modified().unwrap())
+        .unwrap()
+        .file_name();
+    let lost = data_dir.join(newest);
     std::fs::remove_file(&lost).unwrap();
     let prod_warehouse = format!("file://{}", p.s.path_str("prod/warehouse"));
     let map = format!("{prod_warehouse}=file://{}", replica.join("warehouse").display());
@@ -363,7 +408,11 @@ fn a_drill_of_a_replica_missing_a_file_fails_naming_it() {
         "--scratch",
         "drills",
     ]);
-    assert!(ok.stdout.contains("no --history: no record was written"), "{}", ok.stdout);
+    assert!(
+        ok.stdout.contains("no --history: no record was written"),
+        "{}",
+        ok.stdout
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -19,6 +19,11 @@ fn schemas() -> Vec<(&'static str, Value)> {
             v(schema_for!(crate::recover::validate::ValidationReport)),
         ),
         ("drill-report", v(schema_for!(crate::rehearse::drill::DrillReport))),
+        (
+            "table-drill-report",
+            v(schema_for!(crate::rehearse::table_drill::TableDrillReport)),
+        ),
+        ("drill-record", v(schema_for!(crate::rehearse::history::DrillRecord))),
         ("fault-report", v(schema_for!(crate::rehearse::fault::FaultReport))),
         ("rebuild-report", v(schema_for!(crate::dr::rebuild::RebuildReport))),
         ("history-record", v(schema_for!(crate::dr::history::HistoryRecord))),

@@ -69,6 +69,12 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
       and manifests [{path, codec, size, manifest_length}]: codec is the `avro.codec` of the
       file's Avro header (`null` when it has none), size the object's real size, and
       manifest_length what the manifest list says it is.
+  pyiceberg_tool.py objects CATALOG_DB WAREHOUSE TABLE [s3://BUCKET/PREFIX ...]
+      What "exactly as it was" means on S3, read with boto3: {"metadata_location", "location",
+      "objects": {"s3://bucket/key": [[version_id, etag], ...]}} for every version of every
+      object under the table's location and under each PREFIX given (a prefix in the table
+      location's bucket is listed with the catalog's `s3.endpoint`, any other with
+      AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL).
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -889,6 +895,33 @@ USAGE = """usage:
   pyiceberg_tool.py expire-oldest CATALOG_DB WAREHOUSE TABLE COUNT
   pyiceberg_tool.py applier-append|applier-overwrite CATALOG_DB WAREHOUSE TABLE ROWS_JSONL PROPERTIES_JSON"""
 
+def s3_versions(url: str, endpoint: str | None) -> dict:
+    import boto3
+
+    bucket, _, prefix = url[len("s3://"):].partition("/")
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION", "us-east-1"))
+    out: dict = {}
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for v in page.get("Versions", []):
+            out.setdefault(f"s3://{bucket}/{v['Key']}", []).append([v["VersionId"], v["ETag"]])
+        for m in page.get("DeleteMarkers", []):
+            out.setdefault(f"s3://{bucket}/{m['Key']}", []).append([m["VersionId"], "delete-marker"])
+    return out
+
+
+def cmd_objects(db: str, warehouse: str, ident: str, *prefixes: str) -> None:
+    table = load_table(db, warehouse, ident)
+    location = table.location().rstrip("/") + "/"
+    table_endpoint = table.io.properties.get("s3.endpoint")
+    env_endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    table_bucket = location[len("s3://"):].split("/", 1)[0]
+    objects = s3_versions(location, table_endpoint) if location.startswith("s3://") else {}
+    for p in prefixes:
+        bucket = p[len("s3://"):].split("/", 1)[0]
+        objects.update(s3_versions(p, table_endpoint if bucket == table_bucket else env_endpoint))
+    print(json.dumps({"metadata_location": table.metadata_location, "location": location, "objects": objects}))
+
+
 COMMANDS = {
     # name: (function, number of arguments after TABLE, or None for one or more)
     "read": (cmd_read, 0),
@@ -916,6 +949,7 @@ COMMANDS = {
     "expire-oldest": (cmd_expire_oldest, 1),
     "applier-append": (cmd_applier_append, 2),
     "applier-overwrite": (cmd_applier_overwrite, 2),
+    "objects": (cmd_objects, None),
 }
 
 

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 mod audit;
 mod defects;
+mod drill;
 mod equality;
 mod evolution;
 mod fault_delete;

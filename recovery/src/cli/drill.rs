@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use tidemark_journal::clock::SystemClock;
+use tidemark_journal::{Journal, store};
 use tidemark_recovery::exit::{BAD_INPUT, VERIFY_FAILED, exit_error};
+use tidemark_recovery::ids::Ids;
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::rehearse::drill::{self, DrillCheck, DrillOptions};
-use tidemark_journal::{Journal, store};
-use tidemark_recovery::ids::Ids;
 use tidemark_recovery::rehearse::gameday::{self, GamedayOptions};
 use tidemark_recovery::rehearse::history;
 use tidemark_recovery::rehearse::table_drill::{self, TableDrillOptions};
@@ -52,7 +52,7 @@ pub struct DrillArgs {
     pub common: Common,
 }
 
-/// The drill of a real table (docs/drill.md): with `--source-table` or `--source-metadata`, the
+/// The drill of a real table (docs/recovery.md, "The drill of a real table"): with `--source-table` or `--source-metadata`, the
 /// real recovery runs read-only against production into `--scratch`.
 #[derive(Debug, Args)]
 pub struct RealTableArgs {
@@ -309,7 +309,10 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
 async fn run_real(args: DrillArgs) -> anyhow::Result<()> {
     let real = args.real;
     let (Some(journal_url), Some(scratch)) = (&real.journal, &real.scratch) else {
-        return Err(exit_error(BAD_INPUT, "a drill of a real table needs --journal and --scratch"));
+        return Err(exit_error(
+            BAD_INPUT,
+            "a drill of a real table needs --journal and --scratch",
+        ));
     };
     let Some(catalog) = &args.catalog else {
         return Err(exit_error(
@@ -342,10 +345,13 @@ async fn run_real(args: DrillArgs) -> anyhow::Result<()> {
     };
     let opts = TableDrillOptions {
         drill_id: format!("{}{}", table_drill::ID_PREFIX, RandomIds.uuid()),
-        source_label: real
-            .source_table
-            .clone()
-            .unwrap_or_else(|| source.metadata_location.clone()),
+        source_label: real.source_table.clone().unwrap_or_else(|| {
+            // The replica's table location: its metadata file changes with every commit, and
+            // the metrics are labelled by the source.
+            let m = &source.metadata_location;
+            m.rsplit_once("/metadata/")
+                .map_or(m.clone(), |(table, _)| table.to_string())
+        }),
         source,
         scratch: scratch.clone(),
         route: real.route.clone(),
@@ -367,7 +373,10 @@ async fn run_real(args: DrillArgs) -> anyhow::Result<()> {
     }
     let code = report.exit_code();
     if code != 0 {
-        return Err(exit_error(code, format!("drill {}: {}", report.record.drill_id, report.record.verdict)));
+        return Err(exit_error(
+            code,
+            format!("drill {}: {}", report.record.drill_id, report.record.verdict),
+        ));
     }
     Ok(())
 }

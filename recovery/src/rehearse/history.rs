@@ -22,7 +22,8 @@ pub const DRILLS_PREFIX: &str = "drills/";
 /// One step of a drill, as the trend charts it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecordStep {
-    /// `scratch`, `audit`, `choose`, `boundary`, `seed`, `replay`, `validate`, `checks`, `cleanup`.
+    /// `scratch`, `audit`, `journal`, `route`, `choose snapshot`, `boundary`, `seed`, `replay`,
+    /// `validate`, `cleanup`.
     pub step: String,
     /// When the step started, in milliseconds from the drill's start.
     pub start_ms: u64,
@@ -50,7 +51,8 @@ pub struct DrillRecord {
     pub finished_at: String,
     /// The version of the tidemark that ran the drill.
     pub tidemark_version: String,
-    /// The production table (`namespace.name`) or the replica's metadata file.
+    /// The production table (`namespace.name`), or the replica's table location (its metadata
+    /// file's folder's parent: the same from one commit to the next).
     pub source: String,
     pub journal: String,
     /// Every check held and every step finished.
@@ -63,12 +65,14 @@ pub struct DrillRecord {
     pub rto_budget_ms: Option<u64>,
     /// Journal positions beyond the trusted snapshot's (what a recovery now would replay).
     pub rpo_positions: Option<u64>,
-    /// Seconds from the trusted snapshot's commit to the drill's start.
+    /// Seconds from the trusted snapshot's commit to the drill's journal step (when the journal
+    /// head was read).
     pub rpo_seconds: Option<f64>,
     /// Rows of the recovered (scratch) table.
     pub rows: u64,
     pub events_replayed: u64,
-    /// Bytes of the snapshot's data files read by the seed and the replay.
+    /// Bytes the drill's process read, local files and network alike (`/proc/self/io` `rchar`;
+    /// 0 where it cannot be read).
     pub bytes_read: u64,
     /// The process's peak resident memory, in bytes (0 where it cannot be read).
     pub peak_memory_bytes: u64,

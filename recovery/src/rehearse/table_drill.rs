@@ -54,6 +54,7 @@ pub const CHECK_JOURNAL: &str = "the journal holds every event after the trusted
 pub const CHECK_ROUTE: &str = "the route points at a table whose audit is clean";
 pub const CHECK_VALIDATION: &str = "the recovered table matches the independent reference";
 pub const CHECK_RTO: &str = "the recovery fits the RTO budget";
+pub const CHECK_TRUSTED: &str = "the audit names a trusted snapshot to recover from";
 
 #[derive(Debug, Clone)]
 pub struct TableDrillOptions {
@@ -109,6 +110,8 @@ pub struct TableDrillReport {
     pub record: DrillRecord,
     /// The scratch table the recovery made (dropped by the cleanup).
     pub scratch_table: String,
+    /// Where its files were (deleted by the cleanup); `None` when it was never made.
+    pub scratch_location: Option<String>,
     pub leftovers_removed: Vec<Leftover>,
     pub route: Option<RouteSeen>,
     /// The journal's head position when the drill started.
@@ -222,7 +225,11 @@ pub async fn run(
             format!(
                 "removed {} left by killed drills: {}",
                 leftovers.len(),
-                leftovers.iter().map(|l| l.table.as_str()).collect::<Vec<_>>().join(", ")
+                leftovers
+                    .iter()
+                    .map(|l| l.table.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         },
         progress,
@@ -262,7 +269,8 @@ pub async fn run(
     // Cleanup, also after a failed step.
     tidemark_journal::failpoint::hit("drill:before-cleanup");
     let t = Instant::now();
-    let removed = remove_scratch_table(handle, &scratch_table).await?;
+    let scratch_location = remove_scratch_table(handle, &scratch_table).await?;
+    let removed = scratch_location.is_some();
     let _ = std::fs::remove_dir_all(&temp_records);
     steps.push(
         "cleanup",
@@ -345,6 +353,7 @@ pub async fn run(
     Ok(TableDrillReport {
         record,
         scratch_table,
+        scratch_location,
         leftovers_removed: leftovers,
         route: out.route,
         journal_head: out.head,
@@ -399,6 +408,10 @@ async fn drill_steps(
         .map_err(|e| at("audit")(e.into()))?;
     let detail = audit_detail(&report);
     check(checks, CHECK_AUDIT, report.ok, detail.clone());
+    if report.trusted.is_none() {
+        // A real recovery is refused here (no snapshot to start from).
+        check(checks, CHECK_TRUSTED, false, detail.clone());
+    }
     out.trusted = report.trusted.clone();
     steps.push("audit", t, true, detail, progress);
     tidemark_journal::failpoint::hit("drill:after-audit");
@@ -406,7 +419,9 @@ async fn drill_steps(
     // 3. The journal from the trusted snapshot's position to its head.
     let t = Instant::now();
     let after = out.trusted.as_ref().and_then(|t| t.position).unwrap_or(0);
-    let held = journal_held(journal, after).await.map_err(|e| at("journal")(e.into()))?;
+    let held = journal_held(journal, after)
+        .await
+        .map_err(|e| at("journal")(e.into()))?;
     out.head = Some(held.head);
     out.oldest_held = held.oldest_held;
     out.rpo_positions = Some(held.head.saturating_sub(after));
@@ -417,9 +432,7 @@ async fn drill_steps(
     // 4. The route, read only.
     if let Some(url) = &opts.route {
         let t = Instant::now();
-        let (seen, ok, detail) = route_check(journal, url, &report, records)
-            .await
-            .map_err(at("route"))?;
+        let (seen, ok, detail) = route_check(journal, url, &report, records).await.map_err(at("route"))?;
         check(checks, CHECK_ROUTE, ok, detail.clone());
         out.route = seen;
         steps.push("route", t, ok, detail, progress);
@@ -459,16 +472,8 @@ async fn drill_steps(
         steps.steps.push(r);
     };
     #[cfg(feature = "ballista-engine")]
-    let recovered = crate::recover::engine::recover(
-        journal,
-        handle,
-        &ropts,
-        &opts.engine,
-        clock,
-        ids,
-        &mut on_step,
-    )
-    .await;
+    let recovered =
+        crate::recover::engine::recover(journal, handle, &ropts, &opts.engine, clock, ids, &mut on_step).await;
     #[cfg(not(feature = "ballista-engine"))]
     let recovered = crate::recover::recover(journal, handle, &ropts, clock, ids, &mut on_step).await;
     let (recovery, _table) = recovered.map_err(|e| at("recover")(e.into()))?;
@@ -587,7 +592,10 @@ pub async fn journal_held(journal: &Journal, after: u64) -> Result<JournalHeld, 
     let mut seq = head_seq;
     while seq >= 1 {
         if !manifests.contains(&seq) {
-            held.gone.get_or_insert(format!("the manifest of batch {seq} ({}) is gone", paths::manifest_key(seq)));
+            held.gone.get_or_insert(format!(
+                "the manifest of batch {seq} ({}) is gone",
+                paths::manifest_key(seq)
+            ));
             break;
         }
         let m = journal.read_manifest(seq, None).await?.manifest;
@@ -692,12 +700,16 @@ pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Res
     }
     let mut removed = Vec::new();
     for (name, drill_id) in found {
-        let files = remove_scratch_table(handle, &name).await?;
+        let location = remove_scratch_table(handle, &name).await?;
         removed.push(Leftover {
             detail: format!(
                 "left by drill {}; dropped{}",
-                drill_id.as_deref().unwrap_or("unknown (its metadata could not be read)"),
-                if files { " and its files deleted" } else { "" }
+                drill_id
+                    .as_deref()
+                    .unwrap_or("unknown (its metadata could not be read)"),
+                location
+                    .map(|l| format!(", its files under {l} deleted"))
+                    .unwrap_or_default()
             ),
             table: name,
             drill_id,
@@ -707,28 +719,33 @@ pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Res
 }
 
 /// Deletes a scratch table's files, then drops it (in this order: a kill in between leaves an
-/// entry the next drill finds). `false` when there is no such table.
-pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<bool> {
+/// entry the next drill finds). Returns the location whose files were deleted (`None`: no such
+/// table, or its metadata could not be read and only its entry was dropped).
+pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<Option<String>> {
     let ident = table::parse_ident(name)?;
     if !handle.catalog().table_exists(&ident).await? {
-        return Ok(false);
+        return Ok(None);
     }
+    let mut deleted = None;
     if let Ok(t) = table::load_table(handle, name).await {
         let location = t.metadata().location().trim_end_matches('/').to_string();
         t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
             if e.kind() == iceberg::ErrorKind::FeatureUnsupported {
                 Ok(())
             } else {
-                Err(anyhow::anyhow!("delete the files of scratch table {name} under {location}: {e}"))
+                Err(anyhow::anyhow!(
+                    "delete the files of scratch table {name} under {location}: {e}"
+                ))
             }
         })?;
+        deleted = Some(location);
     }
     handle
         .catalog()
         .drop_table(&ident)
         .await
         .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
-    Ok(true)
+    Ok(deleted)
 }
 
 /// Bytes this process read (local files and network), from `/proc/self/io` (`rchar`); 0 where
@@ -773,9 +790,13 @@ pub fn text(r: &TableDrillReport) -> String {
     s += &format!(
         "  RTO {} ms{}; RPO {} positions{}\n",
         rec.rto_ms,
-        rec.rto_budget_ms.map(|b| format!(" (budget {b} ms)")).unwrap_or_default(),
+        rec.rto_budget_ms
+            .map(|b| format!(" (budget {b} ms)"))
+            .unwrap_or_default(),
         rec.rpo_positions.map_or("?".into(), |p| p.to_string()),
-        rec.rpo_seconds.map(|s| format!(" ({s:.0} s since the trusted snapshot)")).unwrap_or_default()
+        rec.rpo_seconds
+            .map(|s| format!(" ({s:.0} s since the trusted snapshot)"))
+            .unwrap_or_default()
     );
     if let Some(route) = &r.route {
         s += &format!(
