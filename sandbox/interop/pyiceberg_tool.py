@@ -74,7 +74,7 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
       "objects": {"s3://bucket/key": [[version_id, etag], ...]}} for every version of every
       object under the table's location and under each PREFIX given (a prefix in the table
       location's bucket is listed with the catalog's `s3.endpoint`, any other with
-      AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL).
+      AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; a bucket that does not exist holds nothing).
 
 The catalog is PyIceberg's SqlCatalog named "tidemark" (the name tidemark uses by default).
 """
@@ -901,11 +901,14 @@ def s3_versions(url: str, endpoint: str | None) -> dict:
     bucket, _, prefix = url[len("s3://"):].partition("/")
     client = boto3.client("s3", endpoint_url=endpoint, region_name=os.environ.get("AWS_REGION", "us-east-1"))
     out: dict = {}
-    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
-        for v in page.get("Versions", []):
-            out.setdefault(f"s3://{bucket}/{v['Key']}", []).append([v["VersionId"], v["ETag"]])
-        for m in page.get("DeleteMarkers", []):
-            out.setdefault(f"s3://{bucket}/{m['Key']}", []).append([m["VersionId"], "delete-marker"])
+    try:
+        for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+            for v in page.get("Versions", []):
+                out.setdefault(f"s3://{bucket}/{v['Key']}", []).append([v["VersionId"], v["ETag"]])
+            for m in page.get("DeleteMarkers", []):
+                out.setdefault(f"s3://{bucket}/{m['Key']}", []).append([m["VersionId"], "delete-marker"])
+    except client.exceptions.NoSuchBucket:
+        pass  # nothing there (S3 Tables removes a purged table's own bucket)
     return out
 
 

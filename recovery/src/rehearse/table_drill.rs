@@ -727,6 +727,20 @@ pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow:
         return Ok(None);
     }
     let mut deleted = None;
+    if handle.kind() == tidemark_schemas::CatalogKind::S3tables {
+        // S3 Tables owns the table's storage: its purge (DeleteTable) removes the files (a
+        // table bucket cannot be listed or deleted from by prefix).
+        let location = match table::load_table(handle, name).await {
+            Ok(t) => Some(t.metadata().location().trim_end_matches('/').to_string()),
+            Err(_) => None,
+        };
+        handle
+            .catalog()
+            .purge_table(&ident)
+            .await
+            .map_err(|e| anyhow::anyhow!("purge scratch table {name}: {e}"))?;
+        return Ok(location);
+    }
     if let Ok(t) = table::load_table(handle, name).await {
         let location = t.metadata().location().trim_end_matches('/').to_string();
         t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
