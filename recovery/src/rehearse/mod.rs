@@ -14,5 +14,3 @@ pub mod gameday;
 pub mod history;
 pub mod table_drill;
 pub mod trend;
-#[cfg(test)]
-mod trend_tests;

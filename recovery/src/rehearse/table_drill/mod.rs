@@ -20,15 +20,16 @@
 //! the route, the checkpoints. The only writes are the scratch namespace's tables and the
 //! history location's objects.
 
-use std::collections::BTreeSet;
+mod journal;
+mod scratch;
+
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
-use tidemark_journal::paths;
-use tidemark_journal::store::{self, ObjectStore, list_all};
+use tidemark_journal::store::{self, ObjectStore};
 use tidemark_router::RouteStore;
 use tidemark_schemas::FORMAT_VERSION;
 
@@ -37,16 +38,13 @@ use crate::audit::{self, AuditOptions, AuditReport};
 use crate::catalog::CatalogHandle;
 use crate::exit;
 use crate::ids::Ids;
-use crate::provenance::PROP_RECOVERY_ID;
 use crate::recover::audited::{AuditRecords, TrustOptions, describe};
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, RecoveryReport, StepTiming};
 use crate::table;
 
-/// The scratch tables' name prefix.
-pub const TABLE_PREFIX: &str = "tidemark_drill_";
-/// The drills' recovery ids' prefix (recorded on each scratch table as its recovery id).
-pub const ID_PREFIX: &str = "drill-";
+pub use journal::{JournalHeld, journal_held};
+pub use scratch::{ForeignScratchTable, ID_PREFIX, Leftover, TABLE_PREFIX, clear_scratch, remove_scratch_table};
 
 /// Check names (the record's `checks[].check`), also what the exit code is chosen by.
 pub const CHECK_AUDIT: &str = "the table's history holds no write the journal does not explain";
@@ -75,15 +73,6 @@ pub struct TableDrillOptions {
     /// Where the replay runs (as `recover --engine`).
     #[cfg(feature = "ballista-engine")]
     pub engine: crate::recover::engine::Engine,
-}
-
-/// A scratch table an earlier, killed drill left behind, removed by this one.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Leftover {
-    pub table: String,
-    /// The drill that made it (its recovery id), when its metadata could be read.
-    pub drill_id: Option<String>,
-    pub detail: String,
 }
 
 /// The route as the drill read it.
@@ -147,17 +136,6 @@ impl TableDrillReport {
             exit::VERIFY_FAILED
         }
     }
-}
-
-/// The scratch namespace holds a table no drill made: refused before anything is written.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "the scratch namespace {namespace} holds {table}, which is not a tidemark drill table ({why}); nothing was written or removed: name a namespace that holds only drill tables (--scratch)"
-)]
-pub struct ForeignScratchTable {
-    pub namespace: String,
-    pub table: String,
-    pub why: String,
 }
 
 struct Steps {
@@ -533,89 +511,6 @@ fn trusted_age_seconds(r: &AuditReport, clock: &dyn Clock) -> Option<f64> {
     Some((now - committed).num_milliseconds() as f64 / 1000.0)
 }
 
-/// What the journal holds after a position.
-#[derive(Debug, Clone)]
-pub struct JournalHeld {
-    /// The head's last position (0: no batch).
-    pub head: u64,
-    /// The first position of the oldest batch from which every batch up to the head is held.
-    pub oldest_held: Option<u64>,
-    /// The newest batch that is gone (its manifest or its event object), if a needed one is.
-    pub gone: Option<String>,
-    /// Batches that a replay after the position reads.
-    pub batches: u64,
-}
-
-impl JournalHeld {
-    fn detail(&self, after: u64) -> String {
-        match &self.gone {
-            None => format!(
-                "positions {}..={} held in {} batches (the oldest position held without a gap is {})",
-                after + 1,
-                self.head,
-                self.batches,
-                self.oldest_held.map_or("none".into(), |p| p.to_string())
-            ),
-            Some(gone) => format!(
-                "{gone}: events after the trusted snapshot's position {after} were removed (a retention or lifecycle rule?); the oldest position still held is {}; a recovery from that snapshot cannot replay to the head {}",
-                self.oldest_held.map_or("none".into(), |p| p.to_string()),
-                self.head
-            ),
-        }
-    }
-}
-
-/// Walks the journal back from its head to the batch holding `after`: every batch after it
-/// needs its manifest and its event object, the holder its manifest (the chain's anchor).
-pub async fn journal_held(journal: &Journal, after: u64) -> Result<JournalHeld, tidemark_journal::JournalError> {
-    let manifests: BTreeSet<u64> = journal.manifest_sequences().await?.into_iter().collect();
-    let events: BTreeSet<u64> = list_all(journal.store.as_ref(), paths::EVENTS_PREFIX)
-        .await?
-        .iter()
-        .filter_map(|o| paths::parse_event_key(&o.key))
-        .collect();
-    let Some(&head_seq) = manifests.iter().next_back() else {
-        return Ok(JournalHeld {
-            head: 0,
-            oldest_held: None,
-            gone: None,
-            batches: 0,
-        });
-    };
-    let head = journal.read_manifest(head_seq, None).await?.manifest.last_position;
-    let mut held = JournalHeld {
-        head,
-        oldest_held: None,
-        gone: None,
-        batches: 0,
-    };
-    let mut seq = head_seq;
-    while seq >= 1 {
-        if !manifests.contains(&seq) {
-            held.gone.get_or_insert(format!(
-                "the manifest of batch {seq} ({}) is gone",
-                paths::manifest_key(seq)
-            ));
-            break;
-        }
-        let m = journal.read_manifest(seq, None).await?.manifest;
-        if m.last_position <= after {
-            break; // the anchor: its manifest is all a replay needs
-        }
-        if !events.contains(&seq) {
-            held.gone.get_or_insert(format!(
-                "the event object of batch {seq} (positions {}..={}, {}) is gone",
-                m.first_position, m.last_position, m.object_key
-            ));
-            break;
-        }
-        held.oldest_held = Some(m.first_position);
-        held.batches += 1;
-        seq -= 1;
-    }
-    Ok(held)
-}
-
 /// Reads the route (never writes it) and audits the table it points at, when that is not the
 /// drill's source (whose audit is `source`).
 async fn route_check(
@@ -661,105 +556,6 @@ async fn route_check(
         }
     );
     Ok((Some(seen), report.ok, detail))
-}
-
-/// Refuses a scratch namespace that holds a table no drill made; removes the drills' leftovers.
-pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Result<Vec<Leftover>> {
-    let ns = iceberg::NamespaceIdent::from_strs(scratch.split('.'))?;
-    if !handle.catalog().namespace_exists(&ns).await? {
-        return Ok(Vec::new());
-    }
-    let mut found = Vec::new();
-    for (name, _) in handle.pointers(Some(scratch)).await? {
-        let short = name.rsplit_once('.').map_or(name.as_str(), |(_, n)| n);
-        let foreign = |why: String| ForeignScratchTable {
-            namespace: scratch.to_string(),
-            table: name.clone(),
-            why,
-        };
-        if !short.starts_with(TABLE_PREFIX) {
-            return Err(foreign(format!("its name does not start with {TABLE_PREFIX}")).into());
-        }
-        let drill_id = match table::load_table(handle, &name).await {
-            Ok(t) => {
-                let id = t.metadata().properties().get(PROP_RECOVERY_ID).cloned();
-                if !id.as_deref().is_some_and(|i| i.starts_with(ID_PREFIX)) {
-                    return Err(foreign(format!(
-                        "its recovery id is {}, not a drill's",
-                        id.as_deref().unwrap_or("absent")
-                    ))
-                    .into());
-                }
-                id
-            }
-            // Named as a drill's, in the drills' namespace, but unreadable: a drill killed
-            // between its files and its catalog entry.
-            Err(_) => None,
-        };
-        found.push((name, drill_id));
-    }
-    let mut removed = Vec::new();
-    for (name, drill_id) in found {
-        let location = remove_scratch_table(handle, &name).await?;
-        removed.push(Leftover {
-            detail: format!(
-                "left by drill {}; dropped{}",
-                drill_id
-                    .as_deref()
-                    .unwrap_or("unknown (its metadata could not be read)"),
-                location
-                    .map(|l| format!(", its files under {l} deleted"))
-                    .unwrap_or_default()
-            ),
-            table: name,
-            drill_id,
-        });
-    }
-    Ok(removed)
-}
-
-/// Deletes a scratch table's files, then drops it (in this order: a kill in between leaves an
-/// entry the next drill finds). Returns the location whose files were deleted (`None`: no such
-/// table, or its metadata could not be read and only its entry was dropped).
-pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<Option<String>> {
-    let ident = table::parse_ident(name)?;
-    if !handle.catalog().table_exists(&ident).await? {
-        return Ok(None);
-    }
-    let mut deleted = None;
-    if handle.kind() == tidemark_schemas::CatalogKind::S3tables {
-        // S3 Tables owns the table's storage: its purge (DeleteTable) removes the files (a
-        // table bucket cannot be listed or deleted from by prefix).
-        let location = match table::load_table(handle, name).await {
-            Ok(t) => Some(t.metadata().location().trim_end_matches('/').to_string()),
-            Err(_) => None,
-        };
-        handle
-            .catalog()
-            .purge_table(&ident)
-            .await
-            .map_err(|e| anyhow::anyhow!("purge scratch table {name}: {e}"))?;
-        return Ok(location);
-    }
-    if let Ok(t) = table::load_table(handle, name).await {
-        let location = t.metadata().location().trim_end_matches('/').to_string();
-        t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
-            if e.kind() == iceberg::ErrorKind::FeatureUnsupported {
-                Ok(())
-            } else {
-                Err(anyhow::anyhow!(
-                    "delete the files of scratch table {name} under {location}: {e}"
-                ))
-            }
-        })?;
-        deleted = Some(location);
-    }
-    handle
-        .catalog()
-        .drop_table(&ident)
-        .await
-        .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
-    Ok(deleted)
 }
 
 /// Bytes this process read (local files and network), from `/proc/self/io` (`rchar`); 0 where

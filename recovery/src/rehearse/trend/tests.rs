@@ -1,4 +1,4 @@
-//! Tests of the drills' trend ([`super::trend`]): the metrics against a strict parser of the
+//! Tests of the drills' trend ([`super`]): the metrics against a strict parser of the
 //! Prometheus text format written here (promtool is not in the sandbox), the page's structure
 //! (nothing it could load, every record's text escaped), and the page in headless Chromium: a
 //! screenshot that shows the charts drawn, and a net log with no request that leaves the page.
@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::history::{DrillRecord, RecordCheck, RecordStep};
-use super::trend::{
+use super::{
     CSP_META, RPO_POSITIONS_COLOUR, RPO_SECONDS_COLOUR, STEP_COLOURS, STEP_FAILED_COLOUR, STEP_OK_COLOUR, html, metrics,
 };
+use crate::rehearse::history::{DrillRecord, RecordCheck, RecordStep};
 
 // ---- records -------------------------------------------------------------------------------
 

@@ -1,0 +1,132 @@
+//! The scratch namespace of the drills: only drill tables may be there; a killed drill's
+//! leftovers are found, named and removed; a scratch table goes with its files.
+
+use serde::Serialize;
+
+use crate::catalog::CatalogHandle;
+use crate::provenance::PROP_RECOVERY_ID;
+use crate::table;
+
+/// The scratch tables' name prefix.
+pub const TABLE_PREFIX: &str = "tidemark_drill_";
+/// The drills' recovery ids' prefix (recorded on each scratch table as its recovery id).
+pub const ID_PREFIX: &str = "drill-";
+
+/// A scratch table an earlier, killed drill left behind, removed by this one.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Leftover {
+    pub table: String,
+    /// The drill that made it (its recovery id), when its metadata could be read.
+    pub drill_id: Option<String>,
+    pub detail: String,
+}
+
+/// The scratch namespace holds a table no drill made: refused before anything is written.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the scratch namespace {namespace} holds {table}, which is not a tidemark drill table ({why}); nothing was written or removed: name a namespace that holds only drill tables (--scratch)"
+)]
+pub struct ForeignScratchTable {
+    pub namespace: String,
+    pub table: String,
+    pub why: String,
+}
+
+/// Refuses a scratch namespace that holds a table no drill made; removes the drills' leftovers.
+pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Result<Vec<Leftover>> {
+    let ns = iceberg::NamespaceIdent::from_strs(scratch.split('.'))?;
+    if !handle.catalog().namespace_exists(&ns).await? {
+        return Ok(Vec::new());
+    }
+    let mut found = Vec::new();
+    for (name, _) in handle.pointers(Some(scratch)).await? {
+        let short = name.rsplit_once('.').map_or(name.as_str(), |(_, n)| n);
+        let foreign = |why: String| ForeignScratchTable {
+            namespace: scratch.to_string(),
+            table: name.clone(),
+            why,
+        };
+        if !short.starts_with(TABLE_PREFIX) {
+            return Err(foreign(format!("its name does not start with {TABLE_PREFIX}")).into());
+        }
+        let drill_id = match table::load_table(handle, &name).await {
+            Ok(t) => {
+                let id = t.metadata().properties().get(PROP_RECOVERY_ID).cloned();
+                if !id.as_deref().is_some_and(|i| i.starts_with(ID_PREFIX)) {
+                    return Err(foreign(format!(
+                        "its recovery id is {}, not a drill's",
+                        id.as_deref().unwrap_or("absent")
+                    ))
+                    .into());
+                }
+                id
+            }
+            // Named as a drill's, in the drills' namespace, but unreadable: a drill killed
+            // between its files and its catalog entry.
+            Err(_) => None,
+        };
+        found.push((name, drill_id));
+    }
+    let mut removed = Vec::new();
+    for (name, drill_id) in found {
+        let location = remove_scratch_table(handle, &name).await?;
+        removed.push(Leftover {
+            detail: format!(
+                "left by drill {}; dropped{}",
+                drill_id
+                    .as_deref()
+                    .unwrap_or("unknown (its metadata could not be read)"),
+                location
+                    .map(|l| format!(", its files under {l} deleted"))
+                    .unwrap_or_default()
+            ),
+            table: name,
+            drill_id,
+        });
+    }
+    Ok(removed)
+}
+
+/// Deletes a scratch table's files, then drops it (in this order: a kill in between leaves an
+/// entry the next drill finds). Returns the location whose files were deleted (`None`: no such
+/// table, or its metadata could not be read and only its entry was dropped).
+pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<Option<String>> {
+    let ident = table::parse_ident(name)?;
+    if !handle.catalog().table_exists(&ident).await? {
+        return Ok(None);
+    }
+    let mut deleted = None;
+    if handle.kind() == tidemark_schemas::CatalogKind::S3tables {
+        // S3 Tables owns the table's storage: its purge (DeleteTable) removes the files (a
+        // table bucket cannot be listed or deleted from by prefix).
+        let location = match table::load_table(handle, name).await {
+            Ok(t) => Some(t.metadata().location().trim_end_matches('/').to_string()),
+            Err(_) => None,
+        };
+        handle
+            .catalog()
+            .purge_table(&ident)
+            .await
+            .map_err(|e| anyhow::anyhow!("purge scratch table {name}: {e}"))?;
+        return Ok(location);
+    }
+    if let Ok(t) = table::load_table(handle, name).await {
+        let location = t.metadata().location().trim_end_matches('/').to_string();
+        t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
+            if e.kind() == iceberg::ErrorKind::FeatureUnsupported {
+                Ok(())
+            } else {
+                Err(anyhow::anyhow!(
+                    "delete the files of scratch table {name} under {location}: {e}"
+                ))
+            }
+        })?;
+        deleted = Some(location);
+    }
+    handle
+        .catalog()
+        .drop_table(&ident)
+        .await
+        .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
+    Ok(deleted)
+}
