@@ -2,17 +2,13 @@
 //! the timeline of verdicts, the first divergence and the newest trusted snapshot. Exit 0 when
 //! the history holds no open divergence, 12 when it does.
 
-use anyhow::Context;
 use clap::Args;
 use tidemark_journal::{Journal, store};
 use tidemark_recovery::audit::{self, AuditOptions, AuditReport, Verdict};
 use tidemark_recovery::exit::{DIVERGENCE, exit_error};
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::recover::audited::describe;
-use tidemark_recovery::table::source::{PrefixMap, SnapshotSource};
-use tidemark_recovery::{catalog, table};
 
-use super::table::CatalogArgs;
 use super::{Common, print_json};
 
 #[derive(Debug, Args)]
@@ -50,43 +46,17 @@ pub struct AuditArgs {
 
 pub async fn run(args: AuditArgs) -> anyhow::Result<()> {
     let journal = Journal::open(store::open(&args.journal).await?).await?;
-    let (metadata_location, file_io_props) = match (&args.source_metadata, &args.table) {
-        (Some(m), _) => (m.clone(), catalog::s3_props(|k| std::env::var(k).ok())),
-        (None, Some(t)) => {
-            let uri = args
-                .catalog
-                .clone()
-                .context("--table needs --catalog (or give --source-metadata)")?;
-            let handle = CatalogArgs {
-                catalog: uri,
-                warehouse: args.warehouse.clone(),
-                catalog_name: None,
-            }
-            .open()
-            .await?;
-            let source = table::load_table(&handle, t).await?;
-            (
-                source.metadata_location().unwrap_or_default().to_string(),
-                source.file_io().config().props().clone(),
-            )
-        }
-        (None, None) => anyhow::bail!("name the table to audit: --table (with --catalog) or --source-metadata"),
-    };
-    let prefix_map = match &args.prefix_map {
-        Some(m) => {
-            let (from, to) = m.split_once('=').context("--prefix-map is FROM=TO")?;
-            Some(PrefixMap {
-                from: from.into(),
-                to: to.into(),
-            })
-        }
-        None => None,
-    };
-    let source = SnapshotSource {
-        metadata_location,
-        file_io_props,
-        prefix_map,
-    };
+    let source = super::recover::resolve_source(
+        None,
+        &super::recover::SourceArgs {
+            table: args.table.clone(),
+            catalog: args.catalog.clone(),
+            warehouse: args.warehouse.clone(),
+            metadata: args.source_metadata.clone(),
+            prefix_map: args.prefix_map.clone(),
+        },
+    )
+    .await?;
     let opts = AuditOptions {
         deep: args.deep,
         records: (!args.no_records).then(|| journal.store.clone()),

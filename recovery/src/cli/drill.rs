@@ -329,7 +329,7 @@ async fn run_real(args: DrillArgs) -> anyhow::Result<()> {
     .await?;
     let journal = Journal::open(store::open(journal_url).await?).await?;
     let source = resolve_source(
-        &handle,
+        Some(&handle),
         &SourceArgs {
             table: real.source_table.clone(),
             catalog: None,

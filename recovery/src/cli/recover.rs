@@ -100,7 +100,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
     let journal = Journal::open(store::open(&args.journal).await?).await?;
     let handle = args.catalog.open().await?;
     let source = resolve_source(
-        &handle,
+        Some(&handle),
         &SourceArgs {
             table: args.source_table.clone(),
             catalog: args.source_catalog.clone(),
@@ -286,7 +286,12 @@ pub struct SourceArgs {
 
 /// The source as `recover` and `drill` read it: the metadata file, the S3 settings its files are
 /// read with, and the prefix map.
-pub async fn resolve_source(handle: &catalog::CatalogHandle, args: &SourceArgs) -> anyhow::Result<SnapshotSource> {
+/// `handle` is the command's own catalog, where a table is looked up when `args.catalog` names
+/// none.
+pub async fn resolve_source(
+    handle: Option<&catalog::CatalogHandle>,
+    args: &SourceArgs,
+) -> anyhow::Result<SnapshotSource> {
     let source_catalog = match &args.catalog {
         Some(uri) => Some(
             CatalogArgs {
@@ -310,12 +315,18 @@ pub async fn resolve_source(handle: &catalog::CatalogHandle, args: &SourceArgs) 
             ),
         ),
         (None, Some(t)) => {
-            let source = table::load_table(source_catalog.as_ref().unwrap_or(handle), t).await?;
+            let holder = source_catalog
+                .as_ref()
+                .or(handle)
+                .context("--table needs --catalog (or give --source-metadata)")?;
+            let source = table::load_table(holder, t).await?;
             let location = source.metadata_location().unwrap_or_default().to_string();
             // The table's own FileIO: what its catalog vends for it included.
             (location, source.file_io().config().props().clone())
         }
-        (None, None) => anyhow::bail!("name the trusted snapshot's table: --source-table or --source-metadata"),
+        (None, None) => {
+            anyhow::bail!("name the source table: --source-table (--table for `audit`) or --source-metadata")
+        }
     };
     let prefix_map = match &args.prefix_map {
         Some(m) => {
