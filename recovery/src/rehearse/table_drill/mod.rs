@@ -263,19 +263,17 @@ pub async fn run(
     );
     tidemark_journal::failpoint::hit("drill:after-cleanup");
 
-    let rto_ms: u64 = steps
+    let recovery_steps: Vec<&RecordStep> = steps
         .steps
         .iter()
         .filter(|s| RECOVERY_STEPS.contains(&s.step.as_str()))
-        .map(|s| s.ms)
-        .sum();
+        .collect();
+    let rto_ms: u64 = recovery_steps.iter().map(|s| s.ms).sum();
     if failure.is_none()
         && let Some(budget) = opts.rto_budget_ms
     {
-        let over: Vec<String> = steps
-            .steps
+        let over: Vec<String> = recovery_steps
             .iter()
-            .filter(|s| RECOVERY_STEPS.contains(&s.step.as_str()))
             .map(|s| format!("{} {} ms", s.step, s.ms))
             .collect();
         check(

@@ -95,14 +95,13 @@ pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow:
     if !handle.catalog().table_exists(&ident).await? {
         return Ok(None);
     }
-    let mut deleted = None;
+    let loaded = table::load_table(handle, name).await.ok();
+    let location = loaded
+        .as_ref()
+        .map(|t| t.metadata().location().trim_end_matches('/').to_string());
     if handle.kind() == tidemark_schemas::CatalogKind::S3tables {
         // S3 Tables owns the table's storage: its purge (DeleteTable) removes the files (a
         // table bucket cannot be listed or deleted from by prefix).
-        let location = match table::load_table(handle, name).await {
-            Ok(t) => Some(t.metadata().location().trim_end_matches('/').to_string()),
-            Err(_) => None,
-        };
         handle
             .catalog()
             .purge_table(&ident)
@@ -110,8 +109,7 @@ pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow:
             .map_err(|e| anyhow::anyhow!("purge scratch table {name}: {e}"))?;
         return Ok(location);
     }
-    if let Ok(t) = table::load_table(handle, name).await {
-        let location = t.metadata().location().trim_end_matches('/').to_string();
+    if let (Some(t), Some(location)) = (&loaded, &location) {
         t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
             if e.kind() == iceberg::ErrorKind::FeatureUnsupported {
                 Ok(())
@@ -121,12 +119,11 @@ pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow:
                 ))
             }
         })?;
-        deleted = Some(location);
     }
     handle
         .catalog()
         .drop_table(&ident)
         .await
         .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
-    Ok(deleted)
+    Ok(location)
 }
