@@ -13,6 +13,9 @@ Faults (--faults, comma separated, one picked at random per faulted request):
   lost   forward (the server does the work), then reply 500 instead of the server's reply
   delay  wait --delay seconds, then forward
   stall  forward, send the reply's headers, then wait --delay seconds before the body
+  token  reply 400 InvalidToken (S3's answer to a malformed or invalid session token) without
+         forwarding
+  403    reply 403 AccessDenied without forwarding
 
 Usage:
   python3 sandbox/fault_proxy.py --port 6310 --upstream http://127.0.0.1:6301 \\
@@ -66,7 +69,7 @@ class State:
         self.lock = threading.Lock()
         self.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
         for f in self.faults:
-            if f not in {"503", "500", "reset", "lost", "delay", "stall"}:
+            if f not in {"503", "500", "reset", "lost", "delay", "stall", "token", "403"}:
                 sys.exit(f"unknown fault {f!r}")
         self.methods = {m.strip().upper() for m in args.methods.split(",") if m.strip()}
         self.path_re = re.compile(args.path_regex) if args.path_regex else None
@@ -172,6 +175,10 @@ def make_handler(state, upstream):
                 return self.fail(503, "SlowDown", "Please reduce your request rate.")
             if fault == "500":
                 return self.fail(500, "InternalError", "We encountered an internal error. Please try again.")
+            if fault == "token":
+                return self.fail(400, "InvalidToken", "The provided token is malformed or otherwise invalid.")
+            if fault == "403":
+                return self.fail(403, "AccessDenied", "Access Denied")
             if fault == "reset":
                 self.close_connection = True
                 try:

@@ -239,6 +239,70 @@ fn refused_s3_credentials_exit_with_access_denied() {
     );
 }
 
+/// The finding (issue 34): `query` on a route that is not the newest decision of its own history
+/// (an older version put back) or that is not a valid route exited 1, where `route flip` exits 4.
+/// Readers exit 4 too, naming what to do.
+#[test]
+fn query_on_a_rolled_back_or_invalid_route_exits_4() {
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    let catalog = applied(&s, &journal, None, 500);
+    let route = s.path_str("route");
+    std::fs::create_dir_all(&route).unwrap();
+    for _ in 0..2 {
+        support::faults::flip(&s, &route, &catalog, "shop.orders", 500, &[]);
+    }
+    let query = ["query", "--route", route.as_str(), "SELECT count(*) FROM orders"];
+    s.run(&query).ok();
+    let flip = [
+        "route",
+        "flip",
+        "--route",
+        &route,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--applied-position",
+        "500",
+        "--reason",
+        "test",
+    ];
+
+    // Generation 1 put back as the current version (a restore from version history).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let put = |bytes: Option<bytes::Bytes>| {
+        rt.block_on(async {
+            use tidemark_journal::store::PutMode;
+            let store = tidemark_journal::store::open(&route).await.unwrap();
+            let body = match bytes {
+                Some(b) => b,
+                None => {
+                    let versions = store.list_versions("route.json").await.unwrap();
+                    let first = versions.last().unwrap();
+                    store.get("route.json", Some(&first.version_id)).await.unwrap().body
+                }
+            };
+            store.put("route.json", body, PutMode::Overwrite).await.unwrap();
+        })
+    };
+    put(None);
+    s.run(&flip).fails(VERIFY_FAILED, &["not the newest decision"]);
+    s.run(&query).fails(
+        VERIFY_FAILED,
+        &["not the newest decision", "put the newest version back"],
+    );
+
+    // Not a route at all.
+    put(Some(bytes::Bytes::from_static(b"{\"not\": \"a route\"}")));
+    s.run(&["route", "show", "--route", &route])
+        .fails(VERIFY_FAILED, &["is not a valid route"]);
+    s.run(&query).fails(VERIFY_FAILED, &["is not a valid route"]);
+}
+
 /// Appends generated events to a new journal and applies them; returns (journal, catalog).
 fn applied(s: &Scratch, journal: &str, warehouse: Option<&str>, events: u64) -> String {
     s.run(&["journal", "init", "--journal", journal]).ok();

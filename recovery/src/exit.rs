@@ -127,6 +127,17 @@ fn audit_code(e: &crate::audit::AuditError) -> u8 {
     }
 }
 
+fn route_code(e: &tidemark_router::RouteError) -> u8 {
+    use tidemark_router::RouteError as R;
+    match e {
+        R::Store(s) => store_code(s),
+        R::NotFound { .. } => NOT_FOUND,
+        R::AlreadyExists { .. } | R::StaleRoute { .. } | R::Fenced { .. } => CONFLICT,
+        R::Format { .. } | R::NotNewest { .. } => VERIFY_FAILED,
+        R::InvalidFlip { .. } => BAD_INPUT,
+    }
+}
+
 fn lease_code(e: &crate::dr::lease::LeaseError) -> u8 {
     use crate::dr::lease::LeaseError as L;
     match e {
@@ -263,14 +274,23 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
             return store_code(e);
         }
         if let Some(e) = cause.downcast_ref::<tidemark_router::RouteError>() {
-            use tidemark_router::RouteError as R;
-            return match e {
-                R::Store(s) => store_code(s),
-                R::NotFound { .. } => NOT_FOUND,
-                R::AlreadyExists { .. } | R::StaleRoute { .. } | R::Fenced { .. } => CONFLICT,
-                R::Format { .. } | R::NotNewest { .. } => VERIFY_FAILED,
-                R::InvalidFlip { .. } => BAD_INPUT,
-            };
+            return route_code(e);
+        }
+        // Its `Route` and `Table` variants are transparent: their own kinds are not links of
+        // the chain, so they are read here (a reader's route that is not the newest decision is
+        // 4, as for `route show` and `route flip`).
+        if let Some(e) = cause.downcast_ref::<crate::query::QueryError>() {
+            use crate::query::QueryError as Q;
+            match e {
+                Q::Route(r) => return route_code(r),
+                Q::Table(t) => return table_code(t),
+                Q::UuidMismatch { .. } | Q::DataFusion(_) => continue, // the cause decides
+            }
+        }
+        // The table files' client (iceberg's FileIO on opendal) refusing the credentials, under
+        // any wrapper (a DataFusion error of a query, say).
+        if crate::table::refused::is_refused_table_io(cause) {
+            return ACCESS_DENIED;
         }
         if let Some(e) = cause.downcast_ref::<crate::recover::RecoverError>() {
             return recover_code(e);

@@ -29,8 +29,6 @@ pub enum QueryError {
     },
     #[error("query failed: {0}")]
     DataFusion(#[from] datafusion::error::DataFusionError),
-    #[error("{0}")]
-    Iceberg(String),
 }
 
 /// Resolves the route now and returns a session with the routed table registered. The catalog
@@ -73,7 +71,7 @@ pub async fn routed_context_with(
     }
     let provider = IcebergStaticTableProvider::try_new_from_table(t)
         .await
-        .map_err(|e| QueryError::Iceberg(e.to_string()))?;
+        .map_err(table::iceberg_err(format!("read table {}", route.table_name)))?;
     let ctx = SessionContext::new();
     let all = format!("{name}_with_tombstones");
     ctx.register_table(all.as_str(), Arc::new(provider))?;

@@ -150,6 +150,47 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
     }
 }
 
+/// The finding (issue 34): a server that stops answering a read (no reply to any attempt) failed
+/// only after 8 attempts of the 30 s read timeout, over four minutes, for lack of an operation
+/// timeout. With the default settings the read now ends at the default operation timeout, and the
+/// error names the object and the timeout that ran out.
+#[test]
+fn a_stalled_read_ends_at_the_default_operation_timeout() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let journal = unique("stalled");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let proxy = Proxy::start(
+        &s,
+        &[
+            "--rate",
+            "1",
+            "--faults",
+            "delay",
+            "--delay",
+            "600",
+            "--methods",
+            "GET",
+            "--path-regex",
+            "journal.json",
+            "--max-faults",
+            "1000",
+        ],
+    );
+    // Only the endpoint: every timeout at its default.
+    let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+    run_env(&s, &env, &["journal", "status", "--journal", &journal]).fails(
+        1,
+        &[
+            "get of journal.json",
+            "operation timeout (all attempts including retries) occurred after 60s",
+            "TIDEMARK_S3_",
+        ],
+    );
+}
+
 /// The findings on S3: `replica copy` with 10% 503 SlowDown failed ("some tables were not
 /// copied"), and after a kill mid-copy every re-run failed the same way. Through the proxy (503s,
 /// 500s, resets and lost replies on 10% of all requests) the copy completes, a crash mid-copy is
@@ -236,6 +277,114 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
         ],
     )
     .fails(8, &["access to the warehouse refused", "check the credentials"]);
+}
+
+/// The finding (issue 34): a bad `AWS_SESSION_TOKEN` (S3's HTTP 400 `InvalidToken`) exited 1 in
+/// every command that reaches S3, and refused credentials (403) exited 1 in `query --route` and
+/// 4 in `catalog backup`. Through a proxy that answers every request with the refusal, each
+/// command exits 8 naming the code, after exactly one request: the refusal is not retried (by
+/// tidemark's S3 client or the table files' client) and nothing else is tried after it.
+#[test]
+fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let (journal, warehouse, route) = (unique("cred-journal"), unique("cred-wh"), unique("cred-route"));
+    journal_at(&s, &journal, "in", 20, 10);
+    let catalog = s.path_str("catalog.db");
+    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
+    flip(&s, &route, &catalog, "shop.orders", 20, &["--warehouse", &warehouse]);
+    let backups = unique("cred-backups");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["journal", "status", "--journal", &journal],
+        vec![
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+        ],
+        vec![
+            "recover",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--into",
+            "shop.fixed",
+            "--source-table",
+            "shop.orders",
+            "--at-or-before",
+            "20",
+            "--recovery-id",
+            "cred",
+            "--route",
+            &route,
+        ],
+        vec!["route", "show", "--route", &route],
+        vec!["query", "--route", &route, "SELECT count(*) FROM orders"],
+        vec![
+            "catalog",
+            "backup",
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--to",
+            &backups,
+        ],
+        vec![
+            "fault",
+            "delete",
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            "shop.orders",
+            "--where",
+            "order_id = 'o-1'",
+        ],
+    ];
+    for (fault, code) in [("token", "InvalidToken"), ("403", "AccessDenied")] {
+        let proxy = Proxy::start(&s, &["--rate", "1", "--faults", fault, "--max-faults", "100000"]);
+        let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+        for args in &commands {
+            let before = proxy.requests();
+            run_env(&s, &env, args).fails(8, &[code, "check the credentials"]);
+            assert_eq!(
+                proxy.requests() - before,
+                1,
+                "{fault}: `{}` made more than the one refused request",
+                args[..2].join(" ")
+            );
+        }
+        // A table file refused while the route was read: the query's table-file client.
+        let proxy = Proxy::start(
+            &s,
+            &[
+                "--rate",
+                "1",
+                "--faults",
+                fault,
+                "--path-regex",
+                "cred-wh",
+                "--max-faults",
+                "100000",
+            ],
+        );
+        let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+        run_env(&s, &env, &["query", "--route", &route, "SELECT count(*) FROM orders"])
+            .fails(8, &["access to the warehouse refused", code]);
+        assert_eq!(proxy.faults(), 1, "{fault}: the table-file client retried the refusal");
+    }
 }
 
 /// `catalog restore --json` on S3 reports the S3 requests it made (as every command that talks

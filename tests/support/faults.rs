@@ -106,10 +106,20 @@ impl Proxy {
     }
 
     pub fn faults(&self) -> u64 {
+        self.count("faults")
+    }
+
+    /// Requests the proxy received (faulted or forwarded); written with every fault, so exact
+    /// when every request is faulted (`--rate 1`).
+    pub fn requests(&self) -> u64 {
+        self.count("requests")
+    }
+
+    fn count(&self, what: &str) -> u64 {
         std::fs::read_to_string(&self.stats)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["faults"].as_u64())
+            .and_then(|v| v[what].as_u64())
             .unwrap_or(0)
     }
 }

@@ -114,6 +114,32 @@ pub struct VersionEntry {
     pub last_modified: Option<DateTime<Utc>>,
 }
 
+/// The S3 (and AWS) error codes that mean "these credentials are refused or invalid": the
+/// request will fail the same way however often it is sent, so it is never retried and is
+/// [`StoreError::AccessDenied`] (exit 8) wherever it comes from: tidemark's own S3 client, or
+/// the table files' client, whose errors carry the code (see `tidemark_recovery::table`).
+/// `InvalidToken` is S3's HTTP 400 for a malformed or otherwise invalid session token
+/// (`AWS_SESSION_TOKEN`); `ExpiredToken` and `TokenRefreshRequired` are an expired one;
+/// `InvalidClientTokenId` is the STS-style name of an unknown key id.
+pub const REFUSED_CREDENTIAL_CODES: &[&str] = &[
+    "AccessDenied",
+    "AccessDeniedException",
+    "InvalidAccessKeyId",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "TokenRefreshRequired",
+    "InvalidSecurity",
+    "UnrecognizedClientException",
+];
+
+/// Whether `code` is one of [`REFUSED_CREDENTIAL_CODES`].
+pub fn is_refused_credentials(code: &str) -> bool {
+    REFUSED_CREDENTIAL_CODES.contains(&code)
+}
+
 /// Errors of the object-store layer. Each names the object it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

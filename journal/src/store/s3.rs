@@ -52,6 +52,18 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default per-attempt timeout (a whole request, upload included).
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default bound on a whole operation, retries included, so that a server that stops answering
+/// fails a request within a minute (8 attempts of a 30 s read timeout took over four minutes).
+///
+/// It cannot cut a large transfer short: the SDK's operation ends with the reply's headers, and
+/// a GET body streams after it, guarded by the attempt timeout, the SDK's stalled-stream
+/// protection (no byte for 5 s) and [`S3Store::get`]'s re-reads. A PUT carries its body inside
+/// the operation, so a put's bound grows with its size: this plus one second per
+/// [`PUT_BYTES_PER_SECOND`] bytes ([`S3Options::put_operation_timeout`]). An explicit
+/// `TIDEMARK_S3_OPERATION_TIMEOUT` is used as given for every operation.
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(60);
+/// The slowest upload a put's default operation timeout allows for (1 MiB/s).
+pub const PUT_BYTES_PER_SECOND: u64 = 1 << 20;
 /// Default attempts per request when neither `AWS_MAX_ATTEMPTS` nor the profile sets one: enough
 /// that a storm of 10% 503 SlowDown fails about one request in 10^8 (the SDK's own default, 3,
 /// fails one in 1,000: a copy of a few thousand objects would fail).
@@ -91,7 +103,8 @@ pub struct S3Options {
     pub connect_timeout: Option<Duration>,
     pub read_timeout: Option<Duration>,
     pub attempt_timeout: Option<Duration>,
-    /// A bound on a whole operation, retries included; none by default.
+    /// A bound on a whole operation, retries included; `None`:
+    /// [`DEFAULT_OPERATION_TIMEOUT`], size-aware for puts.
     pub operation_timeout: Option<Duration>,
     /// Attempts per request (`AWS_MAX_ATTEMPTS`); `None`: the profile's, else
     /// [`DEFAULT_MAX_ATTEMPTS`].
@@ -123,7 +136,8 @@ impl S3Options {
     /// `AWS_DEFAULT_REGION`), `TIDEMARK_S3_PATH_STYLE` (`true`/`false`; anything else is
     /// ignored), the retry settings `AWS_MAX_ATTEMPTS` and `AWS_RETRY_MODE`, and the timeouts in
     /// seconds `TIDEMARK_S3_CONNECT_TIMEOUT` (default 5), `TIDEMARK_S3_READ_TIMEOUT` (30),
-    /// `TIDEMARK_S3_ATTEMPT_TIMEOUT` (120) and `TIDEMARK_S3_OPERATION_TIMEOUT` (none). An invalid
+    /// `TIDEMARK_S3_ATTEMPT_TIMEOUT` (120) and `TIDEMARK_S3_OPERATION_TIMEOUT` (60, see
+    /// [`DEFAULT_OPERATION_TIMEOUT`]). An invalid
     /// value is recorded in [`S3Options::invalid`] and refused when a store is opened.
     /// Credentials are not read here: the SDK's standard chain finds them.
     pub fn from_env() -> S3Options {
@@ -181,16 +195,32 @@ impl S3Options {
         }
     }
 
-    /// The timeouts in effect.
+    /// The timeouts in effect (for every operation but a put, see [`Self::put_timeouts`]).
     pub fn timeouts(&self) -> TimeoutConfig {
-        let mut b = TimeoutConfig::builder()
+        self.timeouts_with(self.operation_timeout.unwrap_or(DEFAULT_OPERATION_TIMEOUT))
+    }
+
+    /// The timeouts of a put of `len` bytes: [`Self::timeouts`] with the operation timeout of
+    /// [`Self::put_operation_timeout`].
+    pub fn put_timeouts(&self, len: u64) -> TimeoutConfig {
+        self.timeouts_with(self.put_operation_timeout(len))
+    }
+
+    /// The bound on a put of `len` bytes, retries included: the one set, else
+    /// [`DEFAULT_OPERATION_TIMEOUT`] plus the time to send `len` bytes at
+    /// [`PUT_BYTES_PER_SECOND`].
+    pub fn put_operation_timeout(&self, len: u64) -> Duration {
+        self.operation_timeout
+            .unwrap_or_else(|| DEFAULT_OPERATION_TIMEOUT + Duration::from_secs(len.div_ceil(PUT_BYTES_PER_SECOND)))
+    }
+
+    fn timeouts_with(&self, operation: Duration) -> TimeoutConfig {
+        TimeoutConfig::builder()
             .connect_timeout(self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT))
             .read_timeout(self.read_timeout.unwrap_or(DEFAULT_READ_TIMEOUT))
-            .operation_attempt_timeout(self.attempt_timeout.unwrap_or(DEFAULT_ATTEMPT_TIMEOUT));
-        if let Some(t) = self.operation_timeout {
-            b = b.operation_timeout(t);
-        }
-        b.build()
+            .operation_attempt_timeout(self.attempt_timeout.unwrap_or(DEFAULT_ATTEMPT_TIMEOUT))
+            .operation_timeout(operation)
+            .build()
     }
 
     /// The retry settings in effect: the variables, else the profile's (`loaded`, what
@@ -273,6 +303,8 @@ pub struct S3Store {
     bucket: String,
     /// Without leading or trailing `/`; empty for the bucket's root.
     prefix: String,
+    /// The settings the client was built with, for the size-aware timeout of a put.
+    opts: S3Options,
 }
 
 impl S3Store {
@@ -303,6 +335,7 @@ impl S3Store {
             client,
             bucket: bucket.to_string(),
             prefix: prefix.trim_matches('/').to_string(),
+            opts,
         })
     }
 
@@ -425,12 +458,10 @@ where
             version_id: version_id.map(str::to_string),
         };
     }
-    if status == 403
-        || matches!(
-            code,
-            "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "ExpiredToken"
-        )
-    {
+    // A 403, or a refused or invalid credential whatever its status (S3 answers a malformed
+    // session token with 400 InvalidToken). The SDK retries neither (its classifiers retry 5xx,
+    // throttling and transient codes only; tests/e2e.rs counts the requests).
+    if status == 403 || super::is_refused_credentials(code) {
         let code = if code.is_empty() { "403" } else { code };
         return StoreError::AccessDenied {
             store: store.to_string(),
@@ -452,17 +483,32 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let status = err.raw_response().map(|r| r.status().as_u16());
+    // A 4xx reply (but a throttle) is the answer to one attempt: the SDK retries 5xx, 429,
+    // `RequestTimeout` and failures without a reply; naming retries there would mislead.
+    let retried = status.is_none_or(|s| s >= 500 || s == 429) || err.code() == Some("RequestTimeout");
     let attempts = "after the last retry";
     match err {
         SdkError::ServiceError(_) | SdkError::ResponseError(_) => {
             let code = err.code().unwrap_or("no error code");
             let message = err.message().map(|m| format!(": {m}")).unwrap_or_default();
+            let attempts = if retried {
+                format!(" ({attempts})")
+            } else {
+                String::new()
+            };
             match status {
-                Some(s) => format!("HTTP {s} {code}{message} ({attempts})"),
-                None => format!("{code}{message} ({attempts})"),
+                Some(s) => format!("HTTP {s} {code}{message}{attempts}"),
+                None => format!("{code}{message}{attempts}"),
             }
         }
-        SdkError::TimeoutError(_) => format!("timed out ({attempts}; see TIDEMARK_S3_*_TIMEOUT)"),
+        // The operation timeout (retries included) or the last attempt's: the source says which
+        // and after how long.
+        SdkError::TimeoutError(_) => {
+            let which = std::error::Error::source(err)
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default();
+            format!("timed out{which} (see TIDEMARK_S3_*_TIMEOUT)")
+        }
         SdkError::DispatchFailure(d) => {
             let what = if d.is_timeout() {
                 "timed out"
@@ -605,6 +651,8 @@ impl ObjectStore for S3Store {
     }
 
     async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
+        // The whole set, not the operation timeout alone: an override replaces the client's.
+        let timeouts = self.opts.put_timeouts(body.len() as u64);
         let mut req = self
             .client
             .put_object()
@@ -617,6 +665,8 @@ impl ObjectStore for S3Store {
             PutMode::Update { etag } => req.if_match(etag),
         };
         let out = req
+            .customize()
+            .config_override(aws_sdk_s3::config::Builder::default().timeout_config(timeouts))
             .send()
             .await
             .map_err(|e| self.error("put", key, None, Some(&mode), e))?;
@@ -827,4 +877,31 @@ pub async fn create_test_bucket(opts: &S3Options, name: &str, versioned: bool) -
             .map_err(|e| classify(&store, "enable versioning", "", None, None, &e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stalled request fails within a minute by default; a large put keeps the time to send it.
+    #[test]
+    fn the_default_operation_timeout_bounds_a_request_but_not_a_large_put() {
+        let opts = S3Options::default();
+        assert_eq!(opts.timeouts().operation_timeout(), Some(Duration::from_secs(60)));
+        assert_eq!(opts.put_timeouts(0).operation_timeout(), Some(Duration::from_secs(60)));
+        // 1 GiB at 1 MiB/s: 1,024 s more.
+        assert_eq!(opts.put_operation_timeout(1 << 30), Duration::from_secs(60 + 1024));
+        // The other timeouts are the same for a put (an override replaces the whole set).
+        let (all, put) = (opts.timeouts(), opts.put_timeouts(1 << 30));
+        assert_eq!(put.read_timeout(), all.read_timeout());
+        assert_eq!(put.connect_timeout(), all.connect_timeout());
+        assert_eq!(put.operation_attempt_timeout(), all.operation_attempt_timeout());
+
+        let set = S3Options {
+            operation_timeout: Some(Duration::from_secs(5)),
+            ..S3Options::default()
+        };
+        assert_eq!(set.timeouts().operation_timeout(), Some(Duration::from_secs(5)));
+        assert_eq!(set.put_operation_timeout(1 << 30), Duration::from_secs(5));
+    }
 }

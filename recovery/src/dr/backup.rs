@@ -197,6 +197,14 @@ pub enum BackupError {
 
     #[error("table {table}: cannot back up: {reason}")]
     NotBackedUp { table: String, reason: String },
+
+    #[error("table {table}: cannot back up: cannot read its metadata file {location}: {source}")]
+    Unreadable {
+        table: String,
+        location: String,
+        #[source]
+        source: StoreError,
+    },
 }
 
 fn table_err(table: &str) -> impl FnOnce(TableError) -> BackupError + '_ {
@@ -281,9 +289,17 @@ pub async fn snapshot_catalog(handle: &CatalogHandle, namespace: Option<&str>) -
         };
         let got = match get_metadata(warehouse.as_ref(), &base, &location).await {
             Ok(Ok(got)) => got,
-            Ok(Err(e)) => {
+            Ok(Err(e @ StoreError::NotFound { .. })) => {
                 let reason = format!("cannot read its metadata file {location}: {e}");
                 return Err(BackupError::NotBackedUp { table, reason });
+            }
+            // Not a missing file but a failed read (refused credentials, say): its kind decides.
+            Ok(Err(source)) => {
+                return Err(BackupError::Unreadable {
+                    table,
+                    location,
+                    source,
+                });
             }
             Err(reason) => return Err(BackupError::NotBackedUp { table, reason }),
         };

@@ -14,6 +14,7 @@ pub mod key_index;
 mod like;
 pub mod mor;
 pub mod read;
+pub mod refused;
 pub mod schema;
 pub mod source;
 
@@ -159,26 +160,11 @@ pub(crate) fn iceberg_err(context: impl Into<String>) -> impl FnOnce(iceberg::Er
 
 /// An iceberg error with what was being done. Credentials the warehouse's store refused (which
 /// iceberg reports as an unexpected I/O failure) become [`TableError::AccessDenied`], naming the
-/// store's error code, so that every command exits with the same code and message for them.
+/// store's error code ([`refused::refused_code`]), so that every command exits with the same
+/// code and message for them.
 pub(crate) fn from_iceberg(context: String, source: iceberg::Error) -> TableError {
-    let mut text = source.to_string();
-    let mut cause = std::error::Error::source(&source);
-    while let Some(c) = cause {
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    const REFUSED: [&str; 5] = [
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "ExpiredToken",
-        "AccessDenied",
-        "PermissionDenied",
-    ];
-    match REFUSED.iter().find(|code| text.contains(*code)) {
-        Some(code) => TableError::AccessDenied {
-            context,
-            detail: (*code).to_string(),
-        },
+    match refused::refused_code(&source) {
+        Some(detail) => TableError::AccessDenied { context, detail },
         None => TableError::Iceberg {
             context,
             source: Box::new(source),
