@@ -249,6 +249,49 @@ fn a_drill_killed_in_any_step_is_cleaned_up_by_the_next() {
     }
 }
 
+/// Without `--history` the drill keeps its audit's records in a temporary folder; a drill killed
+/// before its cleanup leaves that folder, and the next drill removes it (never a running one's).
+#[test]
+fn a_killed_drill_without_history_leaves_no_audit_records_behind() {
+    let p = production();
+    let tmp = p.s.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_s = tmp.to_str().unwrap();
+    let args = [
+        "drill",
+        "--source-table",
+        "shop.orders",
+        "--journal",
+        &p.journal,
+        "--catalog",
+        &p.catalog,
+        "--scratch",
+        "drills",
+        "--json",
+    ];
+    let ours = |tmp: &Path| -> Vec<String> {
+        std::fs::read_dir(tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("tidemark-drill-"))
+            .collect()
+    };
+    let killed =
+        p.s.run_with(&[("TMPDIR", tmp_s), ("TIDEMARK_FAILPOINT", "drill:after-audit")], &args);
+    assert_eq!(killed.code, 86, "{}", killed.stderr);
+    let left = ours(&tmp);
+    assert_eq!(left.len(), 1, "the killed drill's audit records: {left:?}");
+    let again = p.s.run_with(&[("TMPDIR", tmp_s)], &args).ok().json();
+    assert_eq!(again["record"]["ok"], true, "{again:#}");
+    assert_eq!(ours(&tmp), Vec::<String>::new(), "{again:#}");
+    let scratch = &again["record"]["steps"][0];
+    assert!(
+        scratch["detail"].as_str().unwrap().contains(&left[0]),
+        "the removed folder is named: {scratch}"
+    );
+    p.assert_no_scratch_left();
+}
+
 #[test]
 fn a_foreign_table_in_the_scratch_namespace_is_refused() {
     let p = production();

@@ -44,7 +44,10 @@ use crate::recover::{RecoverOptions, RecoveryReport, StepTiming};
 use crate::table;
 
 pub use journal::{JournalHeld, journal_held};
-pub use scratch::{ForeignScratchTable, ID_PREFIX, Leftover, TABLE_PREFIX, clear_scratch, remove_scratch_table};
+pub use scratch::{
+    ForeignScratchTable, ID_PREFIX, Leftover, TABLE_PREFIX, clear_scratch, remove_dead_temp_records,
+    remove_scratch_table, temp_records_dir,
+};
 
 /// Check names (the record's `checks[].check`), also what the exit code is chosen by.
 pub const CHECK_AUDIT: &str = "the table's history holds no write the journal does not explain";
@@ -193,30 +196,33 @@ pub async fn run(
     // 1. The scratch namespace: refused with a foreign table, leftovers removed.
     let t = Instant::now();
     let leftovers = clear_scratch(handle, &opts.scratch).await?;
-    steps.push(
-        "scratch",
-        t,
-        true,
-        if leftovers.is_empty() {
-            format!("{} holds no drill table", opts.scratch)
-        } else {
-            format!(
-                "removed {} left by killed drills: {}",
-                leftovers.len(),
-                leftovers
-                    .iter()
-                    .map(|l| l.table.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        },
-        progress,
-    );
+    let dead_records = remove_dead_temp_records();
+    let mut detail = if leftovers.is_empty() {
+        format!("{} holds no drill table", opts.scratch)
+    } else {
+        format!(
+            "removed {} left by killed drills: {}",
+            leftovers.len(),
+            leftovers
+                .iter()
+                .map(|l| l.table.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    if !dead_records.is_empty() {
+        detail += &format!(
+            "; removed the audit records killed drills left in {}: {}",
+            std::env::temp_dir().display(),
+            dead_records.join(", ")
+        );
+    }
+    steps.push("scratch", t, true, detail, progress);
     tidemark_journal::failpoint::hit("drill:after-scratch");
 
     // The audit's records: the history's, or a temporary folder's (the recovery's own step 0
     // then resumes from this drill's audit instead of auditing again).
-    let temp_records = std::env::temp_dir().join(format!("tidemark-{}-audits", opts.drill_id));
+    let temp_records = temp_records_dir(&opts.drill_id);
     let records: Arc<dyn ObjectStore> = match &opts.history {
         Some(h) => h.clone(),
         None => store::open_or_create(&temp_records.display().to_string()).await?,

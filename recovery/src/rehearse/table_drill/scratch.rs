@@ -127,3 +127,36 @@ pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow:
         .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
     Ok(location)
 }
+
+/// The temporary folder holding a drill's audit records when it has no `--history`:
+/// `$TMPDIR/tidemark-<drill id>-audits-<pid>`, the process id telling a killed drill's folder
+/// from a running one's ([`remove_dead_temp_records`]).
+pub fn temp_records_dir(drill_id: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tidemark-{drill_id}-audits-{}", std::process::id()))
+}
+
+/// Removes the temporary audit folders of drills that were killed (their process is gone);
+/// their names, for the report. Another drill running beside this one keeps its folder.
+pub fn remove_dead_temp_records() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("tidemark-")
+            .filter(|rest| rest.starts_with(ID_PREFIX))
+            .and_then(|rest| rest.rsplit_once("-audits-"))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed.sort();
+    removed
+}
