@@ -604,3 +604,112 @@ fn a_drill_on_s3_with_s3tables_changes_nothing() {
     };
     real_drill_on_s3(Scratch::new(), def, "st", "s3tables:st", "real_drill_st");
 }
+
+/// The table pointers of the namespaces `prefix*` in the PostgreSQL catalog `pg`, read with
+/// psql, not through tidemark.
+fn pg_pointers(prefix: &str) -> BTreeMap<String, String> {
+    let uri = std::env::var("TIDEMARK_TEST_PG_URI").unwrap();
+    let out = std::process::Command::new("psql")
+        .args([
+            &uri,
+            "-X",
+            "-tA",
+            "-F",
+            "=",
+            "-c",
+            &format!(
+                "SELECT table_namespace || '.' || table_name, metadata_location FROM iceberg_tables \
+                 WHERE catalog_name = 'pg' AND table_namespace LIKE '{prefix}%' ORDER BY 1"
+            ),
+        ])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The drill of a real table in a PostgreSQL catalog (sandbox/postgres.sh): the journal, the
+/// route and the warehouse's files byte for byte and time for time, and the catalog's rows, as
+/// they were, after a drill and after a drill killed half-way and run again.
+#[test]
+fn a_drill_with_a_postgresql_catalog_changes_nothing() {
+    let mut s = Scratch::new();
+    let warehouse = s.path_str("prod/warehouse");
+    let Some(def) = crate::catalogs_remote::pg_definition(&warehouse) else {
+        return;
+    };
+    s.env.extend(def);
+    let ns = crate::catalogs_remote::ns("real_drill_pg");
+    let table = format!("{ns}.orders");
+    let scratch = format!("{ns}_drills");
+    let (journal, route, history) = (
+        s.path_str("prod/journal"),
+        s.path_str("prod/route"),
+        s.path_str("drills"),
+    );
+    crate::support::journal_at(&s, &journal, "first", 60, 7);
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        "pg",
+        "--table",
+        &table,
+        "--batches-per-commit",
+        "1",
+    ])
+    .ok();
+    std::fs::create_dir_all(&route).unwrap();
+    crate::support::faults::flip(&s, &route, "pg", &table, 60, &[]).ok();
+    let more = s.write("more.ndjson", &events(61, 73));
+    s.append(&journal, more.to_str().unwrap());
+    let state = || {
+        (
+            tree(Path::new(&journal)),
+            tree(Path::new(&route)),
+            tree(Path::new(&warehouse)),
+            pg_pointers(&ns),
+        )
+    };
+    let before = state();
+    assert_eq!(before.3.len(), 1, "{:?}", before.3);
+    let drill = |env: &[(&str, &str)]| {
+        s.run_with(
+            env,
+            &[
+                "drill",
+                "--source-table",
+                &table,
+                "--journal",
+                &journal,
+                "--catalog",
+                "pg",
+                "--scratch",
+                &scratch,
+                "--route",
+                &route,
+                "--history",
+                &history,
+                "--json",
+            ],
+        )
+    };
+    let r = drill(&[]).ok().json();
+    assert_eq!(r["record"]["ok"], true, "{r:#}");
+    assert_eq!(
+        (r["record"]["trusted_position"].as_u64(), r["record"]["h"].as_u64()),
+        (Some(60), Some(73))
+    );
+    assert_eq!(state(), before, "production changed, or the scratch table was left");
+    let killed = drill(&[("TIDEMARK_FAILPOINT", "recover:after-replay")]);
+    assert_eq!(killed.code, 86, "{}", killed.stderr);
+    assert_ne!(state(), before, "the killed drill left its scratch table");
+    let again = drill(&[]).ok().json();
+    assert_eq!(again["leftovers_removed"].as_array().unwrap().len(), 1, "{again:#}");
+    assert_eq!(state(), before, "production changed, or a scratch table was left");
+}
