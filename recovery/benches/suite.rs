@@ -25,6 +25,10 @@
 //! doing the replay step, with tidemark's replay measured on that same dataset. The peers run with
 //! `$TIDEMARK_BENCH_PYTHON` (sandbox/bench_peers.sh); without it they are reported as skipped.
 //!
+//! `--drill-size SIZE` (default: the largest of `--sizes`; `none` skips it): the weekly drill of
+//! a real table beside `recover --dry-run` of the same table, both through the `tidemark` binary
+//! (`suite/drill.rs`, issue 32).
+//!
 //! Every tool's final state is summarized as (rows, tombstones, sum of versions) and compared, so
 //! a fast wrong answer shows.
 
@@ -61,6 +65,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[path = "suite/apply.rs"]
 mod apply_runs;
+#[path = "suite/drill.rs"]
+mod drill_runs;
 
 fn main() {
     // As the `tidemark` binary's commands that end (tidemark_recovery::allocator).
@@ -282,6 +288,17 @@ fn orchestrate(args: &[String]) {
         "upsert_vs_tidemark_replay_time": f(&up, &["seconds"]).zip(f(&rec, &["replay_s"])).map(|(a, b)| a / b),
         "same_final_state": same_state(&rec["final_state"], &up),
     });
+    // The drill of a real table beside `recover --dry-run` (issue 32), at `--drill-size`.
+    let drill = match opt(args, "--drill-size").unwrap_or_else(|| sizes.last().copied().unwrap_or("1m")) {
+        "none" => Value::Null,
+        spec => {
+            let (rows, events) = size(spec);
+            let dir = work.join(format!("drill-{rows}x{events}"));
+            let d = drill_runs::orchestrate(&dir, rows, events, &child);
+            let _ = std::fs::remove_dir_all(&dir);
+            d
+        }
+    };
     let commit = Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()
@@ -294,6 +311,7 @@ fn orchestrate(args: &[String]) {
         "commit": commit,
         "sizes": results,
         "pyiceberg": upsert_result,
+        "drill": drill,
     });
     std::fs::write(&out_path, serde_json::to_vec_pretty(&report).unwrap()).unwrap();
     print_table(&report);
@@ -386,6 +404,27 @@ fn print_table(r: &Value) {
         s2(f(p, &["upsert_vs_tidemark_replay_time"])),
         p["same_final_state"]
     );
+    let d = &r["drill"];
+    if !d.is_null() {
+        println!(
+            "\n== the drill of a real table at {} rows + {} events (issue 32) ==\n{:<34} {:>10} {:>12}",
+            d["rows"], d["events"], "command", "seconds", "peak RSS MB"
+        );
+        for (name, k) in [
+            ("tidemark recover --dry-run", "recover_dry_run"),
+            ("tidemark drill --source-table", "drill"),
+        ] {
+            println!(
+                "{name:<34} {:>10} {:>12}",
+                s2(f(d, &[k, "seconds"])),
+                s0(f(d, &[k, "peak_rss_mb"]))
+            );
+        }
+        println!(
+            "drill / recover --dry-run: {}x",
+            s2(f(d, &["drill_vs_recover_dry_run_time"]))
+        );
+    }
 }
 
 // ---- steps (each in its own process) ----
@@ -419,6 +458,8 @@ async fn step(name: &str, dir: &Path, args: &[String]) -> Value {
             json!({"seconds": s, "bytes": bytes, "mb_per_s": bytes as f64 / 1e6 / s, "peak_rss_mb": peak_rss_mb()})
         }
         "recover" => recover_step(dir, args.first().map_or("local", String::as_str)).await,
+        "drillgen" => drill_runs::gen_step(dir, args[0].parse().unwrap(), args[1].parse().unwrap()).await,
+        "cli" => drill_runs::cli_step(dir, &args[0]),
         "apply" => apply_runs::apply_step(dir, args, TABLE).await,
         "compact" => apply_runs::compact_step(dir, args).await,
         other => panic!("unknown step {other}"),
@@ -442,8 +483,8 @@ struct Ev {
 
 /// The journal: most events touch recent orders (80% the newest tenth, 15% any), 5% new orders;
 /// updates, 5% tombstones, re-inserts of deleted orders, 3% late events (old event time, new
-/// position), 2% identical retries of a recent event.
-fn events_ndjson(rows: u64, events: u64, seed: u64) -> Vec<u8> {
+/// position), 2% identical retries of a recent event. Positions from `first`.
+fn events_ndjson(rows: u64, events: u64, seed: u64, first: u64) -> Vec<u8> {
     let mut rng = Rng::new(seed);
     let mut state: HashMap<u64, (i64, bool)> = HashMap::new();
     let mut recent: Vec<Ev> = Vec::with_capacity(1024);
@@ -508,7 +549,8 @@ fn events_ndjson(rows: u64, events: u64, seed: u64) -> Vec<u8> {
         };
         writeln!(
             out,
-            r#"{{"position":{p},"order_id":"{}","order_version":{},"customer_id":"c-{:06}","status":"{}","amount":"{}.{:02}","currency":"EUR","is_deleted":{},"event_time":"{}"}}"#,
+            r#"{{"position":{},"order_id":"{}","order_version":{},"customer_id":"c-{:06}","status":"{}","amount":"{}.{:02}","currency":"EUR","is_deleted":{},"event_time":"{}"}}"#,
+            first + p - 1,
             order_id(ev.id),
             ev.version,
             ev.id % 100_000,
@@ -552,7 +594,7 @@ async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
         .iter()
         .map(|f| f.file_path().trim_start_matches("file://").to_string())
         .collect();
-    let text = events_ndjson(rows, events, 7);
+    let text = events_ndjson(rows, events, 7, 1);
     let opts = AppendOptions {
         batch_size: 10_000,
         writer_id: "bench".into(),
