@@ -135,6 +135,8 @@ fn inserts_ndjson(first: u64, end: u64) -> Vec<u8> {
 pub fn cli_step(dir: &Path, what: &str) -> Value {
     let s = |p: &str| dir.join(p).display().to_string();
     let (catalog, history) = (s("catalog.db"), s("drill-history"));
+    // A table of its own each run (the dataset's folder goes when the section ends).
+    let into = format!("bench.dry_run_{}", std::process::id());
     let common = [
         "--journal",
         &s("journal"),
@@ -147,7 +149,7 @@ pub fn cli_step(dir: &Path, what: &str) -> Value {
         "--json",
     ];
     let args: Vec<&str> = match what {
-        "recover" => [&["recover"][..], &common[..], &["--into", "bench.dry_run", "--dry-run"]].concat(),
+        "recover" => [&["recover"][..], &common[..], &["--into", &into, "--dry-run"]].concat(),
         "drill" => [
             &["drill"][..],
             &common[..],
