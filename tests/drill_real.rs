@@ -292,6 +292,54 @@ fn a_killed_drill_without_history_leaves_no_audit_records_behind() {
     p.assert_no_scratch_left();
 }
 
+/// A trusted snapshot inside a journal batch (the applier stopped at 58; batch 9 is 57..=60):
+/// the drill replays the rest of that batch, not only the batches after it.
+#[test]
+fn a_drill_from_a_snapshot_inside_a_batch_replays_the_rest_of_that_batch() {
+    let s = Scratch::new();
+    let journal = s.path_str("prod/journal");
+    crate::support::journal_at(&s, &journal, "first", 60, 7);
+    let catalog = s.path_str("prod/catalog.db");
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--table",
+        "shop.orders",
+        "--until",
+        "58",
+    ])
+    .ok();
+    let more = s.write("more.ndjson", &events(61, 73));
+    s.append(&journal, more.to_str().unwrap());
+    let r = s
+        .run(&[
+            "drill",
+            "--source-table",
+            "shop.orders",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--scratch",
+            "drills",
+            "--json",
+        ])
+        .ok()
+        .json();
+    let rec = &r["record"];
+    assert_eq!(rec["ok"], true, "{r:#}");
+    assert_eq!(
+        (rec["trusted_position"].as_u64(), rec["h"].as_u64(), rec["events_replayed"].as_u64()),
+        (Some(58), Some(73), Some(15)),
+        "{r:#}"
+    );
+    // Seven orders (o-0..o-6), each last written by one of the events 67..=73.
+    assert_eq!(rec["rows"], 7, "{r:#}");
+}
+
 #[test]
 fn a_foreign_table_in_the_scratch_namespace_is_refused() {
     let p = production();
