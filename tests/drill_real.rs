@@ -332,12 +332,50 @@ fn a_drill_from_a_snapshot_inside_a_batch_replays_the_rest_of_that_batch() {
     let rec = &r["record"];
     assert_eq!(rec["ok"], true, "{r:#}");
     assert_eq!(
-        (rec["trusted_position"].as_u64(), rec["h"].as_u64(), rec["events_replayed"].as_u64()),
+        (
+            rec["trusted_position"].as_u64(),
+            rec["h"].as_u64(),
+            rec["events_replayed"].as_u64()
+        ),
         (Some(58), Some(73), Some(15)),
         "{r:#}"
     );
     // Seven orders (o-0..o-6), each last written by one of the events 67..=73.
     assert_eq!(rec["rows"], 7, "{r:#}");
+}
+
+/// A killed drill's scratch table whose metadata files are gone: the next drill finds its
+/// location by the catalog's pointer, deletes its files and drops its entry.
+#[test]
+fn a_leftover_whose_metadata_is_gone_is_removed_by_the_catalogs_pointer() {
+    let p = production();
+    let killed = p.drill_env(&[("TIDEMARK_FAILPOINT", "recover:after-replay")], &[]);
+    assert_eq!(killed.code, 86, "{}", killed.stderr);
+    let metadata = p.s.path("prod/warehouse/drills");
+    let mut stack = vec![metadata];
+    let mut removed = 0;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.to_string_lossy().ends_with(".metadata.json") {
+                std::fs::remove_file(&path).unwrap();
+                removed += 1;
+            }
+        }
+    }
+    assert!(removed > 0, "the killed drill's scratch table has metadata files");
+    let again = p.drill(&[]).ok().json();
+    assert_eq!(again["record"]["ok"], true, "{again:#}");
+    let left = again["leftovers_removed"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "{again:#}");
+    let detail = left[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("unknown (its metadata could not be read)") && detail.contains("deleted its files under"),
+        "{detail}"
+    );
+    p.assert_no_scratch_left();
 }
 
 #[test]

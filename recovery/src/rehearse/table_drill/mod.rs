@@ -45,7 +45,7 @@ use crate::table;
 
 pub use journal::{JournalHeld, journal_held};
 pub use scratch::{
-    ForeignScratchTable, ID_PREFIX, Leftover, TABLE_PREFIX, clear_scratch, remove_dead_temp_records,
+    ForeignScratchTable, ID_PREFIX, Leftover, Removal, TABLE_PREFIX, clear_scratch, remove_dead_temp_records,
     remove_scratch_table, temp_records_dir,
 };
 
@@ -253,20 +253,19 @@ pub async fn run(
     // Cleanup, also after a failed step.
     tidemark_journal::failpoint::hit("drill:before-cleanup");
     let t = Instant::now();
-    let scratch_location = remove_scratch_table(handle, &scratch_table).await?;
-    let removed = scratch_location.is_some();
+    let removal = remove_scratch_table(handle, &scratch_table).await?;
     let _ = std::fs::remove_dir_all(&temp_records);
     steps.push(
         "cleanup",
         t,
-        true,
-        if removed {
-            format!("dropped {scratch_table} and deleted its files")
-        } else {
-            format!("{scratch_table} was never made")
-        },
+        !matches!(removal, Removal::EntryOnly { .. }),
+        removal.describe(&scratch_table),
         progress,
     );
+    let scratch_location = match removal {
+        Removal::Removed { location } => Some(location),
+        _ => None,
+    };
     tidemark_journal::failpoint::hit("drill:after-cleanup");
 
     let recovery_steps: Vec<&RecordStep> = steps

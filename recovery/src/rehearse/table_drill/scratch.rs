@@ -69,16 +69,14 @@ pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Res
     }
     let mut removed = Vec::new();
     for (name, drill_id) in found {
-        let location = remove_scratch_table(handle, &name).await?;
+        let removal = remove_scratch_table(handle, &name).await?;
         removed.push(Leftover {
             detail: format!(
-                "left by drill {}; dropped{}",
+                "left by drill {}; {}",
                 drill_id
                     .as_deref()
                     .unwrap_or("unknown (its metadata could not be read)"),
-                location
-                    .map(|l| format!(", its files under {l} deleted"))
-                    .unwrap_or_default()
+                removal.describe(&name)
             ),
             table: name,
             drill_id,
@@ -87,18 +85,63 @@ pub async fn clear_scratch(handle: &CatalogHandle, scratch: &str) -> anyhow::Res
     Ok(removed)
 }
 
+/// What [`remove_scratch_table`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Removal {
+    /// No such table: the drill never made it (or a kill came before).
+    NeverMade,
+    /// Its files under this location deleted (S3 Tables: purged), then its entry dropped.
+    Removed { location: String },
+    /// Its metadata could not be read and the catalog's pointer names no location: its entry
+    /// was dropped, its files (if any) are where the catalog last put them.
+    EntryOnly { why: String },
+}
+
+impl Removal {
+    /// How a report says it.
+    pub fn describe(&self, name: &str) -> String {
+        match self {
+            Removal::NeverMade => format!("{name} was never made"),
+            Removal::Removed { location } => format!("dropped {name} and deleted its files under {location}"),
+            Removal::EntryOnly { why } => format!(
+                "dropped {name}'s catalog entry; its metadata could not be read ({why}), so its files, if any, were not deleted"
+            ),
+        }
+    }
+}
+
 /// Deletes a scratch table's files, then drops it (in this order: a kill in between leaves an
-/// entry the next drill finds). Returns the location whose files were deleted (`None`: no such
-/// table, or its metadata could not be read and only its entry was dropped).
-pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<Option<String>> {
+/// entry the next drill finds).
+pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow::Result<Removal> {
     let ident = table::parse_ident(name)?;
     if !handle.catalog().table_exists(&ident).await? {
-        return Ok(None);
+        return Ok(Removal::NeverMade);
     }
-    let loaded = table::load_table(handle, name).await.ok();
-    let location = loaded
-        .as_ref()
-        .map(|t| t.metadata().location().trim_end_matches('/').to_string());
+    let loaded = table::load_table(handle, name).await;
+    let removal = match &loaded {
+        Ok(t) => Removal::Removed {
+            location: t.metadata().location().trim_end_matches('/').to_string(),
+        },
+        // A metadata file that cannot be read (deleted, damaged): the table's location is the
+        // catalog's pointer before `/metadata/`, deleted only when it is a folder named after
+        // this scratch table (the catalog's default layout for the table the drill made), never
+        // a location an unverified pointer names elsewhere.
+        Err(e) => match handle.metadata_pointer(&ident).await.ok().flatten() {
+            Some(pointer)
+                if pointer.rsplit_once("/metadata/").is_some_and(|(location, _)| {
+                    location
+                        .rsplit('/')
+                        .next()
+                        .is_some_and(|folder| folder.starts_with(ident.name()))
+                }) =>
+            {
+                Removal::Removed {
+                    location: pointer.rsplit_once("/metadata/").unwrap().0.to_string(),
+                }
+            }
+            _ => Removal::EntryOnly { why: format!("{e:#}") },
+        },
+    };
     if handle.kind() == tidemark_schemas::CatalogKind::S3tables {
         // S3 Tables owns the table's storage: its purge (DeleteTable) removes the files (a
         // table bucket cannot be listed or deleted from by prefix).
@@ -107,25 +150,29 @@ pub async fn remove_scratch_table(handle: &CatalogHandle, name: &str) -> anyhow:
             .purge_table(&ident)
             .await
             .map_err(|e| anyhow::anyhow!("purge scratch table {name}: {e}"))?;
-        return Ok(location);
+        return Ok(match removal {
+            // The service removed the files with the entry.
+            Removal::EntryOnly { .. } => Removal::Removed {
+                location: format!("{name} (purged by S3 Tables)"),
+            },
+            r => r,
+        });
     }
-    if let (Some(t), Some(location)) = (&loaded, &location) {
-        t.file_io().delete_prefix(format!("{location}/")).await.or_else(|e| {
-            if e.kind() == iceberg::ErrorKind::FeatureUnsupported {
-                Ok(())
-            } else {
-                Err(anyhow::anyhow!(
-                    "delete the files of scratch table {name} under {location}: {e}"
-                ))
-            }
-        })?;
+    if let Removal::Removed { location } = &removal {
+        let io = match &loaded {
+            Ok(t) => t.file_io().clone(),
+            Err(_) => crate::table::source::file_io(handle.file_io_props()),
+        };
+        io.delete_prefix(format!("{location}/"))
+            .await
+            .map_err(|e| anyhow::anyhow!("delete the files of scratch table {name} under {location}: {e}"))?;
     }
     handle
         .catalog()
         .drop_table(&ident)
         .await
         .map_err(|e| anyhow::anyhow!("drop scratch table {name}: {e}"))?;
-    Ok(location)
+    Ok(removal)
 }
 
 /// The temporary folder holding a drill's audit records when it has no `--history`:
