@@ -730,3 +730,113 @@ fn follow_into_a_postgresql_catalog() {
     ])
     .ok();
 }
+
+/// A bad write replicated to the DR side (issue 30, item 6): `replica status --audit
+/// TABLE=JOURNAL` audits the DR copy the follower registered against the journal, exits 12
+/// naming the divergent snapshot, and its Prometheus file says which table diverged. Before
+/// the bad write the same status is clean (exit 0, the gauge 0).
+#[test]
+fn replica_status_reports_a_bad_write_the_dr_copy_holds() {
+    const DIVERGENCE: i32 = 12;
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    let (primary_wh, replica) = (s.path_str("sites/primary"), s.path_str("sites/replica"));
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&["gen", "events", "--orders", "100", "--events", "300", "--out", &input])
+        .ok();
+    s.append(&journal, &input).ok();
+    let primary = s.path_str("primary.db");
+    s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &primary,
+        "--warehouse",
+        &primary_wh,
+        "--table",
+        "shop.orders",
+    ])
+    .ok();
+    let (dr, st) = (s.path_str("dr.db"), s.path_str("state"));
+    let map = format!("{}={}", base(&primary_wh), base(&replica));
+    let follow = || {
+        replicate(&primary_wh, &replica, None, true);
+        followed(s.run(&[
+            "replica",
+            "follow",
+            "--warehouse",
+            &replica,
+            "--catalog",
+            &dr,
+            "--prefix-map",
+            &map,
+            "--state",
+            &st,
+            "--once",
+            "--json",
+        ]))
+    };
+    let prom = s.path_str("replica.prom");
+    let audit = format!("shop.orders={journal}");
+    let status = || {
+        s.run(&[
+            "replica",
+            "status",
+            "--state",
+            &st,
+            "--audit",
+            &audit,
+            "--prometheus",
+            &prom,
+            "--json",
+        ])
+    };
+    follow();
+    let clean = status().ok().json();
+    let a = &clean["tables"][0]["audit"];
+    assert_eq!(a["verdict"], "trusted", "{clean:#}");
+    assert_eq!(a["trusted"]["position"], 300, "{clean:#}");
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        text.contains("tidemark_replica_table_divergence{catalog=") && text.contains("table=\"shop.orders\"} 0"),
+        "{text}"
+    );
+
+    // A bad delete on the primary, replicated and registered by the follower.
+    let f = s
+        .run(&[
+            "fault",
+            "delete",
+            "--catalog",
+            &primary,
+            "--warehouse",
+            &primary_wh,
+            "--table",
+            "shop.orders",
+            "--where",
+            "order_version > 2",
+            "--json",
+        ])
+        .ok()
+        .json();
+    assert!(f["rows_deleted"].as_u64().unwrap() > 0, "{f}");
+    follow();
+    let bad = status().fails(DIVERGENCE, &["shop.orders", "divergence"]);
+    let r = bad.json();
+    let a = &r["tables"][0]["audit"];
+    assert_eq!(a["verdict"], "divergence", "{r:#}");
+    assert_eq!(
+        a["first_divergence"]["counts"]["removed"], f["rows_deleted"],
+        "every deleted row is counted: {r:#}"
+    );
+    assert_eq!(
+        a["trusted"]["position"], 300,
+        "the copy before the bad write stays trusted: {r:#}"
+    );
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(text.contains("table=\"shop.orders\"} 1"), "{text}");
+    // Incremental: the second audit resumed from the first one's records.
+    assert!(a["resumed_from"].is_i64(), "{r:#}");
+}

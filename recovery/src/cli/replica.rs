@@ -13,7 +13,7 @@ use tidemark_recovery::dr::follow_status::{self, StatusReport};
 use tidemark_recovery::dr::follower::{self, RunLimits};
 use tidemark_recovery::dr::resync::{self, ResyncAction};
 use tidemark_recovery::dr::{failover, lease};
-use tidemark_recovery::exit::exit_error;
+use tidemark_recovery::exit::{BAD_INPUT, exit_error};
 use tidemark_recovery::recover::snapshot::PrefixMap;
 
 use super::{Common, print_json};
@@ -169,6 +169,11 @@ pub enum WarmCommand {
         /// Also write the status as a Prometheus textfile (gauges per table).
         #[arg(long)]
         prometheus: Option<PathBuf>,
+        /// Audit a table's DR copy against its journal, TABLE=JOURNAL_URL (repeat for several):
+        /// exit 12 when a copy holds a write its journal does not explain. Records go under the
+        /// state location (`audits/`), so the next status reads only what was replicated since.
+        #[arg(long, value_name = "TABLE=JOURNAL")]
+        audit: Vec<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -305,6 +310,7 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             catalog,
             max_age,
             prometheus,
+            audit,
             common,
         } => {
             let url = match (state, catalog) {
@@ -315,12 +321,16 @@ pub async fn run(cmd: WarmCommand) -> anyhow::Result<()> {
             let mut states = StateStore::new(store.clone());
             let current = states.load().await?;
             let lease = lease::read(store.as_ref()).await?.map(|(l, _)| l);
-            let report = follow_status::status(
+            let mut report = follow_status::status(
                 current.as_ref(),
                 lease.as_ref(),
                 max_age.map(|d| d.as_millis() as i64),
                 SystemClock.now(),
             );
+            if !audit.is_empty() {
+                let audits = audit_copies(current.as_ref(), &audit, &store).await?;
+                follow_status::attach_audits(&mut report, audits);
+            }
             if let Some(path) = &prometheus {
                 write_textfile(path, &follow_status::prometheus(&report))?;
             }
@@ -499,12 +509,51 @@ async fn run_resync(
     Ok(())
 }
 
+/// `--audit TABLE=JOURNAL`: each named table's DR copy audited against its journal.
+async fn audit_copies(
+    state: Option<&tidemark_recovery::dr::follow_state::FollowerState>,
+    specs: &[String],
+    store: &std::sync::Arc<dyn tidemark_journal::store::ObjectStore>,
+) -> anyhow::Result<Vec<(String, tidemark_recovery::dr::replica_audit::ReplicaAudit)>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        let Some((table, url)) = spec.split_once('=') else {
+            return Err(exit_error(
+                BAD_INPUT,
+                format!("--audit {spec:?}: give TABLE=JOURNAL_URL"),
+            ));
+        };
+        let Some(t) = state.and_then(|s| s.tables.iter().find(|t| t.table == table)) else {
+            return Err(exit_error(
+                BAD_INPUT,
+                format!("--audit {table}: the follower's state holds no table {table}"),
+            ));
+        };
+        let journal = tidemark_journal::Journal::open(tidemark_journal::store::open(url).await?).await?;
+        out.push((
+            table.to_string(),
+            tidemark_recovery::dr::replica_audit::audit_copy(state.unwrap(), t, &journal, store.clone()).await,
+        ));
+    }
+    Ok(out)
+}
+
 fn status_line(r: &StatusReport) -> String {
     let bad: Vec<String> = r
         .tables
         .iter()
         .filter(|t| t.summary != "OK")
         .map(|t| format!("{} {}", t.table, t.summary))
+        .chain(r.tables.iter().filter_map(|t| {
+            let a = t.audit.as_ref()?;
+            match &a.first_divergence {
+                Some(d) => Some(format!(
+                    "{}: its DR copy holds a divergence at snapshot {} ({})",
+                    t.table, d.snapshot_id, d.detail
+                )),
+                None => a.error.as_ref().map(|e| format!("{}: not audited: {e}", t.table)),
+            }
+        }))
         .collect();
     let follower = serde_json::to_value(r.follower)
         .ok()
@@ -538,6 +587,23 @@ fn print_status(r: &StatusReport) {
         );
         for m in &t.missing {
             println!("{:<32}   missing {} {} for {} s", "", m.what, m.path, m.age_ms / 1000);
+        }
+        if let Some(a) = &t.audit {
+            let trusted = a.trusted.as_ref().map_or("no trusted snapshot".into(), |p| {
+                format!(
+                    "newest trusted snapshot {} at position {}",
+                    p.snapshot_id,
+                    p.position.map_or("?".into(), |p| p.to_string())
+                )
+            });
+            match (&a.first_divergence, &a.error) {
+                (Some(d), _) => println!(
+                    "{:<32}   audit: divergence at snapshot {} ({} by {}: {} removed, {} changed, {} added); {trusted}",
+                    "", d.snapshot_id, d.operation, d.writer, d.counts.removed, d.counts.changed, d.counts.added
+                ),
+                (None, Some(e)) => println!("{:<32}   audit: not audited: {e}", ""),
+                (None, None) => println!("{:<32}   audit: trusted; {trusted}", ""),
+            }
         }
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! Exit codes ([`StatusReport::exit_code`]): 0 the follower is running or idle and every table is
 //! OK; 4 a table is behind, missing files, held, in conflict or failed; 10 every table was OK at
-//! the last scan but the follower is stale, stopped or fenced; 7 no state was ever written.
+//! the last scan but the follower is stale, stopped or fenced; 7 no state was ever written; with
+//! `--audit`, 12 when a table's DR copy holds a divergence ([`attach_audits`]).
 //! `replica follow --once` exits with the tables' part of it ([`tables_code`]).
 
 use chrono::{DateTime, Utc};
@@ -65,6 +66,8 @@ pub struct TableHealth {
     pub missing_count: usize,
     pub verified_metadata: Option<String>,
     pub latest_metadata: Option<String>,
+    /// The DR copy held against the table's journal (`--audit TABLE=JOURNAL`); `None`: not asked.
+    pub audit: Option<super::replica_audit::ReplicaAudit>,
 }
 
 /// The result of [`status`] (`tidemark replica status --json`).
@@ -156,6 +159,7 @@ pub fn status(
             missing_count: t.missing_count,
             verified_metadata: t.verified_metadata.clone(),
             latest_metadata: t.latest_metadata.clone(),
+            audit: None,
         })
         .collect();
     let exit_code = if tables_code(state) != crate::exit::OK {
@@ -177,6 +181,28 @@ pub fn status(
         lease_expires_at: lease.map(|l| l.expires_at.clone()),
         tables,
         exit_code,
+    }
+}
+
+/// Attaches the audits of the tables' DR copies (`--audit`): a copy holding a divergence makes
+/// the status exit 12 ([`crate::exit::DIVERGENCE`], before any other code: failing over to it
+/// would serve the bad write); a copy that could not be audited, 4.
+pub fn attach_audits(report: &mut StatusReport, audits: Vec<(String, super::replica_audit::ReplicaAudit)>) {
+    use super::replica_audit::ReplicaAudit;
+    for (table, audit) in audits {
+        if let Some(t) = report.tables.iter_mut().find(|t| t.table == table) {
+            t.audit = Some(audit);
+        }
+    }
+    let verdicts: Vec<&str> = report
+        .tables
+        .iter()
+        .filter_map(|t| t.audit.as_ref().map(|a| a.verdict.as_str()))
+        .collect();
+    if verdicts.contains(&ReplicaAudit::DIVERGENCE) {
+        report.exit_code = crate::exit::DIVERGENCE;
+    } else if verdicts.contains(&ReplicaAudit::NOT_AUDITED) && report.exit_code == crate::exit::OK {
+        report.exit_code = crate::exit::VERIFY_FAILED;
     }
 }
 
@@ -256,7 +282,27 @@ pub fn prometheus(report: &StatusReport) -> String {
             .max()
             .map_or(0.0, |a| a as f64 / 1000.0)
     });
+    let divergence = report
+        .tables
+        .iter()
+        .filter_map(|t| {
+            let a = t.audit.as_ref()?;
+            let v = match a.verdict.as_str() {
+                super::replica_audit::ReplicaAudit::DIVERGENCE => 1.0,
+                super::replica_audit::ReplicaAudit::TRUSTED => 0.0,
+                _ => f64::NAN,
+            };
+            Some((format!("catalog=\"{catalog}\",table=\"{}\"", label(&t.table)), v))
+        })
+        .collect::<Vec<_>>();
     gauge("tidemark_replica_table_ok", "1 when the table is OK.", ok);
+    if !divergence.is_empty() {
+        gauge(
+            "tidemark_replica_table_divergence",
+            "1 when the DR copy's history holds a write its journal does not explain (replica status --audit), 0 when trusted, NaN when it could not be audited.",
+            divergence,
+        );
+    }
     gauge(
         "tidemark_replica_table_versions_behind",
         "Commits the DR catalog is behind the newest version seen (RPO in commits).",

@@ -21,6 +21,7 @@ pub mod rebuild;
 #[cfg(test)]
 mod rebuild_tests;
 pub mod replica;
+pub mod replica_audit;
 pub mod resync;
 pub mod resync_record;
 pub mod resync_record_write;
