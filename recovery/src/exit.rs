@@ -117,6 +117,7 @@ fn audit_code(e: &crate::audit::AuditError) -> u8 {
     use crate::audit::AuditError as X;
     match e {
         X::Source(crate::table::source::SourceError::MissingFile { .. }) => VERIFY_FAILED,
+        X::Source(crate::table::source::SourceError::AccessDenied { .. }) => ACCESS_DENIED,
         X::Source(_) => FAILURE,
         X::Table(t) => table_code(t),
         X::Journal(j) => journal_code(j),
