@@ -438,6 +438,40 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
                 args[..3].join(" ")
             );
         }
+        // `catalog backup` checks that every file the table references exists: a data file
+        // refused is refused credentials, not a missing file. A HEAD's reply has no body: a 400
+        // is read again (one GET) to learn its code.
+        let proxy = Proxy::start(
+            &s,
+            &[
+                "--rate",
+                "1",
+                "--faults",
+                fault,
+                "--path-regex",
+                "cred-wh.*/data/",
+                "--max-faults",
+                "100000",
+            ],
+        );
+        let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+        let backup = run_env(
+            &s,
+            &env,
+            &[
+                "catalog",
+                "backup",
+                "--catalog",
+                &catalog,
+                "--warehouse",
+                &warehouse,
+                "--to",
+                &backups,
+            ],
+        )
+        .fails(8, &["check the credentials", "/data/"]);
+        assert!(!backup.stderr.contains("missing"), "{fault}: {}", backup.stderr);
+        assert!(proxy.faults() <= 2, "{fault}: {} refused requests", proxy.faults());
     }
 }
 
