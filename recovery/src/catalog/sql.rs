@@ -340,7 +340,7 @@ impl SqlBackend {
         let name = ns.join(".");
         let sql = self.bind_style(
             "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) \
-             SELECT ?, ?, 'exists', 'true' WHERE NOT EXISTS (SELECT 1 FROM iceberg_namespace_properties \
+             SELECT CAST(? AS VARCHAR(255)), CAST(? AS VARCHAR(255)), 'exists', 'true' WHERE NOT EXISTS (SELECT 1 FROM iceberg_namespace_properties \
              WHERE catalog_name = ? AND namespace = ? AND property_key = 'exists')",
         );
         sqlx::query(&sql)
