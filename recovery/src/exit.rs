@@ -117,6 +117,7 @@ fn audit_code(e: &crate::audit::AuditError) -> u8 {
     use crate::audit::AuditError as X;
     match e {
         X::Source(crate::table::source::SourceError::MissingFile { .. }) => VERIFY_FAILED,
+        X::Source(crate::table::source::SourceError::AccessDenied { .. }) => ACCESS_DENIED,
         X::Source(_) => FAILURE,
         X::Table(t) => table_code(t),
         X::Journal(j) => journal_code(j),
@@ -302,6 +303,14 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
                 _ => continue, // the cause decides
             }
         }
+        // Its `Read` variant is transparent: the table error's kind is read here.
+        if let Some(e) = cause.downcast_ref::<crate::dr::replica::FilesError>() {
+            use crate::dr::replica::FilesError as F;
+            return match e {
+                F::Parse { .. } => VERIFY_FAILED,
+                F::Read(t) => table_code(t),
+            };
+        }
         if let Some(e) = cause.downcast_ref::<crate::dr::rebuild::DrError>() {
             use crate::dr::rebuild::DrError as D;
             match e {
@@ -339,8 +348,73 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::table::TableError;
+
+    /// The `pub const NAME: u8 = N;` lines of a source file: code → name.
+    fn constants(source: &str) -> BTreeMap<u8, String> {
+        source
+            .lines()
+            .filter_map(|l| {
+                let rest = l.trim().strip_prefix("pub const ")?;
+                let (name, value) = rest.split_once(": u8 = ")?;
+                Some((value.trim_end_matches(';').parse().ok()?, name.to_string()))
+            })
+            .collect()
+    }
+
+    /// The rows `| N | `NAME` | meaning |` of the "Exit codes" table of docs/errors.md.
+    fn documented(doc: &str) -> BTreeMap<u8, String> {
+        let section = doc.split("\n## Exit codes\n").nth(1).expect("an Exit codes section");
+        let section = section.split("\n## ").next().unwrap();
+        let mut rows = BTreeMap::new();
+        for line in section.lines().filter(|l| l.starts_with("| ")) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let Ok(code) = cells[1].parse::<u8>() else {
+                continue; // the header
+            };
+            let name = cells[2].trim_matches('`').to_string();
+            assert!(
+                rows.insert(code, name).is_none(),
+                "exit code {code} is documented twice"
+            );
+        }
+        rows
+    }
+
+    /// docs/errors.md's exit-code table and the constants that define the codes say the same,
+    /// both ways: every constant is documented under its code, every documented code is one.
+    #[test]
+    fn the_exit_code_table_matches_the_constants() {
+        let mut defined = constants(include_str!("exit.rs"));
+        defined.extend(constants(include_str!("dr/follow_status.rs")));
+        // The parse reads the values the code uses.
+        for (code, name) in [
+            (OK, "OK"),
+            (ACCESS_DENIED, "ACCESS_DENIED"),
+            (RTO_OVER_BUDGET, "RTO_OVER_BUDGET"),
+            (crate::dr::follow_status::EXIT_NOT_RUNNING, "EXIT_NOT_RUNNING"),
+        ] {
+            assert_eq!(defined.get(&code).map(String::as_str), Some(name));
+        }
+        let documented = documented(include_str!("../../docs/errors.md"));
+        for (code, name) in &defined {
+            assert_eq!(
+                documented.get(code),
+                Some(name),
+                "exit code {code} ({name}) is not documented as such in docs/errors.md"
+            );
+        }
+        for (code, name) in &documented {
+            assert_eq!(
+                defined.get(code),
+                Some(name),
+                "docs/errors.md documents exit code {code} ({name}), which no constant defines"
+            );
+        }
+    }
 
     /// A table file the embedded build cannot reach: iceberg's error, wrapped as every iceberg
     /// error is (`TableError::Iceberg`, a failure of its own), carries the store's `NotBuilt`.

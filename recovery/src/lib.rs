@@ -22,6 +22,7 @@ pub mod audit;
 pub mod benchdata;
 pub mod catalog;
 pub mod dr;
+pub mod error_text;
 pub mod exit;
 pub mod ids;
 pub mod merge;

@@ -1,5 +1,5 @@
 //! The `tidemark` binary: parses the command line, runs the command, prints errors as one line
-//! with their whole cause chain, and returns a documented exit code (see `exit.rs`).
+//! with their whole cause chain (each cause once: `error_text`), and returns a documented exit code (see `exit.rs`).
 
 mod cli;
 
@@ -38,7 +38,7 @@ fn main() -> ExitCode {
     match runtime.block_on(cli::run(args)) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", tidemark_recovery::error_text::one_line(&e));
             ExitCode::from(exit::code_of(&e))
         }
     }

@@ -6,6 +6,7 @@
 
 mod commands;
 mod crashes;
+mod disk_full;
 mod follow;
 mod reruns;
 mod s3;

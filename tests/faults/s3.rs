@@ -296,6 +296,33 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
     apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
     flip(&s, &route, &catalog, "shop.orders", 20, &["--warehouse", &warehouse]);
     let backups = unique("cred-backups");
+    let drill_store = unique("cred-drill");
+    let work = s.path_str("drill-work");
+    // The table's metadata file, for the drill of a replica (`--source-metadata`).
+    let shown = s.run(&["route", "show", "--route", &route, "--json"]).ok().json();
+    let metadata = shown[0]["route"]["metadata_location"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no metadata location in {shown}"))
+        .to_string();
+    let drill_real = |source: &'static str, table: &str| -> Vec<String> {
+        [
+            "drill",
+            source,
+            table,
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--scratch",
+            "drills",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let drill_table = drill_real("--source-table", "shop.orders");
+    let drill_replica = drill_real("--source-metadata", &metadata);
     let commands: Vec<Vec<&str>> = vec![
         vec!["journal", "status", "--journal", &journal],
         vec![
@@ -352,6 +379,20 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
             "--where",
             "order_id = 'o-1'",
         ],
+        drill_table.iter().map(String::as_str).collect(),
+        drill_replica.iter().map(String::as_str).collect(),
+        // The synthetic drill on an S3 store.
+        vec![
+            "drill",
+            "--store",
+            &drill_store,
+            "--work",
+            &work,
+            "--orders",
+            "20",
+            "--events",
+            "50",
+        ],
     ];
     for (fault, code) in [("token", "InvalidToken"), ("403", "AccessDenied")] {
         let proxy = Proxy::start(&s, &["--rate", "1", "--faults", fault, "--max-faults", "100000"]);
@@ -384,6 +425,53 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         run_env(&s, &env, &["query", "--route", &route, "SELECT count(*) FROM orders"])
             .fails(8, &["access to the warehouse refused", code]);
         assert_eq!(proxy.faults(), 1, "{fault}: the table-file client retried the refusal");
+        // The drill of a real table whose files are refused (the journal is read): its audit's
+        // read of the table metadata, reported as the drill's failed step.
+        for args in [&drill_table, &drill_replica] {
+            let before = proxy.faults();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_env(&s, &env, &args).fails(8, &[code, "check the credentials"]);
+            assert_eq!(
+                proxy.faults() - before,
+                1,
+                "{fault}: `{}` retried the refusal",
+                args[..3].join(" ")
+            );
+        }
+        // `catalog backup` checks that every file the table references exists: a data file
+        // refused is refused credentials, not a missing file. A HEAD's reply has no body: a 400
+        // is read again (one GET) to learn its code.
+        let proxy = Proxy::start(
+            &s,
+            &[
+                "--rate",
+                "1",
+                "--faults",
+                fault,
+                "--path-regex",
+                "cred-wh.*/data/",
+                "--max-faults",
+                "100000",
+            ],
+        );
+        let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+        let backup = run_env(
+            &s,
+            &env,
+            &[
+                "catalog",
+                "backup",
+                "--catalog",
+                &catalog,
+                "--warehouse",
+                &warehouse,
+                "--to",
+                &backups,
+            ],
+        )
+        .fails(8, &["check the credentials", "/data/"]);
+        assert!(!backup.stderr.contains("missing"), "{fault}: {}", backup.stderr);
+        assert!(proxy.faults() <= 2, "{fault}: {} refused requests", proxy.faults());
     }
 }
 

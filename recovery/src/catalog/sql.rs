@@ -136,6 +136,44 @@ async fn release(c: NoPostgres) {
     match c {}
 }
 
+/// Whether `detail` (an error's text, its causes included) says the disk is full: SQLite's
+/// `SQLITE_FULL` (code 13, "database or disk is full") or the system's `ENOSPC`.
+pub(crate) fn disk_full(detail: &str) -> bool {
+    detail.contains("database or disk is full")
+        || detail.contains("(code: 13)")
+        || detail.contains("No space left on device")
+}
+
+/// A write to the catalog's database that failed: [`TableError::CatalogWriteFailed`], naming a
+/// full disk as the cause when it is one.
+pub(crate) fn write_failed(uri: &str, action: &str, e: &dyn std::fmt::Display) -> TableError {
+    let detail = e.to_string();
+    TableError::CatalogWriteFailed {
+        uri: uri.to_string(),
+        action: action.to_string(),
+        cause: if disk_full(&detail) {
+            format!("the disk is full ({detail})")
+        } else {
+            detail
+        },
+    }
+}
+
+/// An error while the catalog is opened: a write that failed on a full disk (the catalog's
+/// tables created on first use) is [`TableError::CatalogWriteFailed`]; anything else is a
+/// catalog that cannot be reached (a missing folder, a file that is no database, a server
+/// that does not answer).
+fn open_failed(shown: &str, detail: String) -> TableError {
+    if disk_full(&detail) {
+        write_failed(shown, "opening it (its tables are created on first use)", &detail)
+    } else {
+        TableError::CatalogUnreachable {
+            uri: shown.to_string(),
+            detail,
+        }
+    }
+}
+
 /// Creates the SQLite file when it is missing (the catalog connects through sqlx's `Any` driver,
 /// which never creates one). The one place a SQLite catalog file is first touched.
 async fn open_sqlite_file(uri: &str, shown: &str) -> Result<(), TableError> {
@@ -143,10 +181,7 @@ async fn open_sqlite_file(uri: &str, shown: &str) -> Result<(), TableError> {
         &crate::catalog::sqlite_check::sqlite_path(uri).unwrap_or_default(),
     )
     .await?;
-    let unreachable = |detail: String| TableError::CatalogUnreachable {
-        uri: shown.to_string(),
-        detail,
-    };
+    let unreachable = |detail: String| open_failed(shown, detail);
     let opts = SqliteConnectOptions::from_str(uri)
         .map_err(|e| unreachable(format!("bad SQLite URI: {e}")))?
         .create_if_missing(true);
@@ -166,10 +201,7 @@ async fn open_initialized(
     warehouse: &str,
     file_io_props: &HashMap<String, String>,
 ) -> Result<SqlBackend, TableError> {
-    let unreachable = |detail: String| TableError::CatalogUnreachable {
-        uri: shown.clone(),
-        detail: scrub(&detail, uri),
-    };
+    let unreachable = |detail: String| open_failed(&shown, scrub(&detail, uri));
     sqlx::any::install_default_drivers();
     // A short acquire timeout so that an unreachable server fails the command in seconds, not
     // after the pool's default 30 s.
@@ -298,6 +330,28 @@ impl SqlBackend {
         }
         out.sort();
         Ok(out)
+    }
+
+    /// Creates the namespace `ns` (one that exists is no error) with the row iceberg-catalog-sql
+    /// writes for it (`exists = true`). Written here rather than by its `create_namespace`,
+    /// which ignores a failed commit: on a full disk it reported the namespace created, and the
+    /// table's creation then failed with `NamespaceNotFound`, hiding the cause.
+    pub async fn create_namespace(&self, ns: &NamespaceIdent) -> Result<(), TableError> {
+        let name = ns.join(".");
+        let sql = self.bind_style(
+            "INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value) \
+             SELECT CAST(? AS VARCHAR(255)), CAST(? AS VARCHAR(255)), 'exists', 'true' WHERE NOT EXISTS (SELECT 1 FROM iceberg_namespace_properties \
+             WHERE catalog_name = ? AND namespace = ? AND property_key = 'exists')",
+        );
+        sqlx::query(&sql)
+            .bind(self.name())
+            .bind(&name)
+            .bind(self.name())
+            .bind(&name)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| write_failed(&self.reference.uri, &format!("create namespace {name}"), &e))?;
+        Ok(())
     }
 
     /// The namespaces that hold tables, read from the catalog database: the SQL catalog's

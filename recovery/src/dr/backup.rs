@@ -198,6 +198,15 @@ pub enum BackupError {
     #[error("table {table}: cannot back up: {reason}")]
     NotBackedUp { table: String, reason: String },
 
+    /// A file the table references could not be checked (not missing: refused, say); its
+    /// kind decides the exit code.
+    #[error("table {table}: cannot back up: {source}")]
+    Files {
+        table: String,
+        #[source]
+        source: super::replica::FilesError,
+    },
+
     #[error("table {table}: cannot back up: cannot read its metadata file {location}: {source}")]
     Unreadable {
         table: String,
@@ -248,7 +257,10 @@ async fn describe(
     let io = file_io(handle.file_io_props());
     let (missing, snapshot_id, referenced) = missing_files(&io, None, location, &json, &mut HashMap::new())
         .await
-        .map_err(not)?;
+        .map_err(|source| BackupError::Files {
+            table: table.to_string(),
+            source,
+        })?;
     let entry = BackupTable {
         table: table.to_string(),
         metadata_location: location.to_string(),
@@ -587,19 +599,9 @@ pub async fn restore_through(
             RestoreAction::Unchanged | RestoreAction::Conflict => {}
             RestoreAction::Register => {
                 let ns: &NamespaceIdent = ident.namespace();
-                let cat_err = |action: &str, source: iceberg::Error| {
-                    BackupError::Dr(DrError::Catalog {
-                        table: out.table.clone(),
-                        action: action.to_string(),
-                        catalog: handle.uri().to_string(),
-                        source: Box::new(source),
-                    })
-                };
-                match handle.catalog().create_namespace(ns, HashMap::new()).await {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
-                    Err(e) => return Err(cat_err("create the namespace", e)),
-                }
+                crate::table::create_namespace(handle, ns)
+                    .await
+                    .map_err(table_err(&out.table))?;
                 match handle.register_table(&ident, &out.restored).await {
                     Ok(_) => {}
                     Err(TableError::Iceberg { source, .. }) if source.kind() == ErrorKind::TableAlreadyExists => {

@@ -31,7 +31,6 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use iceberg::ErrorKind;
 use serde_json::Value;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{self, ObjectStore};
@@ -554,11 +553,9 @@ pub(super) async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::Ta
     let ns = ident.namespace();
     let exists = handle.catalog().namespace_exists(ns).await.map_err(|e| e.to_string())?;
     if !exists {
-        match handle.catalog().create_namespace(ns, HashMap::new()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
-            Err(e) => return Err(format!("cannot create namespace {}: {e}", ns.join("."))),
-        }
+        crate::table::create_namespace(handle, ns)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }

@@ -34,7 +34,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use futures::{StreamExt, stream};
-use iceberg::ErrorKind;
 use iceberg::spec::TableMetadata;
 use serde::Serialize;
 use serde_json::Value;
@@ -625,12 +624,16 @@ async fn rebuild_table(
         .await
         .map_err(catalog_err("look up the namespace"))?
     {
-        match handle.catalog().create_namespace(ns, HashMap::new()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+        match crate::table::create_namespace(handle, ns).await {
+            Ok(()) => {}
             // Tables of one namespace are rebuilt concurrently: another may have created it.
             Err(_) if handle.catalog().namespace_exists(ns).await.unwrap_or(false) => {}
-            Err(e) => return Err(catalog_err("create the namespace")(e)),
+            Err(e) => {
+                return Err(DrError::Pointer {
+                    table: table.clone(),
+                    source: Box::new(e),
+                });
+            }
         }
     }
     // Parsed as Iceberg metadata here (what a catalog's register checks by reading it again),

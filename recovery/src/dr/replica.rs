@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 
-use iceberg::io::FileIO;
+use iceberg::io::{FileIO, FileRead};
 use iceberg::spec::{DataContentType, Manifest, ManifestList, TableMetadata};
 use serde::Serialize;
 use serde_json::Value;
@@ -29,6 +29,7 @@ use tidemark_journal::store::{self, ObjectStore};
 
 use super::head::{HeadRead, choose_folder_head};
 use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
+use crate::table::TableError;
 use crate::table::source::{PrefixMap, file_io};
 
 /// Version of the JSON report.
@@ -44,6 +45,43 @@ pub struct MissingFile {
     pub path: String,
     /// `manifest list`, `manifest`, `data file` or `delete file`.
     pub what: String,
+}
+
+/// Why the files of a metadata file could not be checked. A missing file is no error (it is
+/// the result); a refused read is [`TableError::AccessDenied`] (exit 8), never a missing file.
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    #[error("cannot parse {what} {path}: {detail}")]
+    Parse { what: String, path: String, detail: String },
+    #[error(transparent)]
+    Read(Box<TableError>),
+}
+
+impl From<TableError> for FilesError {
+    fn from(e: TableError) -> Self {
+        FilesError::Read(Box::new(e))
+    }
+}
+
+/// Whether the file at `path` exists. A HEAD's reply has no body, so a refusal answered with a
+/// 400 (`InvalidToken`) names no code there: a failed check that is not already a refusal reads
+/// one byte of the file (one GET) to learn it.
+async fn exists(io: &FileIO, path: &str, what: &str) -> Result<bool, FilesError> {
+    let context = || format!("cannot check {what} {path}");
+    let failed = match io.exists(path).await {
+        Ok(found) => return Ok(found),
+        Err(e) => crate::table::from_iceberg(context(), e),
+    };
+    if matches!(failed, TableError::AccessDenied { .. }) {
+        return Err(failed.into());
+    }
+    let probe = async { io.new_input(path)?.reader().await?.read(0..1).await };
+    if let Err(e) = probe.await
+        && let refused @ TableError::AccessDenied { .. } = crate::table::from_iceberg(context(), e)
+    {
+        return Err(refused.into());
+    }
+    Err(failed.into())
 }
 
 /// One table of a [`ReplicaReport`].
@@ -188,7 +226,9 @@ async fn check_table(
             continue; // not in the replica: cannot be recovered to
         };
         out.checked += 1;
-        let (missing, snapshot_id, _) = missing_files(io, map, name, json, &mut exists_cache).await?;
+        let (missing, snapshot_id, _) = missing_files(io, map, name, json, &mut exists_cache)
+            .await
+            .map_err(|e| e.to_string())?;
         if position == 0 {
             out.newest_missing_count = missing.len();
             out.newest_missing = missing.iter().take(MAX_MISSING_LISTED).cloned().collect();
@@ -213,23 +253,27 @@ pub(crate) async fn missing_files(
     name: &str,
     json: &Value,
     cache: &mut HashMap<String, bool>,
-) -> Result<(Vec<MissingFile>, Option<i64>, usize), String> {
-    let meta: TableMetadata =
-        serde_json::from_value(json.clone()).map_err(|e| format!("cannot parse metadata file {name}: {e}"))?;
+) -> Result<(Vec<MissingFile>, Option<i64>, usize), FilesError> {
+    let parse = |what: &str, path: &str| {
+        let (what, path) = (what.to_string(), path.to_string());
+        move |e: &dyn std::fmt::Display| FilesError::Parse {
+            what,
+            path,
+            detail: e.to_string(),
+        }
+    };
+    let meta: TableMetadata = serde_json::from_value(json.clone()).map_err(|e| parse("metadata file", name)(&e))?;
     let Some(snapshot) = meta.current_snapshot() else {
         return Ok((Vec::new(), None, 0));
     };
     let mut missing = Vec::new();
     let mut checked = 0;
-    let mut present = async |path: String, what: &str, missing: &mut Vec<MissingFile>| -> Result<bool, String> {
+    let mut present = async |path: String, what: &str, missing: &mut Vec<MissingFile>| -> Result<bool, FilesError> {
         checked += 1;
         let found = match cache.get(&path) {
             Some(b) => *b,
             None => {
-                let b = io
-                    .exists(&path)
-                    .await
-                    .map_err(|e| format!("cannot check {what} {path}: {e}"))?;
+                let b = exists(io, &path, what).await?;
                 cache.insert(path.clone(), b);
                 b
             }
@@ -242,12 +286,14 @@ pub(crate) async fn missing_files(
         }
         Ok(found)
     };
-    let read = async |path: &str, what: &str| {
-        io.new_input(path)
-            .map_err(|e| format!("cannot open {what} {path}: {e}"))?
+    let read = async |path: &str, what: &str| -> Result<bytes::Bytes, FilesError> {
+        let input = io
+            .new_input(path)
+            .map_err(crate::table::iceberg_err(format!("cannot open {what} {path}")))?;
+        Ok(input
             .read()
             .await
-            .map_err(|e| format!("cannot read {what} {path}: {e}"))
+            .map_err(crate::table::iceberg_err(format!("cannot read {what} {path}")))?)
     };
 
     let list_path = PrefixMap::apply(map, snapshot.manifest_list());
@@ -255,14 +301,14 @@ pub(crate) async fn missing_files(
         return Ok((missing, Some(snapshot.snapshot_id()), checked));
     }
     let list = ManifestList::parse_with_version(&read(&list_path, "manifest list").await?, meta.format_version())
-        .map_err(|e| format!("cannot parse manifest list {list_path}: {e}"))?;
+        .map_err(|e| parse("manifest list", &list_path)(&e))?;
     for mf in list.entries() {
         let path = PrefixMap::apply(map, &mf.manifest_path);
         if !present(path.clone(), "manifest", &mut missing).await? {
             continue;
         }
-        let manifest = Manifest::parse_avro(&read(&path, "manifest").await?)
-            .map_err(|e| format!("cannot parse manifest {path}: {e}"))?;
+        let manifest =
+            Manifest::parse_avro(&read(&path, "manifest").await?).map_err(|e| parse("manifest", &path)(&e))?;
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
             let f = entry.data_file();
             let what = match f.content_type() {

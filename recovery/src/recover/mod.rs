@@ -152,6 +152,7 @@ impl From<crate::table::source::SourceError> for RecoverError {
         use crate::table::source::SourceError as S;
         match e {
             S::MissingFile { path, what } => RecoverError::MissingFile { path, what },
+            S::AccessDenied { context, detail } => RecoverError::Table(TableError::AccessDenied { context, detail }),
             S::Iceberg { context, message } => RecoverError::Iceberg { context, message },
         }
     }

@@ -16,7 +16,7 @@ use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::generate::OrderGen;
 use tidemark_journal::spec::orders_spec;
-use tidemark_journal::store::{self, ObjectStore, PutMode, list_all};
+use tidemark_journal::store::{self, ObjectStore, PutMode, StoreError, list_all};
 use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_router::{Fence, FlipRequest, RouteStore};
 use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
@@ -158,17 +158,22 @@ pub(crate) fn checks_markdown(checks: &[DrillCheck]) -> String {
     s
 }
 
+/// A step that failed, with its cause kept (not its text): the cause's kind decides the exit
+/// code (`exit::code_of`: refused credentials are 8 here as in every command).
 #[derive(Debug, thiserror::Error)]
-#[error("drill step {step} failed: {message}")]
+#[error("drill step {step} failed")]
 pub struct DrillError {
     pub step: String,
-    pub message: String,
+    #[source]
+    pub source: Cause,
 }
 
-fn fail(step: &str) -> impl Fn(String) -> DrillError + '_ {
-    move |message| DrillError {
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+fn fail<E: Into<Cause>>(step: &str) -> impl Fn(E) -> DrillError + '_ {
+    move |e| DrillError {
         step: step.to_string(),
-        message,
+        source: e.into(),
     }
 }
 
@@ -213,14 +218,13 @@ impl Timer<'_> {
 }
 
 /// Copies every object under `from` to `to` in one store (bucket replication: objects, not tables).
-async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u64, String> {
+async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u64, StoreError> {
     let mut n = 0;
-    for obj in list_all(store, from).await.map_err(|e| e.to_string())? {
-        let body = store.get(&obj.key, None).await.map_err(|e| e.to_string())?.body;
+    for obj in list_all(store, from).await? {
+        let body = store.get(&obj.key, None).await?.body;
         store
             .put(&format!("{to}{}", &obj.key[from.len()..]), body, PutMode::Overwrite)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         n += 1;
     }
     Ok(n)
@@ -237,8 +241,8 @@ pub async fn run(
         steps: Vec::new(),
         progress,
     };
-    std::fs::create_dir_all(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
-    let work = std::fs::canonicalize(&opts.work).map_err(|e| fail("setup")(e.to_string()))?;
+    std::fs::create_dir_all(&opts.work).map_err(fail("setup"))?;
+    let work = std::fs::canonicalize(&opts.work).map_err(fail("setup"))?;
     let base = opts.store.clone().unwrap_or_else(|| work.display().to_string());
     let base = base.trim_end_matches('/').to_string();
     let url = |rel: &str| format!("{base}/{rel}");
@@ -252,12 +256,12 @@ pub async fn run(
 
     // Setup.
     let t = Instant::now();
-    let setup = |e: tidemark_journal::store::StoreError| fail("setup")(e.to_string());
+    let setup = &fail::<StoreError>("setup");
     let root = store::open_or_create(&base).await.map_err(setup)?;
     let journal_store = store::open_or_create(&url("journal")).await.map_err(setup)?;
     let journal = Journal::init(journal_store, orders_spec(), format!("drill-{}", ids.uuid()), clock)
         .await
-        .map_err(|e| fail("setup")(e.to_string()))?;
+        .map_err(fail("setup"))?;
     let ns = match &opts.catalog {
         Some(_) => format!("drill_{}", &ids.uuid().simple().to_string()[..12]),
         None => "shop".to_string(),
@@ -274,8 +278,8 @@ pub async fn run(
         };
         let d = work.join(dir);
         async move {
-            std::fs::create_dir_all(&d).map_err(|e| e.to_string())?;
-            open_catalog(&cfg).await.map_err(|e| e.to_string())
+            std::fs::create_dir_all(&d).map_err(Cause::from)?;
+            open_catalog(&cfg).await.map_err(Cause::from)
         }
     };
     let source: CatalogHandle = open("source", &warehouse_url("source-warehouse"))
@@ -314,7 +318,7 @@ pub async fn run(
     };
     append(&journal, ndjson(&events).as_bytes(), &aopts, clock, &mut |_| {})
         .await
-        .map_err(|e| fail("generate")(e.to_string()))?;
+        .map_err(fail("generate"))?;
     let before_bad = g.next_position() - 1;
     timer.done(
         "generate and journal",
@@ -334,10 +338,8 @@ pub async fn run(
         &mut |_| {},
     )
     .await
-    .map_err(|e| fail("apply")(e.to_string()))?;
-    let src = table::load_table(&source, &src_name)
-        .await
-        .map_err(|e| fail("apply")(e.to_string()))?;
+    .map_err(fail("apply"))?;
+    let src = table::load_table(&source, &src_name).await.map_err(fail("apply"))?;
     let first_route = FlipRequest {
         table_name: src_name.clone(),
         catalog: source.reference().clone(),
@@ -347,10 +349,7 @@ pub async fn run(
         reason: "drill: the production table".into(),
         recovery_id: None,
     };
-    routes
-        .init(first_route, clock)
-        .await
-        .map_err(|e| fail("apply")(e.to_string()))?;
+    routes.init(first_route, clock).await.map_err(fail("apply"))?;
     timer.done(
         "apply with checkpoints",
         t,
@@ -372,7 +371,7 @@ pub async fn run(
         ids,
     )
     .await
-    .map_err(|e| fail("bad delete")(e.to_string()))?;
+    .map_err(fail("bad delete"))?;
     timer.done(
         "bad delete",
         t,
@@ -385,9 +384,7 @@ pub async fn run(
     let copied = copy_prefix(root.as_ref(), "source-warehouse/", "dr-warehouse/")
         .await
         .map_err(fail("replicate"))?;
-    let src = table::load_table(&source, &src_name)
-        .await
-        .map_err(|e| fail("replicate")(e.to_string()))?;
+    let src = table::load_table(&source, &src_name).await.map_err(fail("replicate"))?;
     let replica_metadata = src.metadata_location().unwrap_or_default().to_string();
     // The source table's own S3 settings (a REST catalog vends them per table) over the DR's.
     let mut replica_props = dr.file_io_props().clone();
@@ -420,7 +417,7 @@ pub async fn run(
     };
     append(&journal, ndjson(&more).as_bytes(), &aopts, clock, &mut |_| {})
         .await
-        .map_err(|e| fail("stream")(e.to_string()))?;
+        .map_err(fail("stream"))?;
     // The applier finds the bad write (another writer's commit since its own last one that the
     // journal does not explain) and commits nothing on top of it.
     let stopped = apply(
@@ -478,12 +475,12 @@ pub async fn run(
     let route_at_start = routes
         .read()
         .await
-        .map_err(|e| fail("recover")(e.to_string()))?
-        .ok_or_else(|| fail("recover")("no route".into()))?;
+        .map_err(fail("recover"))?
+        .ok_or_else(|| fail("recover")("no route"))?;
     let mut rsteps = Vec::new();
     let (report, recovered) = recover(&journal, &dr, &ropts, clock, ids, &mut |s| rsteps.push(s.clone()))
         .await
-        .map_err(|e| fail("recover")(e.to_string()))?;
+        .map_err(fail("recover"))?;
     for s in rsteps {
         let st = DrillStep {
             step: format!("recover: {}", s.step),
@@ -543,7 +540,7 @@ pub async fn run(
         routes
             .flip(&route_at_start.1, route_at_start.0.generation, req, clock)
             .await
-            .map_err(|e| fail("flip")(e.to_string()))?;
+            .map_err(fail("flip"))?;
         flipped = true;
     }
     timer.done(
@@ -589,10 +586,8 @@ pub async fn run(
     };
     append(&journal, ndjson(&tail).as_bytes(), &aopts, clock, &mut |_| {})
         .await
-        .map_err(|e| fail("resume")(e.to_string()))?;
-    let (fence, route) = Fence::acquire(&routes)
-        .await
-        .map_err(|e| fail("resume")(e.to_string()))?;
+        .map_err(fail("resume"))?;
+    let (fence, route) = Fence::acquire(&routes).await.map_err(fail("resume"))?;
     let guard = Guard(Arc::new(RouteFence {
         routes: routes.clone(),
         fence,
@@ -610,7 +605,7 @@ pub async fn run(
         &mut |_| {},
     )
     .await
-    .map_err(|e| fail("resume")(e.to_string()))?;
+    .map_err(fail("resume"))?;
     timer.done(
         "writer resumes after H",
         t,
@@ -632,15 +627,15 @@ pub async fn run(
     let t = Instant::now();
     let (ctx, routed) = routed_context_with(&routes, "orders", "is_deleted", Some(&dr))
         .await
-        .map_err(|e| fail("query")(e.to_string()))?;
-    let rows = ctx.sql("SELECT order_id, order_version, status, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','B','C','D','E')").await.map_err(|e| fail("query")(e.to_string()))?.collect().await.map_err(|e| fail("query")(e.to_string()))?;
+        .map_err(fail("query"))?;
+    let rows = ctx.sql("SELECT order_id, order_version, status, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','B','C','D','E')").await.map_err(fail("query"))?.collect().await.map_err(fail("query"))?;
     let visible = ctx
         .sql("SELECT count(*) FROM orders")
         .await
-        .map_err(|e| fail("query")(e.to_string()))?
+        .map_err(fail("query"))?
         .collect()
         .await
-        .map_err(|e| fail("query")(e.to_string()))?;
+        .map_err(fail("query"))?;
     timer.done(
         "query through the route",
         t,
@@ -706,9 +701,7 @@ pub async fn run(
         detail: format!("generation {}, {} visible orders", routed.generation, visible_count),
     });
 
-    let src_now = table::load_table(&source, &src_name)
-        .await
-        .map_err(|e| fail("report")(e.to_string()))?;
+    let src_now = table::load_table(&source, &src_name).await.map_err(fail("report"))?;
     let rpo_commits = (src_now.metadata().snapshots().count() as u64).saturating_sub(replica_snapshots);
     // What the journal replay won back: the positions journaled beyond the replica's.
     let rpo_positions = h_expected.saturating_sub(replica_position);

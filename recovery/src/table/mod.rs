@@ -78,6 +78,10 @@ pub enum TableError {
     #[error("catalog {uri} cannot be reached: {detail}")]
     CatalogUnreachable { uri: String, detail: String },
 
+    /// A write to a catalog that was opened failed: not a catalog that cannot be reached.
+    #[error("catalog {uri}: {action} failed: {cause}")]
+    CatalogWriteFailed { uri: String, action: String, cause: String },
+
     #[error("catalog {uri}: {reason}")]
     InvalidCatalog { uri: String, reason: String },
 
@@ -314,11 +318,7 @@ async fn create_with(
         .await
         .map_err(iceberg_err(format!("look up namespace {ns:?}")))?;
     if !ns_exists {
-        match catalog.create_namespace(ns, HashMap::new()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
-            Err(e) => return Err(iceberg_err(format!("create namespace {}", ns.join(".")))(e)),
-        }
+        create_namespace(handle, ns).await?;
     }
     let creation = TableCreation::builder()
         .name(id.name().to_string())
@@ -333,6 +333,20 @@ async fn create_with(
         .create_table(ns, creation)
         .await
         .map_err(iceberg_err(format!("create table {id}")))
+}
+
+/// Creates the namespace `ns`; one that exists (made by another process meanwhile) is no
+/// error. A SQL catalog's is written by tidemark ([`crate::catalog::sql::SqlBackend::create_namespace`]:
+/// iceberg-catalog-sql ignores a failed commit, so a full disk went unreported).
+pub async fn create_namespace(handle: &CatalogHandle, ns: &NamespaceIdent) -> Result<(), TableError> {
+    if let Some(sql) = handle.sql() {
+        return sql.create_namespace(ns).await;
+    }
+    match handle.catalog().create_namespace(ns, HashMap::new()).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => Ok(()),
+        Err(e) => Err(iceberg_err(format!("create namespace {}", ns.join(".")))(e)),
+    }
 }
 
 /// The table's Arrow schema with the Iceberg field ids in each field's metadata, which the

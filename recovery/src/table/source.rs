@@ -15,8 +15,26 @@ use crate::catalog::counted_io::CountingStorageFactory;
 pub enum SourceError {
     #[error("{what} is missing: {path}; the snapshot cannot be trusted (choose an older one, or repair the replica)")]
     MissingFile { path: String, what: String },
+    /// The warehouse's store refused the credentials ([`super::refused`]): exit 8, as
+    /// [`super::TableError::AccessDenied`].
+    #[error(
+        "{context}: access to the warehouse refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)"
+    )]
+    AccessDenied { context: String, detail: String },
     #[error("{context}: {message}")]
     Iceberg { context: String, message: String },
+}
+
+/// An iceberg error with what was being done; refused credentials become
+/// [`SourceError::AccessDenied`], naming the store's code.
+fn from_iceberg(context: String, e: iceberg::Error) -> SourceError {
+    match super::refused::refused_code(&e) {
+        Some(detail) => SourceError::AccessDenied { context, detail },
+        None => SourceError::Iceberg {
+            context,
+            message: e.to_string(),
+        },
+    }
 }
 
 /// Rewrites a path's prefix: `from` → `to`.
@@ -50,30 +68,29 @@ pub fn file_io(props: &HashMap<String, String>) -> FileIO {
         .build()
 }
 
+/// Reads the file at `path`; a file that does not exist is [`SourceError::MissingFile`]. The
+/// read comes first and the existence check only after a failed read: a HEAD reply has no
+/// body, so a refusal answered with a 400 (`InvalidToken`) names its code only to the GET, and
+/// a readable file costs one request.
 pub async fn read(io: &FileIO, path: &str, what: &str) -> Result<bytes::Bytes, SourceError> {
-    let input = io.new_input(path).map_err(|e| SourceError::Iceberg {
-        context: format!("open {what} {path}"),
-        message: e.to_string(),
-    })?;
-    match input.exists().await {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(SourceError::MissingFile {
-                path: path.to_string(),
-                what: what.to_string(),
-            });
-        }
-        Err(e) => {
-            return Err(SourceError::Iceberg {
-                context: format!("check {what} {path}"),
-                message: e.to_string(),
-            });
-        }
+    let input = io
+        .new_input(path)
+        .map_err(|e| from_iceberg(format!("open {what} {path}"), e))?;
+    let failed = match input.read().await {
+        Ok(bytes) => return Ok(bytes),
+        Err(e) => from_iceberg(format!("read {what} {path}"), e),
+    };
+    if matches!(failed, SourceError::AccessDenied { .. }) {
+        return Err(failed);
     }
-    input.read().await.map_err(|e| SourceError::Iceberg {
-        context: format!("read {what} {path}"),
-        message: e.to_string(),
-    })
+    match input.exists().await {
+        Ok(false) => Err(SourceError::MissingFile {
+            path: path.to_string(),
+            what: what.to_string(),
+        }),
+        // The file is there (or cannot be checked either): the read's own error.
+        Ok(true) | Err(_) => Err(failed),
+    }
 }
 
 /// Loads the table metadata at `source` (and its raw JSON, for the refs map).

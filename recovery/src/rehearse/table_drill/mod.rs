@@ -247,7 +247,7 @@ pub async fn run(
     let failure = result.err().map(|(step, e)| StepFailure {
         step,
         code: exit::code_of(&e),
-        message: format!("{e:#}"),
+        message: crate::error_text::one_line(&e),
     });
 
     // Cleanup, also after a failed step.

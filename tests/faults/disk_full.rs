@@ -1,0 +1,138 @@
+//! A full disk under the SQLite catalog (a small tmpfs, mounted for the test; skipped with a
+//! message where mounting is not permitted): the error names the full disk, never "cannot be
+//! reached" nor a later `NamespaceNotFound` that hid it.
+
+use super::super::support::*;
+
+/// A tmpfs of `kib` KiB at a fresh folder, unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(kib: u64) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!(
+                "skipped: cannot mount a tmpfs (run as root to test a full disk): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        Some(Tmpfs { dir })
+    }
+
+    fn path(&self, rel: &str) -> String {
+        self.dir.path().join(rel).display().to_string()
+    }
+
+    /// Fills the file system but for `free_kib` KiB.
+    fn fill_but(&self, free_kib: u64) {
+        let filler = self.dir.path().join("filler");
+        let _ = std::fs::remove_file(&filler);
+        let _ = std::fs::remove_file(self.dir.path().join("catalog.db"));
+        let stat = nix_free_kib(self.dir.path());
+        let size = stat.saturating_sub(free_kib) * 1024;
+        std::fs::write(&filler, vec![0u8; size as usize]).unwrap();
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Free KiB of the file system at `dir` (`df`).
+fn nix_free_kib(dir: &std::path::Path) -> u64 {
+    let out = std::process::Command::new("df")
+        .args(["-k", "--output=avail"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_full_disk_under_the_sqlite_catalog_is_named() {
+    let Some(fs) = Tmpfs::mount(1024) else {
+        return;
+    };
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 200, 200);
+    let catalog = fs.path("catalog.db");
+    let warehouse = s.path_str("warehouse");
+    let apply = [
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--table",
+        "shop.orders",
+    ];
+    let mut failed = 0;
+    // From no room at all to room for everything: every failure names the full disk, whichever
+    // write it hit (creating the catalog's tables, the namespace, the table's row).
+    for free in (0..=64).step_by(4) {
+        fs.fill_but(free);
+        let _ = std::fs::remove_dir_all(s.path("warehouse"));
+        let r = s.run(&apply);
+        if r.code == 0 {
+            continue;
+        }
+        failed += 1;
+        assert_eq!(r.code, 1, "{free} KiB free: {}", r.stderr);
+        assert!(r.stderr.contains("the disk is full"), "{free} KiB free: {}", r.stderr);
+        assert_eq!(
+            r.stderr.matches("database or disk is full").count(),
+            1,
+            "{free} KiB free: {}",
+            r.stderr
+        );
+        for hidden in ["cannot be reached", "NamespaceNotFound", "does not exist"] {
+            assert!(!r.stderr.contains(hidden), "{free} KiB free: {}", r.stderr);
+        }
+    }
+    assert!(failed > 0, "the catalog never ran out of room");
+}
+
+/// A full disk under the warehouse: the table file's write fails, and the printed error says
+/// the cause once (iceberg's and opendal's errors each repeat their source in their own text;
+/// `{:#}` printed "No space left on device" three times).
+#[test]
+fn a_full_warehouse_disk_is_named_once() {
+    let Some(fs) = Tmpfs::mount(1024) else {
+        return;
+    };
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 200, 200);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = fs.path("warehouse");
+    fs.fill_but(0);
+    let r = s.run(&[
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--table",
+        "shop.orders",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("No space left on device").count(), 1, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("no storage space").count(), 1, "{}", r.stderr);
+}
