@@ -79,6 +79,9 @@ pub async fn apply_step(dir: &Path, args: &[String], snapshot_table: &str) -> Va
     let until = ds["events"].as_u64().unwrap().min(max_events);
     let opts = ApplyOptions {
         until: Some(until),
+        on_divergence: tidemark_recovery::apply::OnDivergence::Continue {
+            reason: super::BENCH_SNAPSHOT_ACCEPTED.into(),
+        },
         grouping,
         merge_mode: MergeMode::parse(mode),
         ..Default::default()
