@@ -8,8 +8,10 @@ Run with the venv of sandbox/pyiceberg.sh ($TIDEMARK_PYTHON). CATALOG_DB is one 
   - `s3tables:NAME`: the S3 Tables catalog NAME defined the same way (PyIceberg has no S3 Tables
     catalog type, so the tool asks S3 Tables itself for the table's metadata location with boto3,
     from the definition's `warehouse` (the table-bucket ARN), `s3tables.endpoint` and
-    `s3tables.region`, and reads it as a StaticTable with the definition's `s3.*`); read and
-    snapshots only.
+    `s3tables.region`, and commits by moving that pointer with UpdateTableMetadataLocation
+    under the version token it read); tables and namespaces are not created through it.
+  - a SQLite file with WAREHOUSE `s3://bucket/prefix`: the S3 server and keys of the
+    environment (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, …).
 
   pyiceberg_tool.py read CATALOG_DB WAREHOUSE TABLE
       The table's rows as JSON lines sorted by order_id: decimals as strings ("12.50"),
@@ -146,12 +148,19 @@ ARROW_SCHEMA = pa.schema(
 
 def catalog(db: str, warehouse: str) -> SqlCatalog:
     db = os.path.abspath(db)
-    warehouse = os.path.abspath(warehouse)
-    return SqlCatalog(
-        CATALOG_NAME,
-        uri=f"sqlite:///{db}",
-        warehouse=f"file://{warehouse}",
-    )
+    if warehouse.startswith("s3://"):
+        # The S3 server and keys of the environment (AWS_ENDPOINT_URL, as tidemark reads them).
+        props = {
+            "warehouse": warehouse,
+            "s3.endpoint": os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL"),
+            "s3.access-key-id": os.environ.get("AWS_ACCESS_KEY_ID"),
+            "s3.secret-access-key": os.environ.get("AWS_SECRET_ACCESS_KEY"),
+            "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+        }
+        props = {k: v for k, v in props.items() if v}
+    else:
+        props = {"warehouse": f"file://{os.path.abspath(warehouse)}"}
+    return SqlCatalog(CATALOG_NAME, uri=f"sqlite:///{db}", **props)
 
 
 def load_table(db: str, warehouse: str, ident: str):
@@ -161,26 +170,84 @@ def load_table(db: str, warehouse: str, ident: str):
 
         return load_catalog(db[len("catalog:"):]).load_table(ident)
     if db.startswith("s3tables:"):
-        return s3tables_table(db[len("s3tables:"):], ident)
+        return s3tables_catalog(db[len("s3tables:"):]).load_table(ident)
     return catalog(db, warehouse).load_table(ident)
 
 
-def s3tables_table(name: str, ident: str):
-    import boto3
-    from pyiceberg.table import StaticTable
+def s3tables_catalog_class():
+    """PyIceberg 0.12 has no S3 Tables catalog type: a catalog that loads a table from S3 Tables'
+    GetTableMetadataLocation and commits by writing the next metadata file and moving the
+    pointer with UpdateTableMetadataLocation under the version token it read (the API's
+    compare-and-swap, as AWS's own catalogs commit). Loading and committing only."""
+    from pyiceberg.catalog import MetastoreCatalog
+    from pyiceberg.io import load_file_io
+    from pyiceberg.serializers import FromInputFile
+    from pyiceberg.table import CommitTableResponse, Table
     from pyiceberg.utils.config import Config
 
-    props = Config().get_catalog_config(name)
-    if not props:
-        raise SystemExit(f"no catalog {name!r} is defined (.pyiceberg.yaml or PYICEBERG_CATALOG__{name.upper()}__*)")
-    arn = props["warehouse"]
-    region = props.get("s3tables.region") or arn.split(":")[3]
-    client = boto3.client("s3tables", endpoint_url=props.get("s3tables.endpoint"), region_name=region)
-    ns, table = split_ident(ident)
-    location = client.get_table_metadata_location(tableBucketARN=arn, namespace=ns, name=table)["metadataLocation"]
-    io = {k: v for k, v in props.items() if k.startswith("s3.")}
-    io.setdefault("s3.region", region)
-    return StaticTable.from_metadata(location, properties=io)
+    class S3TablesCommits(MetastoreCatalog):
+        def __init__(self, name: str) -> None:
+            import boto3
+
+            props = Config().get_catalog_config(name)
+            if not props:
+                raise SystemExit(
+                    f"no catalog {name!r} is defined (.pyiceberg.yaml or PYICEBERG_CATALOG__{name.upper()}__*)"
+                )
+            self.arn = props["warehouse"]
+            region = props.get("s3tables.region") or self.arn.split(":")[3]
+            props.setdefault("s3.region", region)
+            super().__init__(name, **props)
+            self.client = boto3.client("s3tables", endpoint_url=props.get("s3tables.endpoint"), region_name=region)
+
+        def _pointer(self, ident: str) -> tuple[str, str]:
+            ns, name = split_ident(ident)
+            r = self.client.get_table_metadata_location(tableBucketARN=self.arn, namespace=ns, name=name)
+            return r["metadataLocation"], r["versionToken"]
+
+        def load_table(self, identifier):
+            ident = identifier if isinstance(identifier, str) else ".".join(identifier)
+            location, _ = self._pointer(ident)
+            io = load_file_io({k: v for k, v in self.properties.items() if k.startswith("s3.")}, location)
+            metadata = FromInputFile.table_metadata(io.new_input(location))
+            return Table(tuple(ident.split(".")), metadata, location, io, self)
+
+        def commit_table(self, table, requirements, updates):
+            ident = ".".join(table.name())
+            current = self.load_table(ident)
+            _, token = self._pointer(ident)
+            staged = self._update_and_stage_table(current, table.name(), requirements, updates)
+            if staged.metadata == current.metadata:
+                return CommitTableResponse(metadata=current.metadata, metadata_location=current.metadata_location)
+            if current.metadata_location != table.metadata_location:
+                from pyiceberg.exceptions import CommitFailedException
+
+                raise CommitFailedException(f"{ident} moved to {current.metadata_location}")
+            self._write_metadata(staged.metadata, staged.io, staged.metadata_location)
+            ns, name = split_ident(ident)
+            self.client.update_table_metadata_location(
+                tableBucketARN=self.arn,
+                namespace=ns,
+                name=name,
+                versionToken=token,
+                metadataLocation=staged.metadata_location,
+            )
+            return CommitTableResponse(metadata=staged.metadata, metadata_location=staged.metadata_location)
+
+        def _write_metadata(self, metadata, io, metadata_path):
+            from pyiceberg.serializers import ToOutputFile
+
+            # overwrite=True: no existence check first, which pyarrow makes with a ListObjectsV2
+            # that a table bucket's storage refuses (405); the name is new (a UUID).
+            ToOutputFile.table_metadata(metadata, io.new_output(metadata_path), overwrite=True)
+
+    # The rest of the Catalog interface (creating, listing, dropping) is not needed here.
+    S3TablesCommits.__abstractmethods__ = frozenset()
+    return S3TablesCommits
+
+
+def s3tables_catalog(name: str):
+    return s3tables_catalog_class()(name)
 
 
 def split_ident(ident: str) -> tuple[str, str]:
@@ -303,11 +370,6 @@ def cmd_snapshots(db: str, warehouse: str, ident: str) -> None:
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
-
-def local_path(location: str) -> str:
-    if not location.startswith("file://"):
-        raise SystemExit(f"only local warehouses are supported here: {location}")
-    return location[len("file://") :]
 
 
 def value_of(field_type, text):
@@ -435,21 +497,22 @@ def write_delete_parquet(table, arrow: pa.Table, kind: str) -> tuple[str, int]:
     import pyarrow.parquet as pq
 
     path = f"{table.location()}/data/{kind}-delete-{uuid_mod.uuid4()}.parquet"
-    pq.write_table(arrow, local_path(path), compression="zstd")
-    return path, os.path.getsize(local_path(path))
+    # overwrite=True: no existence check (a ListObjectsV2, refused on an S3 Tables table bucket's
+    # storage) for a new UUID name.
+    with table.io.new_output(path).create(overwrite=True) as f:
+        pq.write_table(arrow, f, compression="zstd")
+    return path, len(table.io.new_input(path))
 
 
 def cmd_position_delete(db: str, warehouse: str, ident: str, *keys: str) -> None:
-    import pyarrow.parquet as pq
-
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     key_name = table.schema().find_field(1).name
     wanted = set(keys)
     hits = {}
     for task in table.scan().plan_files():
         # ParquetFile, not read_table: a dataset would take `currency=EUR/` in a partitioned
         # path for a Hive partition column of its own.
-        data = pq.ParquetFile(local_path(task.file.file_path)).read()
+        data = read_parquet(table, task.file.file_path)
         # By field id 1 (the key): the file's column of that id, whatever its name now.
         column = None
         for i, f in enumerate(data.schema):
@@ -499,7 +562,7 @@ def cmd_position_delete(db: str, warehouse: str, ident: str, *keys: str) -> None
 
 
 def cmd_equality_delete(db: str, warehouse: str, ident: str, *keys: str) -> None:
-    table = catalog(db, warehouse).load_table(ident)
+    table = load_table(db, warehouse, ident)
     key_field = table.schema().find_field(1)
     schema = pa.schema(
         [pa.field(key_field.name, pa.string(), nullable=False, metadata={"PARQUET:field_id": "1"})]

@@ -5,14 +5,68 @@
 //! their counts and keys — the applier stops at a divergence (exit 12) and goes on once the
 //! operator accepts it; an applier of another engine that follows the documented protocol is
 //! audited as one; and the default recovery after a bad delete equals the whole journal's fold.
+//! Each scenario runs on the embedded default and, in `on_s3`, `on_rest` and `on_s3tables`, on a
+//! SQLite catalog over an S3 warehouse, SeaweedFS's REST catalog and moto's S3 Tables
+//! (`places.rs`).
 
 use serde_json::{Value, json};
 
 use super::super::assert_same_rows;
+use super::places::Place;
 use super::{Shared, ev};
 
+/// Runs `scenario` on the table at `place` (nothing when that place is skipped).
+fn on(place: Place, purpose: &str, scenario: fn(Shared)) {
+    if let Some(t) = Shared::at(place, purpose) {
+        scenario(t);
+    }
+}
+
+#[test]
+fn every_kind_of_foreign_commit_is_classified() {
+    on(Place::Local, "", classify_every_kind);
+}
+
+#[test]
+fn another_engines_applier_that_follows_the_protocol_is_audited_as_one() {
+    on(Place::Local, "", audit_another_applier);
+}
+
+#[test]
+fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
+    on(Place::Local, "", recover_after_a_bad_delete);
+}
+
+/// The scenarios on a remote place, as tests of the module `$module`.
+macro_rules! on_place {
+    ($module:ident, $place:expr) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn every_kind_of_foreign_commit_is_classified() {
+                on($place, "audit_kinds", classify_every_kind);
+            }
+
+            #[test]
+            fn another_engines_applier_that_follows_the_protocol_is_audited_as_one() {
+                on($place, "audit_applier", audit_another_applier);
+            }
+
+            #[test]
+            fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
+                on($place, "audit_recover", recover_after_a_bad_delete);
+            }
+        }
+    };
+}
+
+on_place!(on_s3, Place::S3);
+on_place!(on_rest, Place::Rest);
+on_place!(on_s3tables, Place::S3Tables);
+
 impl Shared {
-    /// `tidemark audit --json` of shop.orders (no records: every snapshot each time).
+    /// `tidemark audit --json` of the table (no records: every snapshot each time).
     fn audit(&self) -> (i32, Value) {
         let r = self.s.run(&[
             "audit",
@@ -21,7 +75,7 @@ impl Shared {
             "--catalog",
             &self.catalog,
             "--table",
-            "shop.orders",
+            &self.table,
             "--no-records",
             "--json",
         ]);
@@ -63,9 +117,7 @@ fn row(order: &str, version: i64, status: &str, position: u64) -> String {
         + "\n"
 }
 
-#[test]
-fn every_kind_of_foreign_commit_is_classified() {
-    let Some(mut t) = Shared::new() else { return };
+fn classify_every_kind(mut t: Shared) {
     let first: String = (1..=8).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
     t.apply(&first);
     t.apply(&ev(9, "o-1", 2, "paid", "EUR"));
@@ -165,9 +217,7 @@ fn every_kind_of_foreign_commit_is_classified() {
     }
 }
 
-#[test]
-fn another_engines_applier_that_follows_the_protocol_is_audited_as_one() {
-    let Some(mut t) = Shared::new() else { return };
+fn audit_another_applier(mut t: Shared) {
     t.apply(
         &((1..=4)
             .map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR"))
@@ -219,7 +269,7 @@ fn another_engines_applier_that_follows_the_protocol_is_audited_as_one() {
         (&json!(6), &json!(7)),
         "{r}"
     );
-    assert_same_rows(&t.py.read("shop.orders"), &t.expected(&[]));
+    assert_same_rows(&t.py.read(&t.table), &t.expected(&[]));
     // Its positions must follow: a commit claiming 9..=9 after 7 is a gap.
     let gap = json!({"tidemark.journal-id": journal_id, "tidemark.first-position": "9", "tidemark.last-position": "9"})
         .to_string();
@@ -236,9 +286,7 @@ fn another_engines_applier_that_follows_the_protocol_is_audited_as_one() {
     );
 }
 
-#[test]
-fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
-    let Some(mut t) = Shared::new() else { return };
+fn recover_after_a_bad_delete(mut t: Shared) {
     let first: String = (1..=10).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
     t.apply(&first);
     // PyIceberg's cleanup job deletes live orders; the applier refuses to build on it.
@@ -254,9 +302,9 @@ fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
             "--catalog",
             &t.catalog,
             "--source-table",
-            "shop.orders",
+            &t.table,
             "--into",
-            "shop.recovered",
+            &t.ident("recovered"),
             "--reference",
             "journal",
             "--json",
@@ -267,10 +315,10 @@ fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
     assert_eq!(r["journal_reference"]["ok"], true, "{r}");
     assert_eq!(r["snapshot_position"], 10, "{r}");
     assert_eq!(r["audit"]["first_divergence"]["counts"]["removed"], 3, "{r}");
-    assert_same_rows(&t.py.read("shop.recovered"), &t.expected(&[]));
+    assert_same_rows(&t.py.read(&t.ident("recovered")), &t.expected(&[]));
     // Naming the damaged snapshot is refused, naming the divergence; accepted, it is recorded.
     let damaged = t.current_snapshot().to_string();
-    let args = |into: &'static str| {
+    let args = |into: &str| {
         vec![
             "recover".to_string(),
             "--journal".into(),
@@ -278,18 +326,18 @@ fn the_default_recovery_after_a_bad_delete_equals_the_whole_journal() {
             "--catalog".into(),
             t.catalog.clone(),
             "--source-table".into(),
-            "shop.orders".into(),
+            t.table.clone(),
             "--into".into(),
-            into.into(),
+            t.ident(into),
             "--snapshot-id".into(),
             damaged.clone(),
         ]
     };
-    let a = args("shop.refused");
+    let a = args("refused");
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
     t.s.run(&a)
         .fails(12, &["is not trusted", "3 keys removed", "--accept-divergence"]);
-    let mut b = args("shop.accepted");
+    let mut b = args("accepted");
     b.extend([
         "--accept-divergence".into(),
         "the cleanup was wanted".into(),

@@ -14,6 +14,7 @@ mod equality;
 mod evolution;
 mod fault_delete;
 mod manifests;
+mod places;
 mod renames;
 mod rest;
 mod transforms;
@@ -80,12 +81,19 @@ fn merge_reshaped(state: &mut BTreeMap<String, Value>, ndjson: &str, renames: &[
     }
 }
 
-/// One table, one journal, one catalog in a scratch folder, and PyIceberg on that catalog.
+/// One table, one journal, one catalog in a scratch folder, and PyIceberg on that catalog. The
+/// embedded default ([`Shared::new`]: shop.orders in a SQLite catalog and a warehouse in the
+/// scratch), or another place ([`Shared::at`], `places.rs`).
 struct Shared {
     s: Scratch,
     py: PyIceberg,
     journal: String,
+    /// The `--catalog` argument.
     catalog: String,
+    /// The table's namespace: `shop`, or one of this run on a catalog the runs share.
+    ns: String,
+    /// `namespace.orders`.
+    table: String,
     events: String,
 }
 
@@ -95,17 +103,29 @@ impl Shared {
         let py = PyIceberg::new(&s.path("catalog.db"), &s.path("warehouse"))?;
         let journal = s.path_str("journal");
         let catalog = s.path_str("catalog.db");
+        Some(Shared::open(s, py, journal, catalog, "shop".into()))
+    }
+
+    /// A journal created at `journal`, and no table yet (the first apply creates `ns`.orders).
+    fn open(s: Scratch, py: PyIceberg, journal: String, catalog: String, ns: String) -> Shared {
         s.run(&["journal", "init", "--journal", &journal]).ok();
-        Some(Shared {
+        Shared {
             s,
             py,
             journal,
             catalog,
+            table: format!("{ns}.orders"),
+            ns,
             events: String::new(),
-        })
+        }
     }
 
-    /// Appends events to the journal and applies everything to shop.orders.
+    /// Another table of the same namespace (`recovered` is `ns.recovered`).
+    fn ident(&self, name: &str) -> String {
+        format!("{}.{name}", self.ns)
+    }
+
+    /// Appends events to the journal and applies everything to the table.
     fn apply(&mut self, ndjson: &str) -> Value {
         self.apply_with(ndjson, &[])
     }
@@ -139,7 +159,7 @@ impl Shared {
         self.run_apply(&args).ok().json()
     }
 
-    /// `tidemark apply --json` of what the journal holds into shop.orders, with `extra` options.
+    /// `tidemark apply --json` of what the journal holds into the table, with `extra` options.
     fn run_apply(&self, extra: &[&str]) -> Run {
         let mut args = vec![
             "apply",
@@ -148,7 +168,7 @@ impl Shared {
             "--catalog",
             &self.catalog,
             "--table",
-            "shop.orders",
+            &self.table,
             "--json",
         ];
         args.extend(extra);
@@ -164,19 +184,19 @@ impl Shared {
     }
 
     fn py(&self, command: &str, extra: &[&str]) -> Value {
-        self.py.run(command, "shop.orders", extra).ok().json()
+        self.py.run(command, &self.table, extra).ok().json()
     }
 
     fn current_snapshot(&self) -> i64 {
-        let snaps = self.py.snapshots("shop.orders");
+        let snaps = self.py.snapshots(&self.table);
         snaps.last().unwrap()["snapshot_id"].as_i64().unwrap()
     }
 
     fn last_summary(&self) -> Value {
-        self.py.snapshots("shop.orders").last().unwrap()["summary"].clone()
+        self.py.snapshots(&self.table).last().unwrap()["summary"].clone()
     }
 
-    /// `tidemark recover` of shop.orders (at `snapshot`, or its newest checkpoint) into `into`.
+    /// `tidemark recover` of the table (at `snapshot`, or its newest checkpoint) into `into`.
     fn recover(&self, into: &str, snapshot: Option<i64>) -> Value {
         let id = snapshot.map(|s| s.to_string());
         let mut args = vec![
@@ -186,7 +206,7 @@ impl Shared {
             "--catalog",
             &self.catalog,
             "--source-table",
-            "shop.orders",
+            &self.table,
             "--into",
             into,
             "--json",

@@ -26,7 +26,7 @@ pub fn pyiceberg_python() -> Option<PathBuf> {
     Some(PathBuf::from(python))
 }
 
-/// `pyiceberg_tool.py` on one catalog: a SQLite file and warehouse, or a defined catalog
+/// `pyiceberg_tool.py` on one catalog: a SQLite file and warehouse (a folder or on S3), or a defined catalog
 /// (`catalog:NAME`, `s3tables:NAME`; see the tool's doc) with the definition in `env`.
 pub struct PyIceberg {
     pub python: PathBuf,
@@ -43,6 +43,17 @@ impl PyIceberg {
             python: pyiceberg_python()?,
             catalog: catalog.display().to_string(),
             warehouse: warehouse.display().to_string(),
+            env: Vec::new(),
+        })
+    }
+
+    /// On a SQLite catalog whose warehouse is on S3 (`s3://bucket/prefix`, the server and keys of
+    /// the environment). `None` when the scenario is skipped.
+    pub fn with_s3_warehouse(catalog: &Path, warehouse: &str) -> Option<Self> {
+        Some(PyIceberg {
+            python: pyiceberg_python()?,
+            catalog: catalog.display().to_string(),
+            warehouse: warehouse.to_string(),
             env: Vec::new(),
         })
     }
