@@ -136,3 +136,67 @@ fn a_full_warehouse_disk_is_named_once() {
     assert_eq!(r.stderr.matches("No space left on device").count(), 1, "{}", r.stderr);
     assert_eq!(r.stderr.matches("no storage space").count(), 1, "{}", r.stderr);
 }
+
+/// Every `.parquet` file under `dir`, with its size.
+fn parquet_files(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                out.push((p.display().to_string(), e.metadata().unwrap().len()));
+            }
+        }
+    }
+    out
+}
+
+/// A data file whose write fails on a full disk is removed (issue 34): nothing half-written
+/// takes the room the re-run needs, and the re-run after freeing space succeeds.
+#[test]
+fn a_data_file_cut_short_by_a_full_disk_is_removed() {
+    let Some(fs) = Tmpfs::mount(8 * 1024) else {
+        return;
+    };
+    let s = Scratch::new();
+    let journal = s.path_str("journal");
+    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let input = s.path_str("events.ndjson");
+    s.run(&[
+        "gen", "events", "--orders", "30000", "--events", "60000", "--out", &input,
+    ])
+    .ok();
+    s.append(&journal, &input).ok();
+    let catalog = s.path_str("catalog.db");
+    let warehouse = fs.path("warehouse");
+    // Room for the table's metadata, not for its data files.
+    fs.fill_but(256);
+    let apply = [
+        "apply",
+        "--journal",
+        &journal,
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--table",
+        "shop.orders",
+        "--json",
+    ];
+    let r = s.run(&apply);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
+    let left = parquet_files(std::path::Path::new(&warehouse));
+    assert!(
+        left.is_empty(),
+        "half-written data files left behind: {left:?}\n{}",
+        r.stderr
+    );
+    std::fs::remove_file(fs.dir.path().join("filler")).unwrap();
+    let again = s.run(&apply).ok().json();
+    assert_eq!(again["applied_to_position"], 60000, "{again}");
+}

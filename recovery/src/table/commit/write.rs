@@ -91,25 +91,81 @@ pub async fn write_data_file(
             }
         }
     }
-    let mut out = Vec::new();
-    for (key, batches) in groups {
-        let rolling = RollingFileWriterBuilder::new(
-            parquet.clone(),
-            props.write_target_file_size_bytes,
-            table.file_io().clone(),
-            locations.clone(),
-            names.clone(),
-        );
-        let mut writer = DataFileWriterBuilder::new(rolling)
-            .build(key)
-            .await
-            .map_err(iceberg_err(&context))?;
-        for batch in batches {
-            writer.write(batch).await.map_err(iceberg_err(&context))?;
+    let keys: Vec<Option<PartitionKey>> = groups.iter().map(|(k, _)| k.clone()).collect();
+    let written = async {
+        let mut out = Vec::new();
+        for (key, batches) in groups {
+            let rolling = RollingFileWriterBuilder::new(
+                parquet.clone(),
+                props.write_target_file_size_bytes,
+                table.file_io().clone(),
+                locations.clone(),
+                names.clone(),
+            );
+            let mut writer = DataFileWriterBuilder::new(rolling).build(key).await?;
+            for batch in batches {
+                writer.write(batch).await?;
+            }
+            out.extend(writer.close().await?);
         }
-        out.extend(writer.close().await.map_err(iceberg_err(&context))?);
+        Ok::<_, iceberg::Error>(out)
     }
-    Ok(out)
+    .await;
+    match written {
+        Ok(out) => Ok(out),
+        // A failed write (a full disk, a refused upload) leaves nothing behind: the files this
+        // call started are removed, or named as orphans when they cannot be.
+        Err(e) => {
+            let note = match remove_started(table, &locations, file_id, &keys).await {
+                Ok(0) => String::new(),
+                Ok(n) => format!(" ({n} file(s) it had started were removed)"),
+                Err(left) => format!(
+                    " (left behind, referenced by nothing; delete them: {})",
+                    left.join(", ")
+                ),
+            };
+            Err(iceberg_err(format!("{context}{note}"))(e))
+        }
+    }
+}
+
+/// Removes the data files a failed [`write_data_file`] of `file_id` started: the names its
+/// generator hands out in order (`<file_id>-00000.parquet`, `-00001`, …), each in one of the
+/// partitions' folders, until a number no folder holds. `Err`: the files that could not be
+/// removed.
+async fn remove_started(
+    table: &Table,
+    locations: &DefaultLocationGenerator,
+    file_id: Uuid,
+    keys: &[Option<PartitionKey>],
+) -> Result<usize, Vec<String>> {
+    let io = table.file_io();
+    let names = DefaultFileNameGenerator::new(file_id.to_string(), None, DataFileFormat::Parquet);
+    let (mut removed, mut left) = (0, Vec::new());
+    loop {
+        let name = names.generate_file_name();
+        let mut found = false;
+        for key in keys {
+            let path = locations.generate_location(key.as_ref(), &name);
+            match io.exists(&path).await {
+                Ok(false) => continue,
+                Ok(true) => found = true,
+                Err(_) => {
+                    // Cannot even look: name what may be there and stop.
+                    left.push(path);
+                    return Err(left);
+                }
+            }
+            match io.delete(&path).await {
+                Ok(()) => removed += 1,
+                Err(_) => left.push(path),
+            }
+        }
+        if !found {
+            break;
+        }
+    }
+    if left.is_empty() { Ok(removed) } else { Err(left) }
 }
 
 /// Copies the data file `source` (read at `read_path` through `source_io`) byte for byte into
