@@ -4,13 +4,32 @@ tidemark so that the suite can compare times, memory and, through three figures,
 
 Run with the venv of sandbox/bench_peers.sh ($TIDEMARK_BENCH_PYTHON):
 
-  peers.py duckdb INPUT OUT_DIR
+  peers.py duckdb-state INPUT OUT_DIR
+  peers.py duckdb-checked INPUT OUT_DIR      (duckdb INPUT OUT_DIR: the same)
       DuckDB computes the final state from the Parquet files (read_parquet over INPUT's lists)
-      and writes it as Parquet into OUT_DIR (created if missing; it must be empty).
-      Timed ("seconds"): connecting, reading the snapshot and event files into one DuckDB
-      table, counting conflicts, computing the winning row per key and writing the Parquet
-      output, all at DuckDB's defaults (threads = cores). Not timed: reading INPUT and the
-      figures, which are read back from the written files afterwards.
+      and writes it as Parquet into OUT_DIR (created if missing; it must be empty); checked, it
+      also counts the conflicts. Timed ("seconds"): connecting and the queries, at DuckDB's
+      defaults (threads = cores, Snappy). The queries are in duckdb_queries (below), and the
+      JSON's "query" prints them, INPUT's files standing as $SNAPSHOT_FILES and $EVENT_FILES.
+      Formulations tried (issue 33, at 1M + 100k and 10M + 1M; docs/performance.md has the
+      figures): the rules over the union of snapshot and events, by QUALIFY row_number() OVER
+      (PARTITION BY key ORDER BY version DESC, src, position) = 1 or by arg_max(row, (version,
+      -src, -position)) GROUP BY key; the union into a temporary table first (this suite's
+      peer until issue 33); and the join of the snapshot with the winning event per key (by
+      arg_max, by QUALIFY or by DISTINCT ON), kept for being the fastest. For the check:
+      count(DISTINCT hash(payload)) > 1 over the union GROUP BY key, version (the issue's) and
+      the events' least and greatest hash per (key, version) left-joined with the snapshot,
+      kept.
+  peers.py polars INPUT OUT_DIR
+      Polars: the final state and the conflict check from lazy scans of the same files, the
+      state sunk to OUT_DIR/state.parquet (Polars' default, zstd), both in one collect_all
+      (polars_plan; the JSON's "call" is its source). Timed: the plan's building and run.
+  peers.py deltalake-merge INPUT OUT_DIR
+      delta-rs: the snapshot files' rows written as a Delta table in OUT_DIR/table (one commit;
+      "setup_seconds", not part of "seconds"), then timed: the winning event per key with
+      Polars and DeltaTable.merge (deltalake_merge; its source is the JSON's "call"). No
+      conflict check ("conflict_check": false). Besides the figures it reports the merge's
+      "inserted" and "updated" rows.
   peers.py pyiceberg-upsert INPUT [--keep]
       PyIceberg: creates <namespace>.upsert_<name>_<random hex> in INPUT's catalog with the
       snapshot table's schema (identifier field included), partition spec and format version,
@@ -26,7 +45,7 @@ Run with the venv of sandbox/bench_peers.sh ($TIDEMARK_BENCH_PYTHON):
       The table is purged at the end (its files removed too) unless --keep is given.
   peers.py reference INPUT
       A slow but plainly correct fold in Python dicts over the rows (pyarrow only reads the
-      files), for checking the other two on small inputs ("seconds" covers reading and folding).
+      files), for checking the others on small inputs ("seconds" covers reading and folding).
 
 INPUT is the JSON file the Rust suite writes: snapshot_files and event_files (absolute paths of
 Parquet files; events in position order), catalog_db (SQLite file of a PyIceberg SqlCatalog),
@@ -40,13 +59,14 @@ version, and among events of one version the lowest position (an identical retry
 nothing); a delete is a tombstone row (delete flag set), never a removed row; the final row
 keeps the position of the event (or snapshot row) that produced it. A conflict is a (key,
 version) pair that carries more than one payload (every column but key, version and position)
-across the snapshot's rows and the events; tidemark stops on one, the peers count them
-("conflicts") and go on with the rules above.
+across the snapshot's rows and the events; tidemark stops on one, the checked peers count them
+("conflicts") and go on with the rules above. "conflict_check" says whether a peer checked.
 
 Each subcommand prints exactly one JSON object on stdout; progress goes to stderr. The figures
 every peer reports: rows (final rows, tombstones included), tombstones (rows whose delete flag
-is set) and version_sum (the sum of the version over the final rows); peak_rss_mb is this
-process's peak resident memory (getrusage ru_maxrss, KB on Linux) over its whole run.
+is set) and version_sum (the sum of the version over the final rows), read back from what the
+peer wrote after the timing; peak_rss_mb is this process's peak resident memory (getrusage
+ru_maxrss, KB on Linux) over its whole run (the setup included).
 """
 
 from __future__ import annotations
