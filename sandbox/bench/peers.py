@@ -9,7 +9,8 @@ Run with the venv of sandbox/bench_peers.sh ($TIDEMARK_BENCH_PYTHON):
       DuckDB computes the final state from the Parquet files (read_parquet over INPUT's lists)
       and writes it as Parquet into OUT_DIR (created if missing; it must be empty); checked, it
       also counts the conflicts. Timed ("seconds"): connecting and the queries, at DuckDB's
-      defaults (threads = cores, Snappy). The queries are in duckdb_queries (below), and the
+      defaults (threads = cores, Snappy) but preserve_insertion_order off (the rows' order is no
+      part of the answer; a little faster). The queries are in duckdb_queries (below), and the
       JSON's "query" prints them, INPUT's files standing as $SNAPSHOT_FILES and $EVENT_FILES.
       Formulations tried (issue 33, at 1M + 100k and 10M + 1M; docs/performance.md has the
       figures): the rules over the union of snapshot and events, by QUALIFY row_number() OVER
@@ -22,7 +23,7 @@ Run with the venv of sandbox/bench_peers.sh ($TIDEMARK_BENCH_PYTHON):
       kept.
   peers.py polars INPUT OUT_DIR
       Polars: the final state and the conflict check from lazy scans of the same files, the
-      state sunk to OUT_DIR/state.parquet (Polars' default, zstd), both in one collect_all
+      state sunk to OUT_DIR/state.parquet (Snappy), both in one collect_all
       (polars_plan; the JSON's "call" is its source). Timed: the plan's building and run.
   peers.py deltalake-merge INPUT OUT_DIR
       delta-rs: the snapshot files' rows written as a Delta table in OUT_DIR/table (one commit;
@@ -65,7 +66,8 @@ across the snapshot's rows and the events; tidemark stops on one, the checked pe
 Each subcommand prints exactly one JSON object on stdout; progress goes to stderr. The figures
 every peer reports: rows (final rows, tombstones included), tombstones (rows whose delete flag
 is set) and version_sum (the sum of the version over the final rows), read back from what the
-peer wrote after the timing; peak_rss_mb is this process's peak resident memory (getrusage
+peer wrote after the timing; cpu_seconds is the CPU time (user + system, every thread) of what
+"seconds" times, less moved than the wall time by other work on a shared machine; peak_rss_mb is this process's peak resident memory (getrusage
 ru_maxrss, KB on Linux) over its whole run (the setup included).
 """
 
@@ -87,6 +89,13 @@ def emit(obj: dict) -> None:
     json.dump(obj, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU time so far (all threads): beside the wall time, a figure
+    that other work on a shared machine moves less."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def peak_rss_mb() -> float:
@@ -215,8 +224,10 @@ def duckdb_queries(spec: dict, names: list[str], payload: list[str], checked: bo
         f"SELECT {pick} FROM read_parquet({SNAPSHOT_FILES}) s FULL OUTER JOIN e ON s.{key} = e.{key}) "
         f"TO {OUT} (FORMAT parquet)"
     )
+    # The rows' order is no part of the answer: DuckDB may write them as its threads finish.
+    setting = "SET preserve_insertion_order = false"
     if not checked:
-        return [state]
+        return [setting, state]
     hashed = ", ".join(sql_ident(n) for n in payload)
     s_hashed = ", ".join(f"s.{sql_ident(n)}" for n in payload)
     check = (
@@ -227,7 +238,7 @@ def duckdb_queries(spec: dict, names: list[str], payload: list[str], checked: bo
         f"ON s.{key} = g.{key} AND s.{version} = g.{version} "
         f"WHERE g.lo <> g.hi OR (s.{key} IS NOT NULL AND hash({s_hashed}) <> g.lo)"
     )
-    return [state, check]
+    return [setting, state, check]
 
 
 def cmd_duckdb(input_path: str, out_dir: str, checked: bool, tool: str) -> None:
@@ -245,11 +256,11 @@ def cmd_duckdb(input_path: str, out_dir: str, checked: bool, tool: str) -> None:
             .replace(OUT, sql_str(out_file))
         )
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     con = duckdb.connect()
     results = [con.execute(bind(q)).fetchall() for q in queries]
     con.close()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
 
     rows, tombstones, version_sum = parquet_figures([out_file], spec)
     log(f"{tool}: {rows} rows ({tombstones} tombstones) written to {out_file} in {seconds:.3f} s")
@@ -257,6 +268,7 @@ def cmd_duckdb(input_path: str, out_dir: str, checked: bool, tool: str) -> None:
         "tool": tool,
         "version": duckdb.__version__,
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "rows": rows,
         "tombstones": tombstones,
         "version_sum": version_sum,
@@ -265,7 +277,7 @@ def cmd_duckdb(input_path: str, out_dir: str, checked: bool, tool: str) -> None:
         "query": queries,
     }
     if checked:
-        out["conflicts"] = int(results[1][0][0])
+        out["conflicts"] = int(results[-1][0][0])
     emit(out)
 
 
@@ -277,8 +289,9 @@ def polars_plan(pl, snapshot_files, event_files, key, version, position, names, 
     """The Polars peer's plan: two lazy frames run together by pl.collect_all, which shares the
     scans they have in common. The winning event per key (highest version, then lowest
     position: two window filters), the snapshot full-joined with them on the key, each column
-    taken as in the DuckDB peer; the conflicts: the events' payload hashes per (key, version),
-    least and greatest, left-joined with the snapshot's on (key, version)."""
+    taken as in the DuckDB peer, written with Snappy (DuckDB's default; faster here than Polars'
+    zstd); the conflicts: the events' payload hashes per (key, version), least and greatest,
+    left-joined with the snapshot's on (key, version)."""
     snapshot = pl.scan_parquet(snapshot_files)
     events = pl.scan_parquet(event_files).select(names)
     winners = events.filter(pl.col(version) == pl.col(version).max().over(key)).filter(
@@ -296,7 +309,7 @@ def polars_plan(pl, snapshot_files, event_files, key, version, position, names, 
     conflicts = groups.join(snapshot_hashes, on=[key, version], how="left").select(
         n=((pl.col("lo") != pl.col("hi")) | (pl.col("hs").is_not_null() & (pl.col("hs") != pl.col("lo")))).sum()
     )
-    _, counted = pl.collect_all([state.sink_parquet(out_file, lazy=True), conflicts])
+    _, counted = pl.collect_all([state.sink_parquet(out_file, compression="snappy", lazy=True), conflicts])
     return int(counted.item())
 
 
@@ -311,7 +324,7 @@ def cmd_polars(input_path: str, out_dir: str) -> None:
     out_file = os.path.join(prepare_out_dir(out_dir), "state.parquet")
     names, payload = table_columns(spec)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     conflicts = polars_plan(
         pl,
         spec["snapshot_files"],
@@ -323,7 +336,7 @@ def cmd_polars(input_path: str, out_dir: str) -> None:
         payload,
         out_file,
     )
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
 
     rows, tombstones, version_sum = parquet_figures([out_file], spec)
     log(f"polars: {rows} rows ({tombstones} tombstones) written to {out_file} in {seconds:.3f} s")
@@ -332,6 +345,7 @@ def cmd_polars(input_path: str, out_dir: str) -> None:
             "tool": "polars",
             "version": pl.__version__,
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "rows": rows,
             "tombstones": tombstones,
             "version_sum": version_sum,
@@ -394,11 +408,11 @@ def cmd_deltalake_merge(input_path: str, out_dir: str) -> None:
     setup_seconds = time.perf_counter() - t0
     log(f"deltalake-merge: snapshot written as a Delta table in {setup_seconds:.3f} s")
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     metrics = deltalake_merge(
         pl, DeltaTable, table_uri, spec["event_files"], spec["key"], spec["version"], spec["position"], names
     )
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
 
     delete, version = sql_ident(spec["delete"]), sql_ident(spec["version"])
     (fig,) = pa.table(  # arro3's table, through the Arrow C stream interface
@@ -421,6 +435,7 @@ def cmd_deltalake_merge(input_path: str, out_dir: str) -> None:
             "version": deltalake.__version__,
             "setup_seconds": setup_seconds,
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "rows": rows,
             "tombstones": tombstones,
             "version_sum": version_sum,
