@@ -67,8 +67,9 @@ Each subcommand prints exactly one JSON object on stdout; progress goes to stder
 every peer reports: rows (final rows, tombstones included), tombstones (rows whose delete flag
 is set) and version_sum (the sum of the version over the final rows), read back from what the
 peer wrote after the timing; cpu_seconds is the CPU time (user + system, every thread) of what
-"seconds" times, less moved than the wall time by other work on a shared machine; peak_rss_mb is this process's peak resident memory (getrusage
-ru_maxrss, KB on Linux) over its whole run (the setup included).
+"seconds" times, less moved than the wall time by other work on a shared machine; peak_rss_mb
+is this process's peak resident memory (getrusage ru_maxrss, KB on Linux) over its whole run
+(the setup included).
 """
 
 from __future__ import annotations
