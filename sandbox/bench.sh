@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The benchmark suite in one command (issue 6; docs/performance.md): installs the peers (DuckDB
-# and PyIceberg, in a virtualenv: sandbox/bench_peers.sh), builds tidemark's benchmarks in release
-# mode and runs tidemark beside sha256sum, DuckDB and PyIceberg's upsert() on the same generated
-# data, printing a table with the ratios and writing every figure as JSON.
+# The benchmark suite in one command (issue 6; docs/performance.md): installs the peers (DuckDB,
+# delta-rs, Polars and PyIceberg, in a virtualenv: sandbox/bench_peers.sh), builds tidemark's
+# benchmarks in release mode and runs tidemark beside sha256sum, the peers computing the same final
+# state (sandbox/bench/peers.py: DuckDB without and with the conflict check, delta-rs `merge`,
+# Polars) and PyIceberg's upsert() on the same generated data, printing a table with the ratios
+# to the fastest peer doing the same rules (issue 33) and writing every figure as JSON.
 #
 #   bash sandbox/bench.sh                      # 1M rows + 100k events, and 10M rows + 1M events
 #   bash sandbox/bench.sh --sizes 1m           # the small size only (a few minutes)
-#   bash sandbox/bench.sh --sizes 100m --upsert-size 1m   # on demand: 100M rows + 10M events
+#   bash sandbox/bench.sh --sizes 1m,10m,100m  # the three sizes of issue 33 in one run, one JSON
+#                                              # (100M rows + 10M events on demand: ~20 GB of disk)
 #
 # Options go to the suite: --sizes LIST (1m, 10m, 100m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
-# PyIceberg's upsert runs; default: the largest of --sizes), --work DIR (default: a temporary folder), --out FILE
+# PyIceberg's upsert runs; default: the largest of --sizes up to 10m), --work DIR (default: a temporary folder), --out FILE
 # (default: target/bench-suite.json), --engines LIST (the recovery once per engine on the same
 # dataset: local, ballista-standalone, ballista://HOST:PORT of a running cluster, e.g. one from
 # `sandbox/ballista.sh start`; the suite is then built with --features tidemark-recovery/ballista-engine).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A Python virtualenv with the peers of the benchmark suite (sandbox/bench/peers.py): DuckDB and
-# PyIceberg, the tools users would otherwise reach for to rebuild a table from a snapshot and a
-# journal. Creates the venv once (idempotent: an existing venv with the pinned versions is reused)
+# A Python virtualenv with the peers of the benchmark suite (sandbox/bench/peers.py): DuckDB,
+# delta-rs (`deltalake`), Polars and PyIceberg, the tools users would otherwise reach for to
+# rebuild a table from a snapshot and a journal. Creates the venv once (idempotent: an existing venv with the pinned versions is reused)
 # and prints the export line the suite reads:
 #
 #   eval "$(bash sandbox/bench_peers.sh)"     # sets TIDEMARK_BENCH_PYTHON
@@ -13,14 +13,19 @@ set -euo pipefail
 
 # The peers at their newest releases on the package index (checked 2026-12-01 with
 # `pip index versions`): PyIceberg 0.12.0 (which needs pyarrow >= 18) and DuckDB 2.0.1. pyarrow
-# stays the one sandbox/pyiceberg.sh tests the interop with.
+# stays the one sandbox/pyiceberg.sh tests the interop with. delta-rs (`deltalake`) 1.6.6 and
+# Polars 2.1.0 (issue 33; checked 2026-12-02 the same way); deltalake without its pyarrow extra,
+# which asks for pyarrow >= 21: it takes pyarrow tables through the Arrow C stream interface and
+# the peer needs none of the extra's conversions.
 PYICEBERG_SPEC='pyiceberg[sql-sqlite,pyarrow]==0.12.0'
 PYARROW_SPEC='pyarrow==20.0.0'
 DUCKDB_SPEC='duckdb==2.0.1'
+DELTALAKE_SPEC='deltalake==1.6.6'
+POLARS_SPEC='polars==2.1.0'
 VENV="${TIDEMARK_BENCH_VENV:-$HOME/.cache/tidemark/bench-venv}"
 # What the venv must hold; a marker file records it so a changed pin reinstalls.
-WANT="$PYICEBERG_SPEC $PYARROW_SPEC $DUCKDB_SPEC"
-CHECK='import pyiceberg.catalog.sql, pyarrow, duckdb'
+WANT="$PYICEBERG_SPEC $PYARROW_SPEC $DUCKDB_SPEC $DELTALAKE_SPEC $POLARS_SPEC"
+CHECK='import pyiceberg.catalog.sql, pyarrow, duckdb, deltalake, polars'
 
 say() { echo "bench_peers.sh: $*" >&2; }
 
@@ -38,10 +43,11 @@ else
     fi
     say "installing $WANT"
     "$py" -m pip install -q --disable-pip-version-check \
-        "$PYICEBERG_SPEC" "$PYARROW_SPEC" "$DUCKDB_SPEC" >&2
+        "$PYICEBERG_SPEC" "$PYARROW_SPEC" "$DUCKDB_SPEC" "$DELTALAKE_SPEC" "$POLARS_SPEC" >&2
     "$py" -c "$CHECK" >&2
     echo "$WANT" >"$marker"
-    say "installed $("$py" -c 'import pyiceberg, pyarrow, duckdb
-print("pyiceberg", pyiceberg.__version__, "pyarrow", pyarrow.__version__, "duckdb", duckdb.__version__)')"
+    say "installed $("$py" -c 'import pyiceberg, pyarrow, duckdb, deltalake, polars
+print("pyiceberg", pyiceberg.__version__, "pyarrow", pyarrow.__version__, "duckdb", duckdb.__version__,
+      "deltalake", deltalake.__version__, "polars", polars.__version__)')"
 fi
 echo "export TIDEMARK_BENCH_PYTHON=$py"

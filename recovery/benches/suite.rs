@@ -2,15 +2,16 @@
 //! data and machine, in one run, reported as ratios. Not a test. Run it through
 //! `bash sandbox/bench.sh` (installs the peers), or directly:
 //!
-//! `cargo bench -p tidemark-recovery --bench suite -- [--sizes 1m,10m] [--upsert-size SIZE]
+//! `cargo bench -p tidemark-recovery --bench suite -- [--sizes 1m,10m,100m] [--upsert-size SIZE]
 //!  [--work DIR] [--out FILE.json] [--engines local,ballista-standalone,ballista://HOST:PORT]`
 //!
 //! `--engines` (built with `--features tidemark-recovery/ballista-engine`; default `local`) runs
 //! the recovery step once per engine on the same dataset, each in its own process (`recover
 //! --engine`, issue 15): each engine's step seconds and peak RSS (of the coordinator; a cluster's
 //! executors are other processes) sit beside the local one's in the JSON
-//! (`tidemark.recovery_by_engine`) and the table, with the ratio to DuckDB. One step alone, on a
-//! dataset made before: `suite __step recover DIR [ENGINE]` (DIR as `--work`'s `size-*` folders).
+//! (`tidemark.recovery_by_engine`) and the table, with the ratio to the fastest checked peer. One
+//! step alone, on a dataset made before: `suite __step recover DIR [ENGINE]` (DIR as `--work`'s
+//! `size-*` folders).
 //! `TIDEMARK_BENCH_VALIDATION_SPLIT=key-hash` makes the recovery's validation split by key hash
 //! (the default splits by key range when the manifests' bounds allow it); the JSON names the split.
 //!
@@ -20,9 +21,14 @@
 //! validate; the final state's figures are read after the peak was taken); the applier's sustained
 //! throughput into the snapshot table, copy-on-write and merge-on-read, with bytes written per
 //! event, and the compaction of the merge-on-read table (`suite/apply.rs`). Beside them: `sha256sum` over
-//! the journal's event objects, DuckDB computing the same final state from the same Parquet files
-//! and writing it as Parquet, and (at `--upsert-size`, default the largest size) PyIceberg's `upsert()`
-//! doing the replay step, with tidemark's replay measured on that same dataset. The peers run with
+//! the journal's event objects; the peers computing the same final state from the same Parquet files
+//! (sandbox/bench/peers.py, each printing its query or call): DuckDB without and with the merge
+//! rules' conflict check (`duckdb-state`, `duckdb-checked`), delta-rs's `merge` into a Delta table of
+//! the snapshot's rows (`deltalake-merge`, no conflict check) and Polars (`polars`, checked); and (at
+//! `--upsert-size`, default the largest size up to 10M rows) PyIceberg's `upsert()` doing the replay
+//! step, with tidemark's replay measured on that same dataset. The ratios are to the fastest peer
+//! doing the same rules (`*_vs_fastest_checked_peer`, issue 33) and to the fastest that computes the
+//! final state only (`*_vs_fastest_state_only_peer`), each naming that peer. The peers run with
 //! `$TIDEMARK_BENCH_PYTHON` (sandbox/bench_peers.sh); without it they are reported as skipped.
 //!
 //! `--drill-size SIZE` (default: the largest of `--sizes`; `none` skips it): the weekly drill of
@@ -183,6 +189,39 @@ fn same_state(a: &Value, b: &Value) -> Option<bool> {
     Some(fig(a)? == fig(b)?)
 }
 
+/// The peers that compute the final state from the same Parquet files (sandbox/bench/peers.py,
+/// which describes each; issue 33): DuckDB without and with the merge rules' conflict check,
+/// delta-rs's `merge` into a Delta table of the snapshot's rows, and Polars.
+const STATE_PEERS: [&str; 4] = ["duckdb-state", "duckdb-checked", "deltalake-merge", "polars"];
+
+/// Every state peer on the dataset of one size, each writing into a folder removed afterwards.
+fn state_peers(python: Option<&str>, label: &str, dir: &Path, dataset: &Value) -> serde_json::Map<String, Value> {
+    let input = dataset["peers_input"].as_str().unwrap();
+    let mut out = serde_json::Map::new();
+    for p in STATE_PEERS {
+        eprintln!("suite: {label}: {p}");
+        let scratch = dir.join(format!("{p}-out"));
+        let _ = std::fs::remove_dir_all(&scratch);
+        out.insert(p.into(), peer(python, &[p, input, scratch.to_str().unwrap()]));
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    out
+}
+
+/// The fastest peer that did the conflict check (`checked`) or only the final state, among those
+/// whose final state is tidemark's (and, checked, that found no conflict: the recovery found
+/// none, or it would have stopped): its name and seconds. A peer with another answer is not
+/// a peer to compare times with; the table and `same_final_state` show it.
+fn fastest_peer(peers: &serde_json::Map<String, Value>, rec: &Value, checked: bool) -> Option<(String, f64)> {
+    peers
+        .iter()
+        .filter(|(_, v)| v["conflict_check"].as_bool() == Some(checked))
+        .filter(|(_, v)| same_state(&rec["final_state"], v) == Some(true))
+        .filter(|(_, v)| !checked || v["conflicts"].as_u64() == Some(0))
+        .filter_map(|(p, v)| Some((p.clone(), f(v, &["seconds"])?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
 fn machine() -> Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
@@ -202,8 +241,12 @@ fn machine() -> Value {
 
 fn orchestrate(args: &[String]) {
     let sizes: Vec<&str> = opt(args, "--sizes").unwrap_or("1m").split(',').collect();
-    // By default PyIceberg runs at the largest size (it finishes 10M + 1M in under two minutes).
-    let upsert = opt(args, "--upsert-size").unwrap_or_else(|| sizes.last().copied().unwrap_or("1m"));
+    // By default PyIceberg runs at the largest size up to 10M rows (it finishes 10M + 1M in under
+    // two minutes and 4 GB; 100M would not fit in memory), so that `--sizes 1m,10m,100m` is one run.
+    let upsert = opt(args, "--upsert-size").unwrap_or_else(|| {
+        let fits = sizes.iter().copied().filter(|s| size(s).0 <= 10_000_000);
+        fits.max_by_key(|s| size(s).0).unwrap_or("1m")
+    });
     let scratch = tempfile::tempdir().unwrap();
     let work = opt(args, "--work")
         .map(PathBuf::from)
@@ -238,34 +281,36 @@ fn orchestrate(args: &[String]) {
             eprintln!("suite: {s}: recovery on {e}");
             by_engine.insert(e.to_string(), child(&dir, "recover", &[e]));
         }
-        eprintln!("suite: {s}: DuckDB");
-        let duck_out = dir.join("duckdb-out");
-        let _ = std::fs::remove_dir_all(&duck_out);
-        let duck = peer(
-            python,
-            &[
-                "duckdb",
-                dataset["peers_input"].as_str().unwrap(),
-                duck_out.to_str().unwrap(),
-            ],
-        );
-        let _ = std::fs::remove_dir_all(&duck_out);
+        let peers = state_peers(python, s, &dir, &dataset);
         eprintln!("suite: {s}: applier throughput");
         let applied = apply_runs::orchestrate(&dir, &child);
+        let (checked, state_only) = (fastest_peer(&peers, &rec, true), fastest_peer(&peers, &rec, false));
+        let vs =
+            |r: &Value, step: &str, p: &Option<(String, f64)>| f(r, &[step]).zip(p.as_ref()).map(|(a, (_, b))| a / b);
         let ratios = json!({
             "verify_vs_sha256sum_throughput": f(&verify, &["mb_per_s"]).zip(f(&sha, &["mb_per_s"])).map(|(a, b)| a / b),
-            "replay_vs_duckdb_time": f(&rec, &["replay_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
-            "recovery_vs_duckdb_time": f(&rec, &["total_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b),
-            "recovery_vs_duckdb_time_by_engine": by_engine.iter().map(|(e, r)| {
-                (e.clone(), json!(f(r, &["total_s"]).zip(f(&duck, &["seconds"])).map(|(a, b)| a / b)))
+            "fastest_checked_peer": checked.as_ref().map(|p| &p.0),
+            "replay_vs_fastest_checked_peer": vs(&rec, "replay_s", &checked),
+            "recovery_vs_fastest_checked_peer": vs(&rec, "total_s", &checked),
+            "fastest_state_only_peer": state_only.as_ref().map(|p| &p.0),
+            "replay_vs_fastest_state_only_peer": vs(&rec, "replay_s", &state_only),
+            "recovery_vs_fastest_state_only_peer": vs(&rec, "total_s", &state_only),
+            "recovery_vs_fastest_checked_peer_by_engine": by_engine.iter().map(|(e, r)| {
+                (e.clone(), json!(vs(r, "total_s", &checked)))
             }).collect::<serde_json::Map<_, _>>(),
         });
+        let same: serde_json::Map<_, _> = peers
+            .iter()
+            .map(|(p, v)| (p.clone(), json!(same_state(&rec["final_state"], v))))
+            .collect();
+        let mut all_peers = peers;
+        all_peers.insert("sha256sum".into(), sha);
         results.push(json!({
             "size": s, "rows": rows, "events": events, "dataset": dataset,
             "tidemark": {"verify": verify, "recovery": rec, "recovery_by_engine": by_engine, "apply": applied},
-            "peers": {"sha256sum": sha, "duckdb": duck},
+            "peers": all_peers,
             "ratios": ratios,
-            "same_final_state_as_duckdb": same_state(&rec["final_state"], &duck),
+            "same_final_state": same,
         }));
     }
     // PyIceberg upsert at a size it finishes; tidemark's replay on the same dataset.
@@ -365,11 +410,16 @@ fn print_table(r: &Value) {
             f(&s["peers"], &["sha256sum", "seconds"]),
             None,
         );
-        row(
-            "DuckDB final state -> Parquet",
-            f(&s["peers"], &["duckdb", "seconds"]),
-            f(&s["peers"], &["duckdb", "peak_rss_mb"]),
-        );
+        for p in STATE_PEERS {
+            let v = &s["peers"][p];
+            let what = match v["conflict_check"].as_bool() {
+                Some(true) => "state + check",
+                Some(false) => "state only",
+                None if v.get("skipped").is_some() => "skipped",
+                None => "failed",
+            };
+            row(&format!("{p} ({what})"), f(v, &["seconds"]), f(v, &["peak_rss_mb"]));
+        }
         // The recovery on the other engines (seed and replay are one distributed step there).
         if let Some(by) = t["recovery_by_engine"].as_object() {
             for (e, rec) in by.iter().filter(|(e, _)| *e != "local") {
@@ -386,20 +436,32 @@ fn print_table(r: &Value) {
                 row(&format!("{e}: total"), f(rec, &["total_s"]), f(rec, &["peak_rss_mb"]));
                 println!(
                     "{:<34} {:>10}",
-                    format!("{e}: recovery/DuckDB"),
-                    s2(f(&s["ratios"], &["recovery_vs_duckdb_time_by_engine", e]))
+                    format!("{e}: recovery/checked peer"),
+                    s2(f(&s["ratios"], &["recovery_vs_fastest_checked_peer_by_engine", e]))
                 );
             }
         }
         apply_runs::print(&t["apply"]);
         let ra = &s["ratios"];
         println!(
-            "ratios: verify/sha256sum throughput {} (target >= 0.8); replay/DuckDB time {} (target <= 1.5); recovery/DuckDB time {}; same final state as DuckDB: {}",
-            s2(f(ra, &["verify_vs_sha256sum_throughput"])),
-            s2(f(ra, &["replay_vs_duckdb_time"])),
-            s2(f(ra, &["recovery_vs_duckdb_time"])),
-            s["same_final_state_as_duckdb"]
+            "ratios: verify/sha256sum throughput {} (target >= 0.8)",
+            s2(f(ra, &["verify_vs_sha256sum_throughput"]))
         );
+        for (kind, target) in [("checked", "replay <= 1.0, recovery <= 1.5"), ("state_only", "")] {
+            println!(
+                "ratios to the fastest {} peer ({}): replay {}, recovery {}{}",
+                kind.replace('_', "-"),
+                ra[format!("fastest_{kind}_peer")].as_str().unwrap_or("none"),
+                s2(f(ra, &[format!("replay_vs_fastest_{kind}_peer").as_str()])),
+                s2(f(ra, &[format!("recovery_vs_fastest_{kind}_peer").as_str()])),
+                if target.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (targets: {target})")
+                }
+            );
+        }
+        println!("same final state as tidemark: {}", s["same_final_state"]);
     }
     let p = &r["pyiceberg"];
     println!(

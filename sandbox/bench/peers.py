@@ -4,13 +4,33 @@ tidemark so that the suite can compare times, memory and, through three figures,
 
 Run with the venv of sandbox/bench_peers.sh ($TIDEMARK_BENCH_PYTHON):
 
-  peers.py duckdb INPUT OUT_DIR
+  peers.py duckdb-state INPUT OUT_DIR
+  peers.py duckdb-checked INPUT OUT_DIR      (duckdb INPUT OUT_DIR: the same)
       DuckDB computes the final state from the Parquet files (read_parquet over INPUT's lists)
-      and writes it as Parquet into OUT_DIR (created if missing; it must be empty).
-      Timed ("seconds"): connecting, reading the snapshot and event files into one DuckDB
-      table, counting conflicts, computing the winning row per key and writing the Parquet
-      output, all at DuckDB's defaults (threads = cores). Not timed: reading INPUT and the
-      figures, which are read back from the written files afterwards.
+      and writes it as Parquet into OUT_DIR (created if missing; it must be empty); checked, it
+      also counts the conflicts. Timed ("seconds"): connecting and the queries, at DuckDB's
+      defaults (threads = cores, Snappy) but preserve_insertion_order off (the rows' order is no
+      part of the answer; a little faster). The queries are in duckdb_queries (below), and the
+      JSON's "query" prints them, INPUT's files standing as $SNAPSHOT_FILES and $EVENT_FILES.
+      Formulations tried (issue 33, at 1M + 100k and 10M + 1M; docs/performance.md has the
+      figures): the rules over the union of snapshot and events, by QUALIFY row_number() OVER
+      (PARTITION BY key ORDER BY version DESC, src, position) = 1 or by arg_max(row, (version,
+      -src, -position)) GROUP BY key; the union into a temporary table first (this suite's
+      peer until issue 33); and the join of the snapshot with the winning event per key (by
+      arg_max, by QUALIFY or by DISTINCT ON), kept for being the fastest. For the check:
+      count(DISTINCT hash(payload)) > 1 over the union GROUP BY key, version (the issue's) and
+      the events' least and greatest hash per (key, version) left-joined with the snapshot,
+      kept.
+  peers.py polars INPUT OUT_DIR
+      Polars: the final state and the conflict check from lazy scans of the same files, the
+      state sunk to OUT_DIR/state.parquet (Snappy), both in one collect_all
+      (polars_plan; the JSON's "call" is its source). Timed: the plan's building and run.
+  peers.py deltalake-merge INPUT OUT_DIR
+      delta-rs: the snapshot files' rows written as a Delta table in OUT_DIR/table (one commit;
+      "setup_seconds", not part of "seconds"), then timed: the winning event per key with
+      Polars and DeltaTable.merge (deltalake_merge; its source is the JSON's "call"). No
+      conflict check ("conflict_check": false). Besides the figures it reports the merge's
+      "inserted" and "updated" rows.
   peers.py pyiceberg-upsert INPUT [--keep]
       PyIceberg: creates <namespace>.upsert_<name>_<random hex> in INPUT's catalog with the
       snapshot table's schema (identifier field included), partition spec and format version,
@@ -26,7 +46,7 @@ Run with the venv of sandbox/bench_peers.sh ($TIDEMARK_BENCH_PYTHON):
       The table is purged at the end (its files removed too) unless --keep is given.
   peers.py reference INPUT
       A slow but plainly correct fold in Python dicts over the rows (pyarrow only reads the
-      files), for checking the other two on small inputs ("seconds" covers reading and folding).
+      files), for checking the others on small inputs ("seconds" covers reading and folding).
 
 INPUT is the JSON file the Rust suite writes: snapshot_files and event_files (absolute paths of
 Parquet files; events in position order), catalog_db (SQLite file of a PyIceberg SqlCatalog),
@@ -40,13 +60,16 @@ version, and among events of one version the lowest position (an identical retry
 nothing); a delete is a tombstone row (delete flag set), never a removed row; the final row
 keeps the position of the event (or snapshot row) that produced it. A conflict is a (key,
 version) pair that carries more than one payload (every column but key, version and position)
-across the snapshot's rows and the events; tidemark stops on one, the peers count them
-("conflicts") and go on with the rules above.
+across the snapshot's rows and the events; tidemark stops on one, the checked peers count them
+("conflicts") and go on with the rules above. "conflict_check" says whether a peer checked.
 
 Each subcommand prints exactly one JSON object on stdout; progress goes to stderr. The figures
 every peer reports: rows (final rows, tombstones included), tombstones (rows whose delete flag
-is set) and version_sum (the sum of the version over the final rows); peak_rss_mb is this
-process's peak resident memory (getrusage ru_maxrss, KB on Linux) over its whole run.
+is set) and version_sum (the sum of the version over the final rows), read back from what the
+peer wrote after the timing; cpu_seconds is the CPU time (user + system, every thread) of what
+"seconds" times, less moved than the wall time by other work on a shared machine; peak_rss_mb
+is this process's peak resident memory (getrusage ru_maxrss, KB on Linux) over its whole run
+(the setup included).
 """
 
 from __future__ import annotations
@@ -67,6 +90,13 @@ def emit(obj: dict) -> None:
     json.dump(obj, sys.stdout)
     sys.stdout.write("\n")
     sys.stdout.flush()
+
+
+def cpu_seconds() -> float:
+    """This process's user + system CPU time so far (all threads): beside the wall time, a figure
+    that other work on a shared machine moves less."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def peak_rss_mb() -> float:
@@ -103,6 +133,45 @@ def split_ident(ident: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
+# The table's columns
+
+
+def table_columns(spec: dict) -> tuple[list[str], list[str]]:
+    """The table's columns in the snapshot files' order (the event files carry the same, position
+    first), and the payload: every column but key, version and position."""
+    import pyarrow.parquet as pq
+
+    snaps, events = spec["snapshot_files"], spec["event_files"]
+    names = pq.read_schema(snaps[0] if snaps else events[0]).names
+    if not snaps:
+        names = names[1:] + names[:1]  # position first in event files; last like a table row
+    not_payload = (spec["key"], spec["version"], spec["position"])
+    return names, [n for n in names if n not in not_payload]
+
+
+def prepare_out_dir(out_dir: str) -> str:
+    out_dir = os.path.abspath(out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+    if os.listdir(out_dir):
+        raise SystemExit(f"{out_dir} is not empty")
+    return out_dir
+
+
+def parquet_figures(paths: list[str], spec: dict) -> tuple[int, int, int]:
+    """rows, tombstones and version_sum of the final state written as Parquet (not timed)."""
+    import duckdb
+
+    con = duckdb.connect()
+    delete, version = sql_ident(spec["delete"]), sql_ident(spec["version"])
+    rows, tombstones, version_sum = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE {delete}), coalesce(sum({version}), 0) "
+        f"FROM read_parquet({sql_files(paths)})"
+    ).fetchone()
+    con.close()
+    return int(rows), int(tombstones), int(version_sum)
+
+
+# ---------------------------------------------------------------------------------------------
 # DuckDB
 
 
@@ -118,66 +187,264 @@ def sql_files(paths: list[str]) -> str:
     return "[" + ", ".join(sql_str(p) for p in paths) + "]"
 
 
-def cmd_duckdb(input_path: str, out_dir: str) -> None:
+# In the queries the peers print, the snapshot's and the events' Parquet files stand as
+# $SNAPSHOT_FILES and $EVENT_FILES (INPUT's lists, spelled out as SQL lists when run) and the
+# output file as $OUT.
+SNAPSHOT_FILES, EVENT_FILES, OUT = "$SNAPSHOT_FILES", "$EVENT_FILES", "$OUT"
+
+
+def duckdb_queries(spec: dict, names: list[str], payload: list[str], checked: bool) -> list[str]:
+    """The statements of the DuckDB peers, with the placeholders above.
+
+    The final state as a join: the snapshot holds one row per key (it is a table with an
+    identifier field), so only the events need ranking. Per key the winning event (highest
+    version, then lowest position; arg_max over the pair), then the snapshot FULL OUTER JOIN
+    those winners on the key, each column taken from the snapshot row when the key has no event
+    or the snapshot's version is at least the event's (the snapshot's row wins a tie), from the
+    event otherwise. The 10M-row side is scanned once and never sorted or aggregated.
+
+    The conflict check (checked): the events grouped by (key, version) with the least and the
+    greatest hash of their payload (more than one payload iff they differ: the same answer as
+    count(DISTINCT hash(...)) > 1 without the distinct's hash set), LEFT JOIN the snapshot on
+    (key, version), whose row conflicts when its payload's hash is not the events' one. A
+    second statement: DuckDB writes a COPY's rows and returns nothing else, so the count is its
+    own query; the snapshot's side of it is a hash join probing (key, version) only.
+    Hashes are 64 bits: two payloads that collide would hide a conflict, as in the issue's
+    formulation.
+    """
+    key, version, position = (sql_ident(spec[k]) for k in ("key", "version", "position"))
+    cols = ", ".join(sql_ident(n) for n in names)
+    take_snapshot = f"e.{key} IS NULL OR s.{version} >= e.{version}"
+    pick = ", ".join(
+        f"CASE WHEN {take_snapshot} THEN s.{sql_ident(n)} ELSE e.{sql_ident(n)} END AS {sql_ident(n)}"
+        for n in names
+    )
+    state = (
+        f"COPY (WITH e AS (SELECT unnest(arg_max(struct_pack({cols}), ({version}, -{position}))) "
+        f"FROM read_parquet({EVENT_FILES}) GROUP BY {key}) "
+        f"SELECT {pick} FROM read_parquet({SNAPSHOT_FILES}) s FULL OUTER JOIN e ON s.{key} = e.{key}) "
+        f"TO {OUT} (FORMAT parquet)"
+    )
+    # The rows' order is no part of the answer: DuckDB may write them as its threads finish.
+    setting = "SET preserve_insertion_order = false"
+    if not checked:
+        return [setting, state]
+    hashed = ", ".join(sql_ident(n) for n in payload)
+    s_hashed = ", ".join(f"s.{sql_ident(n)}" for n in payload)
+    check = (
+        f"WITH g AS (SELECT {key}, {version}, min(h) AS lo, max(h) AS hi "
+        f"FROM (SELECT {key}, {version}, hash({hashed}) AS h FROM read_parquet({EVENT_FILES})) "
+        f"GROUP BY {key}, {version}) "
+        f"SELECT count(*) FROM g LEFT JOIN read_parquet({SNAPSHOT_FILES}) s "
+        f"ON s.{key} = g.{key} AND s.{version} = g.{version} "
+        f"WHERE g.lo <> g.hi OR (s.{key} IS NOT NULL AND hash({s_hashed}) <> g.lo)"
+    )
+    return [setting, state, check]
+
+
+def cmd_duckdb(input_path: str, out_dir: str, checked: bool, tool: str) -> None:
     import duckdb
 
     spec = load_input(input_path)
-    out_dir = os.path.abspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    if os.listdir(out_dir):
-        raise SystemExit(f"{out_dir} is not empty")
-    out_file = os.path.join(out_dir, "state.parquet")
-    key, version, delete, position = (sql_ident(spec[k]) for k in ("key", "version", "delete", "position"))
-    snaps, events = spec["snapshot_files"], spec["event_files"]
+    out_file = os.path.join(prepare_out_dir(out_dir), "state.parquet")
+    names, payload = table_columns(spec)
+    queries = duckdb_queries(spec, names, payload, checked)
 
-    t0 = time.perf_counter()
+    def bind(q: str) -> str:
+        return (
+            q.replace(SNAPSHOT_FILES, sql_files(spec["snapshot_files"]))
+            .replace(EVENT_FILES, sql_files(spec["event_files"]))
+            .replace(OUT, sql_str(out_file))
+        )
+
+    t0, c0 = time.perf_counter(), cpu_seconds()
     con = duckdb.connect()
-    # The table's columns in the snapshot files' order (the events carry the same, position first).
-    probe = snaps if snaps else events
-    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({sql_files(probe[:1])})").fetchall()
-    names = [r[0] for r in described]
-    if not snaps:
-        names = names[1:] + names[:1]  # position first in event files; last like a table row
-    cols = ", ".join(sql_ident(n) for n in names)
-    not_payload = (spec["key"], spec["version"], spec["position"])
-    payload = ", ".join(f"{sql_ident(n)} := {sql_ident(n)}" for n in names if n not in not_payload)
-    parts = []
-    if snaps:
-        parts.append(f"SELECT 0 AS _src, {cols} FROM read_parquet({sql_files(snaps)})")
-    if events:
-        parts.append(f"SELECT 1 AS _src, {cols} FROM read_parquet({sql_files(events)})")
-    con.execute("CREATE TEMP TABLE src AS " + " UNION ALL ".join(parts))
-    # A (key, version) with more than one payload among snapshot rows and events.
-    (conflicts,) = con.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM src GROUP BY {key}, {version} "
-        f"HAVING count(DISTINCT struct_pack({payload})) > 1)"
-    ).fetchone()
-    # Per key: highest version; at one version the snapshot row, then the lowest position.
-    con.execute(
-        f"COPY (SELECT {cols} FROM src "
-        f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY {version} DESC, _src, {position}) = 1) "
-        f"TO {sql_str(out_file)} (FORMAT parquet)"
-    )
+    results = [con.execute(bind(q)).fetchall() for q in queries]
     con.close()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
 
-    check = duckdb.connect()
-    rows, tombstones, version_sum = check.execute(
-        f"SELECT count(*), count(*) FILTER (WHERE {delete}), coalesce(sum({version}), 0) "
-        f"FROM read_parquet({sql_str(out_file)})"
-    ).fetchone()
-    check.close()
-    log(f"duckdb: {rows} rows ({tombstones} tombstones) written to {out_file} in {seconds:.3f} s")
+    rows, tombstones, version_sum = parquet_figures([out_file], spec)
+    log(f"{tool}: {rows} rows ({tombstones} tombstones) written to {out_file} in {seconds:.3f} s")
+    out = {
+        "tool": tool,
+        "version": duckdb.__version__,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "rows": rows,
+        "tombstones": tombstones,
+        "version_sum": version_sum,
+        "conflict_check": checked,
+        "peak_rss_mb": peak_rss_mb(),
+        "query": queries,
+    }
+    if checked:
+        out["conflicts"] = int(results[-1][0][0])
+    emit(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Polars
+
+
+def polars_plan(pl, snapshot_files, event_files, key, version, position, names, payload, out_file):
+    """The Polars peer's plan: two lazy frames run together by pl.collect_all, which shares the
+    scans they have in common. The winning event per key (highest version, then lowest
+    position: two window filters), the snapshot full-joined with them on the key, each column
+    taken as in the DuckDB peer, written with Snappy (DuckDB's default; faster here than Polars'
+    zstd); the conflicts: the events' payload hashes per (key, version), least and greatest,
+    left-joined with the snapshot's on (key, version)."""
+    snapshot = pl.scan_parquet(snapshot_files)
+    events = pl.scan_parquet(event_files).select(names)
+    winners = events.filter(pl.col(version) == pl.col(version).max().over(key)).filter(
+        pl.col(position) == pl.col(position).min().over(key)
+    )
+    joined = snapshot.join(winners, on=key, how="full", coalesce=True, suffix="_e")
+    take_snapshot = pl.col(version + "_e").is_null() | (pl.col(version) >= pl.col(version + "_e"))
+    state = joined.select(
+        [pl.col(key)]
+        + [pl.when(take_snapshot).then(pl.col(n)).otherwise(pl.col(n + "_e")).alias(n) for n in names if n != key]
+    )
+    h = pl.struct(payload).hash()
+    groups = events.group_by(key, version).agg(lo=h.min(), hi=h.max())
+    snapshot_hashes = snapshot.select(key, version, hs=h)
+    conflicts = groups.join(snapshot_hashes, on=[key, version], how="left").select(
+        n=((pl.col("lo") != pl.col("hi")) | (pl.col("hs").is_not_null() & (pl.col("hs") != pl.col("lo")))).sum()
+    )
+    _, counted = pl.collect_all([state.sink_parquet(out_file, compression="snappy", lazy=True), conflicts])
+    return int(counted.item())
+
+
+def cmd_polars(input_path: str, out_dir: str) -> None:
+    import inspect
+
+    import polars as pl
+
+    spec = load_input(input_path)
+    if not spec["snapshot_files"] or not spec["event_files"]:
+        raise SystemExit("polars: needs snapshot files and event files")
+    out_file = os.path.join(prepare_out_dir(out_dir), "state.parquet")
+    names, payload = table_columns(spec)
+
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    conflicts = polars_plan(
+        pl,
+        spec["snapshot_files"],
+        spec["event_files"],
+        spec["key"],
+        spec["version"],
+        spec["position"],
+        names,
+        payload,
+        out_file,
+    )
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+
+    rows, tombstones, version_sum = parquet_figures([out_file], spec)
+    log(f"polars: {rows} rows ({tombstones} tombstones) written to {out_file} in {seconds:.3f} s")
     emit(
         {
-            "tool": "duckdb",
-            "version": duckdb.__version__,
+            "tool": "polars",
+            "version": pl.__version__,
             "seconds": seconds,
-            "rows": int(rows),
-            "tombstones": int(tombstones),
-            "version_sum": int(version_sum),
-            "conflicts": int(conflicts),
+            "cpu_seconds": cpu,
+            "rows": rows,
+            "tombstones": tombstones,
+            "version_sum": version_sum,
+            "conflict_check": True,
+            "conflicts": conflicts,
             "peak_rss_mb": peak_rss_mb(),
+            "call": inspect.getsource(polars_plan),
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# delta-rs
+
+
+def deltalake_merge(pl, DeltaTable, table_uri, event_files, key, version, position, names):
+    """The delta-rs peer's timed part: the winning event per key (highest version, then lowest
+    position) with Polars, then one MERGE into the Delta table of the snapshot's rows: a newer
+    event replaces the row (a tombstone too), an older or equal one changes nothing, a new key
+    is inserted. No conflict check: the merge sees one event per key and none of the others."""
+    events = pl.scan_parquet(event_files).select(names)
+    winners = (
+        events.filter(pl.col(version) == pl.col(version).max().over(key))
+        .filter(pl.col(position) == pl.col(position).min().over(key))
+        .collect()
+    )
+    return (
+        DeltaTable(table_uri)
+        .merge(
+            source=winners.to_arrow(),
+            predicate=f"target.{key} = source.{key}",
+            source_alias="source",
+            target_alias="target",
+        )
+        .when_matched_update_all(predicate=f"source.{version} > target.{version}")
+        .when_not_matched_insert_all()
+        .execute()
+    )
+
+
+def cmd_deltalake_merge(input_path: str, out_dir: str) -> None:
+    import inspect
+
+    import deltalake
+    import polars as pl
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    from deltalake import DeltaTable, QueryBuilder, write_deltalake
+
+    spec = load_input(input_path)
+    if not spec["snapshot_files"] or not spec["event_files"]:
+        raise SystemExit("deltalake-merge: needs snapshot files and event files")
+    table_uri = os.path.join(prepare_out_dir(out_dir), "table")
+    names, _ = table_columns(spec)
+
+    # Setup, not timed: the snapshot's rows as a Delta table (streamed, one commit).
+    t0 = time.perf_counter()
+    snapshot = ds.dataset(spec["snapshot_files"], format="parquet")
+    write_deltalake(table_uri, snapshot.scanner(columns=names).to_reader())
+    setup_seconds = time.perf_counter() - t0
+    log(f"deltalake-merge: snapshot written as a Delta table in {setup_seconds:.3f} s")
+
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    metrics = deltalake_merge(
+        pl, DeltaTable, table_uri, spec["event_files"], spec["key"], spec["version"], spec["position"], names
+    )
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+
+    delete, version = sql_ident(spec["delete"]), sql_ident(spec["version"])
+    (fig,) = pa.table(  # arro3's table, through the Arrow C stream interface
+        QueryBuilder()
+        .register("t", DeltaTable(table_uri))
+        .execute(
+            f"SELECT count(*) AS n, sum(CASE WHEN {delete} THEN 1 ELSE 0 END) AS d, "
+            f"coalesce(sum({version}), 0) AS v FROM t"
+        )
+        .read_all()
+    ).to_pylist()
+    rows, tombstones, version_sum = int(fig["n"]), int(fig["d"] or 0), int(fig["v"])
+    log(
+        f"deltalake-merge: {rows} rows ({tombstones} tombstones), {metrics['num_target_rows_inserted']} "
+        f"inserted, {metrics['num_target_rows_updated']} updated in {seconds:.3f} s"
+    )
+    emit(
+        {
+            "tool": "deltalake-merge",
+            "version": deltalake.__version__,
+            "setup_seconds": setup_seconds,
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "rows": rows,
+            "tombstones": tombstones,
+            "version_sum": version_sum,
+            "conflict_check": False,
+            "inserted": metrics["num_target_rows_inserted"],
+            "updated": metrics["num_target_rows_updated"],
+            "peak_rss_mb": peak_rss_mb(),
+            "call": inspect.getsource(deltalake_merge),
         }
     )
 
@@ -391,14 +658,23 @@ def cmd_reference(input_path: str) -> None:
 
 
 USAGE = """usage:
-  peers.py duckdb INPUT OUT_DIR
+  peers.py duckdb-state INPUT OUT_DIR
+  peers.py duckdb-checked INPUT OUT_DIR      (duckdb: the same)
+  peers.py polars INPUT OUT_DIR
+  peers.py deltalake-merge INPUT OUT_DIR
   peers.py pyiceberg-upsert INPUT [--keep]
   peers.py reference INPUT"""
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 3 and argv[0] == "duckdb":
-        cmd_duckdb(argv[1], argv[2])
+    if len(argv) == 3 and argv[0] == "duckdb-state":
+        cmd_duckdb(argv[1], argv[2], checked=False, tool="duckdb-state")
+    elif len(argv) == 3 and argv[0] in ("duckdb-checked", "duckdb"):
+        cmd_duckdb(argv[1], argv[2], checked=True, tool="duckdb-checked")
+    elif len(argv) == 3 and argv[0] == "polars":
+        cmd_polars(argv[1], argv[2])
+    elif len(argv) == 3 and argv[0] == "deltalake-merge":
+        cmd_deltalake_merge(argv[1], argv[2])
     elif len(argv) in (2, 3) and argv[0] == "pyiceberg-upsert" and (len(argv) == 2 or argv[2] == "--keep"):
         cmd_pyiceberg_upsert(argv[1], keep=len(argv) == 3)
     elif len(argv) == 2 and argv[0] == "reference":
