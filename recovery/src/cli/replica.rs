@@ -523,7 +523,7 @@ async fn audit_copies(
                 format!("--audit {spec:?}: give TABLE=JOURNAL_URL"),
             ));
         };
-        let Some(t) = state.and_then(|s| s.tables.iter().find(|t| t.table == table)) else {
+        let Some((state, t)) = state.and_then(|s| Some((s, s.tables.iter().find(|t| t.table == table)?))) else {
             return Err(exit_error(
                 BAD_INPUT,
                 format!("--audit {table}: the follower's state holds no table {table}"),
@@ -532,7 +532,7 @@ async fn audit_copies(
         let journal = tidemark_journal::Journal::open(tidemark_journal::store::open(url).await?).await?;
         out.push((
             table.to_string(),
-            tidemark_recovery::dr::replica_audit::audit_copy(state.unwrap(), t, &journal, store.clone()).await,
+            tidemark_recovery::dr::replica_audit::audit_copy(state, t, &journal, store.clone()).await,
         ));
     }
     Ok(out)
