@@ -13,7 +13,7 @@
 //! 2. otherwise (a catalog client's error, such as the REST catalog's, which carries the
 //!    server's reply only as text), a refused-credentials code in the text of the chain.
 
-use tidemark_journal::store::{REFUSED_CREDENTIAL_CODES, is_refused_credentials};
+use tidemark_journal::store::REFUSED_CREDENTIAL_CODES;
 
 /// The refused-credentials code that `err` (or a cause of it) reports, if any: an S3 error code
 /// such as `InvalidToken`, or `PermissionDenied` for a 403 without one.
@@ -57,7 +57,7 @@ fn opendal_refused(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let e = err.downcast_ref::<opendal::Error>()?;
     let code = s3_code(e.message());
     match code {
-        Some(code) if is_refused_credentials(code) => Some(code.to_string()),
+        Some(code) if tidemark_journal::store::is_refused_credentials(code) => Some(code.to_string()),
         _ if e.kind() == opendal::ErrorKind::PermissionDenied => Some(code.unwrap_or("PermissionDenied").to_string()),
         _ => None,
     }
@@ -70,6 +70,7 @@ fn opendal_refused(_: &(dyn std::error::Error + 'static)) -> Option<String> {
 
 /// The S3 error code in the message opendal's S3 service writes for an error reply
 /// (`S3Error { code: "AccessDenied", … }`).
+#[cfg(any(feature = "remote", test))]
 fn s3_code(message: &str) -> Option<&str> {
     let rest = message.strip_prefix("S3Error {")?;
     let start = rest.find("code: \"")? + "code: \"".len();
