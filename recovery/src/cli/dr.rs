@@ -197,15 +197,7 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
             common,
         } => {
             let map = match prefix_map {
-                Some(m) => {
-                    let (from, to) = m
-                        .split_once('=')
-                        .ok_or_else(|| anyhow::anyhow!("--prefix-map is FROM=TO"))?;
-                    Some(PrefixMap {
-                        from: from.into(),
-                        to: to.into(),
-                    })
-                }
+                Some(m) => Some(PrefixMap::parse(&m).ok_or_else(|| anyhow::anyhow!("--prefix-map is FROM=TO"))?),
                 None => None,
             };
             let report = replica::check(&warehouse, &s3_props(|k| std::env::var(k).ok()), map.as_ref()).await?;

@@ -329,13 +329,7 @@ pub async fn resolve_source(
         }
     };
     let prefix_map = match &args.prefix_map {
-        Some(m) => {
-            let (from, to) = m.split_once('=').context("--prefix-map is FROM=TO")?;
-            Some(PrefixMap {
-                from: from.into(),
-                to: to.into(),
-            })
-        }
+        Some(m) => Some(PrefixMap::parse(m).context("--prefix-map is FROM=TO")?),
         None => None,
     };
     Ok(SnapshotSource {

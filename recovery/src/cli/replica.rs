@@ -52,15 +52,10 @@ pub struct FollowTarget {
 impl FollowTarget {
     fn options(&self, mode: FollowMode, interval_ms: Option<u64>) -> anyhow::Result<FollowOptions> {
         let prefix_map = match &self.prefix_map {
-            Some(m) => {
-                let (from, to) = m
-                    .split_once('=')
-                    .ok_or_else(|| exit_error(tidemark_recovery::exit::BAD_INPUT, "--prefix-map is FROM=TO"))?;
-                Some(PrefixMap {
-                    from: from.into(),
-                    to: to.into(),
-                })
-            }
+            Some(m) => Some(
+                PrefixMap::parse(m)
+                    .ok_or_else(|| exit_error(tidemark_recovery::exit::BAD_INPUT, "--prefix-map is FROM=TO"))?,
+            ),
             None => None,
         };
         Ok(FollowOptions {

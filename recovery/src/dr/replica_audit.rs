@@ -66,15 +66,7 @@ fn copy_of(state: &FollowerState, table: &TableState) -> Result<SnapshotSource, 
         .ok_or_else(|| format!("the follower has registered no version of {} yet", table.table))?;
     let base = super::rebuild::warehouse_base(&state.warehouse).map_err(|e| e.to_string())?;
     let prefix_map = match &state.prefix_map {
-        Some(m) => {
-            let (from, to) = m
-                .split_once('=')
-                .ok_or_else(|| format!("the follower's prefix map {m:?} is not FROM=TO"))?;
-            Some(PrefixMap {
-                from: from.into(),
-                to: to.into(),
-            })
-        }
+        Some(m) => Some(PrefixMap::parse(m).ok_or_else(|| format!("the follower's prefix map {m:?} is not FROM=TO"))?),
         None => None,
     };
     Ok(SnapshotSource {

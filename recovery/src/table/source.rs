@@ -45,6 +45,16 @@ pub struct PrefixMap {
 }
 
 impl PrefixMap {
+    /// `FROM=TO` (the form `--prefix-map` takes and the follower's state records); `None`
+    /// without a `=`.
+    pub fn parse(text: &str) -> Option<PrefixMap> {
+        let (from, to) = text.split_once('=')?;
+        Some(PrefixMap {
+            from: from.into(),
+            to: to.into(),
+        })
+    }
+
     pub fn apply(map: Option<&PrefixMap>, path: &str) -> String {
         match map {
             Some(m) if path.starts_with(&m.from) => format!("{}{}", m.to, &path[m.from.len()..]),
