@@ -9,6 +9,7 @@ mod catalogs_commands;
 mod catalogs_remote;
 mod drill_real;
 mod faults;
+mod house_plan;
 mod interop;
 mod replica_catalogs;
 mod replica_warm;
@@ -246,7 +247,7 @@ fn refused_s3_credentials_exit_with_access_denied() {
 fn query_on_a_rolled_back_or_invalid_route_exits_4() {
     let s = Scratch::new();
     let journal = s.path_str("journal");
-    let catalog = applied(&s, &journal, None, 500);
+    let catalog = applied(&s, &journal, None, 500).catalog;
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     for _ in 0..2 {
@@ -303,178 +304,68 @@ fn query_on_a_rolled_back_or_invalid_route_exits_4() {
     s.run(&query).fails(VERIFY_FAILED, &["is not a valid route"]);
 }
 
-/// Appends generated events to a new journal and applies them; returns (journal, catalog).
-fn applied(s: &Scratch, journal: &str, warehouse: Option<&str>, events: u64) -> String {
-    s.run(&["journal", "init", "--journal", journal]).ok();
-    let input = s.path_str("events.ndjson");
-    s.run(&[
-        "gen",
-        "events",
-        "--orders",
-        "200",
-        "--events",
-        &events.to_string(),
-        "--out",
-        &input,
-    ])
-    .ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "250",
-    ])
-    .ok();
-    let catalog = s.path_str("catalog.db");
-    let mut args = vec![
-        "apply",
-        "--journal",
-        journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--json",
-        // A commit per batch: the scenarios below need a history of several snapshots (the
-        // default would commit the batches waiting at once).
-        "--batches-per-commit",
-        "1",
-    ];
+/// Generated events (200 orders) in a new journal at `journal`, applied with a commit per batch
+/// into `shop.orders` of the SQLite catalog `catalog.db` (its warehouse at `warehouse`).
+fn applied<'s>(s: &'s Scratch, journal: &str, warehouse: Option<&str>, events: u64) -> Story<'s> {
+    let mut story = Story::new(s).journal(journal);
     if let Some(w) = warehouse {
-        args.extend(["--warehouse", w]);
+        story = story.warehouse(w);
     }
-    let r = s.run(&args).ok().json();
+    let story = story.generated(200, events, 250);
+    // A commit per batch: the scenarios below need a history of several snapshots (the default
+    // would commit the batches waiting at once).
+    let r = story.apply(&["--json", "--batches-per-commit", "1"]).json();
     assert_eq!(r["applied_to_position"], events);
     assert_eq!(r["commits"], events / 250);
-    catalog
+    story
 }
 
 #[test]
 fn apply_then_fault_delete_on_a_folder() {
     let s = Scratch::new();
-    let journal = s.path_str("journal");
-    let catalog = applied(&s, &journal, None, 1000);
+    let story = applied(&s, &s.path_str("journal"), None, 1000);
     // Nothing new: a second apply commits nothing.
-    let again = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let again = story.apply(&["--json"]).json();
     assert_eq!(again["commits"], 0);
-    let f = s
-        .run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-            "--where",
-            "order_version > 2",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let f = story.bad_delete_json("order_version > 2");
     assert!(f["rows_deleted"].as_u64().unwrap() > 0, "{f}");
     // The fault is outside the journal: the applier finds it (the audit of what other writers
     // committed since its own last commit) and commits nothing on top of it (issue 30).
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--json",
-    ])
-    .fails(
+    story.run("apply", &["--json"]).fails(
         12,
         &["tidemark fault delete", "keys removed", "--on-divergence continue"],
     );
     // Accepted, it does not re-apply what it already applied.
-    let after = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
+    let after = story
+        .apply(&[
             "--on-divergence",
             "continue",
             "--reason",
             "the test accepts the fault",
             "--json",
         ])
-        .ok()
         .json();
     assert_eq!(after["commits"], 0);
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "no_such_column = 1",
-    ])
-    .fails(3, &["no_such_column"]);
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.nothing_here",
-        "--until",
-        "10",
-    ])
-    .ok();
+    story
+        .run_on_table(&["fault", "delete"], &["--where", "no_such_column = 1"])
+        .fails(3, &["no_such_column"]);
+    story.clone().table("shop.nothing_here").apply_until(10);
 }
 
 #[test]
 fn apply_refuses_a_broken_chain_and_a_missing_catalog_folder() {
     let s = Scratch::new();
-    let journal = journal_with(&s, "journal", 20, 5);
+    let story = Story::new(&s).journaled(20, 5);
     std::fs::remove_file(s.path("journal/manifests/00000000000000000002.json")).unwrap();
     std::fs::remove_dir_all(s.path("journal/.tidemark/versions/manifests%2F00000000000000000002.json")).unwrap();
-    let catalog = s.path_str("catalog.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-    ])
-    .fails(4, &["gap", "manifests/00000000000000000002.json"]);
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        "/nonexistent/dir/catalog.db",
-        "--table",
-        "shop.orders",
-    ])
-    .fails(1, &["/nonexistent/dir"]);
+    story
+        .run("apply", &[])
+        .fails(4, &["gap", "manifests/00000000000000000002.json"]);
+    story
+        .clone()
+        .catalog("/nonexistent/dir/catalog.db")
+        .run("apply", &[])
+        .fails(1, &["/nonexistent/dir"]);
 }
 
 #[test]
@@ -485,23 +376,7 @@ fn apply_into_an_s3_warehouse() {
     let s = Scratch::new();
     let journal = format!("s3://tidemark/apply-{}/journal", std::process::id());
     let warehouse = format!("s3://tidemark/apply-{}/warehouse", std::process::id());
-    let catalog = applied(&s, &journal, Some(&warehouse), 500);
-    let f = s
-        .run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--where",
-            "is_deleted",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let f = applied(&s, &journal, Some(&warehouse), 500).bad_delete_json("is_deleted");
     assert_eq!(f["format_version"], 1);
 }
 
@@ -563,38 +438,9 @@ fn pyiceberg_reads_what_tidemark_wrote() {
     let Some(py) = support::python::PyIceberg::new(&s.path("catalog.db"), &s.path("warehouse")) else {
         return;
     };
-    let journal = s.path_str("journal");
-    let catalog = s.path_str("catalog.db");
-    let input = s.path_str("events.ndjson");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    s.run(&[
-        "gen", "events", "--orders", "300", "--events", "2000", "--seed", "7", "--out", &input,
-    ])
-    .ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "500",
-    ])
-    .ok();
-    let applied = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let story = Story::new(&s).seed(7).generated(300, 2000, 500);
+    let (catalog, input) = (story.catalog.clone(), s.path_str("events.ndjson"));
+    let applied = story.apply(&["--json"]).json();
     assert_eq!(applied["applied_to_position"], 2000, "{applied}");
     // A copy-on-write overwrite made by tidemark's own commit code, outside the journal.
     s.fault_delete(&catalog, "shop.orders", "order_version > 3");
@@ -855,7 +701,7 @@ fn a_to_e_story_drill_on_s3() {
 fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     let s = Scratch::new();
     let journal = s.path_str("journal");
-    let catalog = applied(&s, &journal, None, 1000);
+    let catalog = applied(&s, &journal, None, 1000).catalog;
     let warehouse = s.path_str("warehouse");
     std::fs::remove_file(&catalog).unwrap();
     let rebuilt = s.path_str("rebuilt/catalog.db");
@@ -900,7 +746,7 @@ fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
 fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
     let s = Scratch::new();
     let journal = s.path_str("journal");
-    let catalog = applied(&s, &journal, None, 1000);
+    let catalog = applied(&s, &journal, None, 1000).catalog;
     let (a, b) = (s.path_str("a.json"), s.path_str("b.json"));
     s.run(&["history", "record", "--catalog", &catalog, "--out", &a]).ok();
     s.run(&["history", "compare", &a, &a]).ok();
@@ -1057,7 +903,7 @@ fn wipe(url: &str) {
 fn region_loss(s: &Scratch, root: &str) {
     let journal = s.path_str("journal");
     let (src, dst, backups) = (format!("{root}/src"), format!("{root}/dst"), format!("{root}/backups"));
-    let catalog = applied(s, &journal, Some(&src), 1000);
+    let catalog = applied(s, &journal, Some(&src), 1000).catalog;
     let record_a = s.path_str("a.json");
     // A command against the source catalog and warehouse.
     let on_src = |args: &[&str]| {

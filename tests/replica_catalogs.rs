@@ -76,41 +76,14 @@ fn drop_table(s: &Scratch, dr: &str, kind: Kind, table: &str) -> bool {
 /// The whole story into the DR catalog `dr` (a defined name in `s.env`, of kind `kind`), with
 /// the primary and the replica under `root`.
 fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&str>, namespace: &str, home: &str) {
-    let journal = s.path_str("journal");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.path_str("events.ndjson");
-    s.run(&["gen", "events", "--orders", "100", "--events", "500", "--out", &input])
-        .ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "100",
-    ])
-    .ok();
-    let primary = s.path_str("primary.db");
     let (primary_wh, replica) = (format!("{root}/primary"), format!("{root}/replica"));
     let (orders, other) = (format!("{namespace}.orders"), format!("{namespace}.other"));
-    let apply = |table: &str, until: &str| {
-        s.run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &primary,
-            "--warehouse",
-            &primary_wh,
-            "--table",
-            table,
-            "--until",
-            until,
-        ])
-        .ok()
-    };
+    let story = Story::new(s)
+        .catalog(s.path_str("primary.db"))
+        .warehouse(&primary_wh)
+        .generated(100, 500, 100);
+    let (journal, primary) = (&story.journal, &story.catalog);
+    let apply = |table: &str, until: &str| story.clone().table(table).apply(&["--until", until]);
     apply(&orders, "200");
     apply(&other, "200");
     replicate(&primary_wh, &replica, endpoint, true);

@@ -107,39 +107,13 @@ pub(crate) fn base(url: &str) -> String {
 }
 
 fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
-    let journal = s.path_str("journal");
     let (primary_wh, replica) = (format!("{root}/primary"), format!("{root}/replica"));
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.path_str("events.ndjson");
-    s.run(&["gen", "events", "--orders", "100", "--events", "600", "--out", &input])
-        .ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "100",
-    ])
-    .ok();
-    let primary = s.path_str("primary.db");
-    let apply = |until: &str| {
-        s.run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &primary,
-            "--warehouse",
-            &primary_wh,
-            "--table",
-            "shop.orders",
-            "--until",
-            until,
-        ])
-    };
+    let story = Story::new(s)
+        .catalog(s.path_str("primary.db"))
+        .warehouse(&primary_wh)
+        .generated(100, 600, 100);
+    let (journal, primary) = (&story.journal, &story.catalog);
+    let apply = |until: &str| story.run("apply", &["--until", until]);
     apply("200").ok();
     replicate(&primary_wh, &replica, endpoint, true);
     apply("300").ok();
@@ -657,35 +631,12 @@ fn follow_into_a_postgresql_catalog() {
         _ => panic!("TIDEMARK_TEST_PG_URI is not set: run `bash sandbox/test.sh` (or TIDEMARK_SKIP_POSTGRES=1)"),
     };
     let s = Scratch::new();
-    let journal = s.path_str("journal");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.path_str("events.ndjson");
-    s.run(&["gen", "events", "--orders", "50", "--events", "200", "--out", &input])
-        .ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "100",
-    ])
-    .ok();
     let (primary_wh, replica) = (s.path_str("primary"), s.path_str("replica"));
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &s.path_str("p.db"),
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    Story::new(&s)
+        .catalog(s.path_str("p.db"))
+        .warehouse(&primary_wh)
+        .generated(50, 200, 100)
+        .apply(&[]);
     replicate(&primary_wh, &replica, None, true);
     let name = format!(
         "tm_warm_{}_{}",
@@ -739,26 +690,14 @@ fn follow_into_a_postgresql_catalog() {
 fn replica_status_reports_a_bad_write_the_dr_copy_holds() {
     const DIVERGENCE: i32 = 12;
     let s = Scratch::new();
-    let journal = s.path_str("journal");
     let (primary_wh, replica) = (s.path_str("sites/primary"), s.path_str("sites/replica"));
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    let input = s.path_str("events.ndjson");
-    s.run(&["gen", "events", "--orders", "100", "--events", "300", "--out", &input])
-        .ok();
-    s.append(&journal, &input).ok();
-    let primary = s.path_str("primary.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &primary,
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    // One batch: `journal append`'s default batch size (10,000) holds the 300 events.
+    let story = Story::new(&s)
+        .catalog(s.path_str("primary.db"))
+        .warehouse(&primary_wh)
+        .generated(100, 300, 10_000);
+    story.apply(&[]);
+    let (journal, primary) = (&story.journal, &story.catalog);
     let (dr, st) = (s.path_str("dr.db"), s.path_str("state"));
     let map = format!("{}={}", base(&primary_wh), base(&replica));
     let follow = || {

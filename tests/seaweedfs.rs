@@ -45,7 +45,7 @@ fn apply_and_fault_delete_in_a_seaweedfs_warehouse() {
     let Some(s) = Scratch::on_seaweedfs() else { return };
     let root = format!("s3://tidemark/apply-sw-{}", std::process::id());
     let (journal, warehouse) = (format!("{root}/journal"), format!("{root}/warehouse"));
-    let catalog = applied(&s, &journal, Some(&warehouse), 500);
+    let catalog = applied(&s, &journal, Some(&warehouse), 500).catalog;
     let f = s
         .run(&[
             "fault",

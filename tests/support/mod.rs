@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 pub mod faults;
 pub mod python;
+pub mod story;
+
+pub use story::Story;
 
 pub struct Scratch {
     pub dir: tempfile::TempDir,
