@@ -99,37 +99,13 @@ pub fn ns(purpose: &str) -> String {
 /// Applies a generated journal into `table` of the catalog `catalog` and deletes the rows with
 /// `order_version > 3` (tidemark's own overwrite commit); returns the rows that should remain.
 pub fn apply_and_fault(s: &Scratch, catalog: &str, table: &str) -> Vec<serde_json::Value> {
-    let journal = s.path_str("journal");
+    let story = Story::new(s)
+        .catalog(catalog)
+        .table(table)
+        .seed(11)
+        .generated(150, 600, 200);
     let input = s.path_str("events.ndjson");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
-    s.run(&[
-        "gen", "events", "--orders", "150", "--events", "600", "--seed", "11", "--out", &input,
-    ])
-    .ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        &input,
-        "--batch-size",
-        "200",
-    ])
-    .ok();
-    let applied = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            catalog,
-            "--table",
-            table,
-            "--json",
-        ])
-        .ok()
-        .json();
+    let applied = story.apply(&["--json"]).json();
     assert_eq!(applied["applied_to_position"], 600, "{applied}");
     s.fault_delete(catalog, table, "order_version > 3");
     let mut state = BTreeMap::new();

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::super::assert_same_rows;
 use super::super::catalogs_remote::{ns, rest_definition};
-use super::super::support::Scratch;
 use super::super::support::python::{PyIceberg, assert_lengths_are_sizes, new_codecs};
+use super::super::support::{Scratch, Story};
 use super::{by_key, ev, merge_reshaped};
 
 #[test]
@@ -24,26 +24,17 @@ fn a_rest_recovery_keeps_the_field_ids_of_a_source_with_a_dropped_and_a_renamed_
     s.env = def;
     let namespace = ns("ids_rest");
     let (source, into) = (format!("{namespace}.orders"), format!("{namespace}.recovered"));
-    let journal = s.path_str("journal");
-    s.run(&["journal", "init", "--journal", &journal]).ok();
+    let story = Story::new(&s).catalog("sw").table(&source).init();
     let append_apply = |name: &str, text: &str| {
         let input = s.write(name, text);
-        s.append(&journal, input.to_str().unwrap());
+        s.append(&story.journal, input.to_str().unwrap());
         // PyIceberg's rows are accepted (the story mixes writers on purpose).
-        s.run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            "sw",
-            "--table",
-            &source,
+        story.apply(&[
             "--on-divergence",
             "continue",
             "--reason",
             "PyIceberg writes this table too",
-        ])
-        .ok();
+        ]);
     };
     let first: String = (1..=4).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
     append_apply("first.ndjson", &first);
@@ -86,7 +77,7 @@ fn a_rest_recovery_keeps_the_field_ids_of_a_source_with_a_dropped_and_a_renamed_
         .run(&[
             "recover",
             "--journal",
-            &journal,
+            &story.journal,
             "--catalog",
             "sw",
             "--source-table",
