@@ -20,7 +20,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
-use super::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, StoreError, VersionEntry};
+use super::error::{Result, StoreError};
+use super::object::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, VersionEntry};
 
 const META_DIR: &str = ".tidemark";
 const NULL_VERSION: &str = "null";

@@ -42,9 +42,8 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tidemark_schemas::RequestCounts;
 
-use super::{
-    GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, StoreError, VersionEntry, join_key,
-};
+use super::error::{Result, StoreError, is_refused_credentials};
+use super::object::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, VersionEntry};
 
 /// Default connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -461,7 +460,7 @@ where
     // A 403, or a refused or invalid credential whatever its status (S3 answers a malformed
     // session token with 400 InvalidToken). The SDK retries neither (its classifiers retry 5xx,
     // throttling and transient codes only; tests/e2e.rs counts the requests).
-    if status == 403 || super::is_refused_credentials(code) {
+    if status == 403 || is_refused_credentials(code) {
         let code = if code.is_empty() { "403" } else { code };
         return StoreError::AccessDenied {
             store: store.to_string(),
@@ -877,6 +876,16 @@ pub async fn create_test_bucket(opts: &S3Options, name: &str, versioned: bool) -
             .map_err(|e| classify(&store, "enable versioning", "", None, None, &e))?;
     }
     Ok(())
+}
+
+/// Joins a prefix and a key with exactly one `/`.
+fn join_key(prefix: &str, key: &str) -> String {
+    let prefix = prefix.trim_end_matches('/');
+    if prefix.is_empty() {
+        key.to_string()
+    } else {
+        format!("{prefix}/{key}")
+    }
 }
 
 #[cfg(test)]
