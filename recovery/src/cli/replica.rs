@@ -16,7 +16,8 @@ use tidemark_recovery::dr::{failover, lease};
 use tidemark_recovery::exit::{BAD_INPUT, exit_error};
 use tidemark_recovery::recover::snapshot::PrefixMap;
 
-use super::{Common, print_json};
+use super::common::{Common, default_writer_id, parse_duration};
+use super::output::print_json;
 
 /// What the follower follows; shared by `follow` and `failover`.
 #[derive(Debug, Clone, Args)]
@@ -64,7 +65,7 @@ impl FollowTarget {
             mode,
             prefix_map,
             file_io_props: s3_props(|k| std::env::var(k).ok()),
-            holder: self.holder.clone().unwrap_or_else(super::default_writer_id),
+            holder: self.holder.clone().unwrap_or_else(default_writer_id),
             interval_ms,
         })
     }
@@ -216,26 +217,6 @@ pub enum WarmCommand {
         #[command(flatten)]
         common: Common,
     },
-}
-
-/// `30s`, `5m`, `1h`, `500ms`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30s, 5m, 500ms"))?;
-    let ms = match unit {
-        "ms" => n,
-        "s" => n * 1000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    Ok(std::time::Duration::from_millis(ms))
 }
 
 fn print_state(state: &FollowerState) {
