@@ -75,7 +75,7 @@ pub enum ReplicaCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// The warm replica: follow, status, failover (cli/replica.rs).
+    /// The warm replica: follow, status, failover (cli/replica/).
     #[command(flatten)]
     Warm(super::replica::WarmCommand),
 }
