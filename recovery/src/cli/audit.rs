@@ -9,7 +9,8 @@ use tidemark_recovery::exit::{DIVERGENCE, exit_error};
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::recover::audited::describe;
 
-use super::{Common, print_json};
+use super::common::Common;
+use super::output::print_json;
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {

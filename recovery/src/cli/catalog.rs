@@ -12,8 +12,9 @@ use tidemark_recovery::dr::backup::{self, Expected, Refusal, RestoreAction};
 use tidemark_recovery::dr::rebuild::rebuild;
 use tidemark_recovery::exit::{CONFLICT, VERIFY_FAILED, exit_error};
 
+use super::common::{Common, parse_hints};
+use super::output::{print_json, s3_requests};
 use super::table::CatalogArgs;
-use super::{Common, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
@@ -90,11 +91,11 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             hints,
             common,
         } => {
-            let map = super::parse_hints(hints)?;
+            let map = parse_hints(hints)?;
             let handle = catalog.open().await?;
             let warehouse = handle.warehouse().to_string();
             let mut report = rebuild(&warehouse, &handle, namespace.as_deref(), &map).await?;
-            report.s3_requests = super::s3_requests();
+            report.s3_requests = s3_requests();
             if common.json {
                 print_json(&report)?;
             } else {
@@ -206,7 +207,7 @@ pub async fn run(cmd: CatalogCommand) -> anyhow::Result<()> {
             let backups = store::open(&from).await?;
             let b = backup::load(backups.as_ref(), &id).await?;
             let mut report = backup::restore(&handle, &b, &expected, allow_replace).await?;
-            report.s3_requests = super::s3_requests();
+            report.s3_requests = s3_requests();
             if common.json {
                 print_json(&report)?;
             } else {

@@ -12,8 +12,9 @@ use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::progress::Progress;
 use tidemark_recovery::recover::snapshot::PrefixMap;
 
+use super::common::{Common, parse_hints};
+use super::output::{print_json, s3_requests};
 use super::table::CatalogArgs;
-use super::{Common, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum HistoryCommand {
@@ -74,7 +75,7 @@ pub enum ReplicaCommand {
         #[command(flatten)]
         common: Common,
     },
-    /// The warm replica: follow, status, failover (cli/replica.rs).
+    /// The warm replica: follow, status, failover (cli/replica/).
     #[command(flatten)]
     Warm(super::replica::WarmCommand),
 }
@@ -93,7 +94,7 @@ pub async fn run_history(cmd: HistoryCommand) -> anyhow::Result<()> {
             if common.json {
                 // The saved record leaves the requests out (it describes the catalog, not the run).
                 let printed = history::HistoryRecord {
-                    s3_requests: super::s3_requests(),
+                    s3_requests: s3_requests(),
                     ..rec.clone()
                 };
                 print_json(&printed)?;
@@ -146,7 +147,7 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
             hints,
             common,
         } => {
-            let map = super::parse_hints(hints)?;
+            let map = parse_hints(hints)?;
             let opts = CopyOptions {
                 tables,
                 order,
@@ -161,7 +162,7 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
             .await?;
             if common.json {
                 print_json(&copy::CopyReport {
-                    s3_requests: super::s3_requests(),
+                    s3_requests: s3_requests(),
                     ..report.clone()
                 })?;
             } else {

@@ -17,10 +17,10 @@ use tidemark_recovery::rehearse::history;
 use tidemark_recovery::rehearse::table_drill::{self, TableDrillOptions};
 use tidemark_recovery::rehearse::trend;
 
+use super::common::{Common, parse_duration};
+use super::output::{print_json, s3_requests};
 use super::recover::{SourceArgs, resolve_source};
 use super::table::CatalogArgs;
-
-use super::{Common, print_json};
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -82,7 +82,7 @@ pub struct RealTableArgs {
     #[arg(long)]
     pub history: Option<String>,
     /// The recovery-time budget (e.g. 15m, 90s); over it the drill exits 13.
-    #[arg(long, value_parser = super::replica::parse_duration)]
+    #[arg(long, value_parser = parse_duration)]
     pub rto_budget: Option<std::time::Duration>,
     /// How the validation splits the keys (as `recover --validation-split`).
     #[arg(long, value_enum, default_value = "auto")]
@@ -142,7 +142,7 @@ pub async fn run(args: DrillArgs) -> anyhow::Result<()> {
         progress.update(|| format!("{:<32} {:>7} ms  {}", s.step, s.ms, s.detail), true)
     })
     .await?;
-    report.s3_requests = super::s3_requests();
+    report.s3_requests = s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("drill-report.md"));
     finish(
         "drill",
@@ -253,7 +253,7 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
             progress.update(|| format!("{:<56} {:>7} ms  {}", s.step, s.ms, s.detail), true)
         })
         .await?;
-        report.s3_requests = super::s3_requests();
+        report.s3_requests = s3_requests();
         let md_path = args.report.unwrap_or_else(|| work.join("gameday-failover-report.md"));
         return finish(
             "failover game day",
@@ -282,7 +282,7 @@ pub async fn run_gameday(args: GamedayArgs) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e.into()),
     };
-    report.s3_requests = super::s3_requests();
+    report.s3_requests = s3_requests();
     let md_path = args.report.unwrap_or_else(|| work.join("gameday-report.md"));
     finish(
         "game day",

@@ -15,7 +15,8 @@ use tidemark_recovery::exit::{VERIFY_FAILED, exit_error};
 use tidemark_recovery::progress::Progress;
 use tidemark_schemas::{FORMAT_VERSION, StatusReport, TableSpec};
 
-use super::{Common, default_writer_id, print_json};
+use super::common::{Common, default_writer_id};
+use super::output::{print_json, s3_requests};
 
 #[derive(Debug, Subcommand)]
 pub enum JournalCommand {
@@ -196,7 +197,7 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             }
             if common.json {
                 let report = tidemark_schemas::AppendReport {
-                    s3_requests: super::s3_requests(),
+                    s3_requests: s3_requests(),
                     ..report
                 };
                 print_json(&report)?;
@@ -260,7 +261,7 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
             let r = &chain.report;
             if common.json {
                 let r = tidemark_schemas::VerifyReport {
-                    s3_requests: super::s3_requests(),
+                    s3_requests: s3_requests(),
                     ..r.clone()
                 };
                 print_json(&r)?;
@@ -315,7 +316,7 @@ pub async fn run(cmd: JournalCommand) -> anyhow::Result<()> {
                 .unaccepted_objects(head.unwrap_or(0), &|s| accepted.get(&s).cloned())
                 .await?;
             let report = StatusReport {
-                s3_requests: super::s3_requests(),
+                s3_requests: s3_requests(),
                 format_version: FORMAT_VERSION,
                 journal: j.url(),
                 journal_id: j.header.journal_id.clone(),

@@ -1,20 +1,34 @@
-//! The command line: one subcommand a file under `cli/`.
+//! The command line: [`Cli`] and its [`Command`]s, one subcommand a file under `cli/`, and
+//! [`run`], which dispatches to them.
+//!
+//! * [`common`] — the options every command takes ([`common::Common`]) and the shared parsers
+//!   (`--hint` maps, durations, the default writer id); [`output`] — printing JSON and the
+//!   process's S3 request counts. Both import no command.
+//! * [`store`] — `store check`; [`journal`] — `journal …`; [`generate`] — `gen events`.
+//! * [`table`] — the catalog options, `apply`, `fault delete`.
+//! * [`audit`] — `audit`; [`recover`] — `recover` (and the source table the audit shares).
+//! * [`route`] — `route …`, `query`; [`catalog`] — `catalog …`.
+//! * [`dr`] — `history …`, `replica check|copy`, `table rewrite-paths|compact`; [`replica`] —
+//!   the warm follower: `replica follow|status|failover|resync`.
+//! * [`drill`] — `drill`, `gameday`; `ballista` — the hidden Ballista processes.
 
 mod audit;
 #[cfg(feature = "ballista-engine")]
 mod ballista;
 mod catalog;
+mod common;
 mod dr;
 mod drill;
 mod generate;
 mod journal;
+mod output;
 mod recover;
 mod replica;
 mod route;
 mod store;
 mod table;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(name = "tidemark", version, about = "Bring an Iceberg table back to a proven state after a bad write", long_about = None)]
@@ -40,17 +54,6 @@ impl Cli {
             _ => Process::OneShot,
         }
     }
-}
-
-/// Options every command takes.
-#[derive(Debug, Clone, Args)]
-pub struct Common {
-    /// Print the result as JSON on stdout.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// No progress lines on stderr.
-    #[arg(long, short, global = true)]
-    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -132,44 +135,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Query(a) => route::run_query(a).await,
         Command::Fault(FaultCommand::Delete(a)) => table::run_fault_delete(a).await,
     }
-}
-
-/// `--hint NS.TABLE=METADATA_FILE` options as a map.
-pub fn parse_hints(hints: Vec<String>) -> anyhow::Result<std::collections::HashMap<String, String>> {
-    hints
-        .into_iter()
-        .map(|h| match h.split_once('=') {
-            Some((table, file)) => Ok((table.to_string(), file.to_string())),
-            None => Err(anyhow::anyhow!("--hint is NS.TABLE=METADATA_FILE, got {h:?}")),
-        })
-        .collect()
-}
-
-/// The S3 requests this process made (for `s3_requests` in `--json` reports): tidemark's own
-/// client's and the table files', `None` when none.
-pub fn s3_requests() -> Option<tidemark_schemas::RequestCounts> {
-    let own = tidemark_journal::store::s3_request_stats();
-    let files = tidemark_recovery::catalog::counted_io::request_stats();
-    let counts = tidemark_schemas::RequestCounts {
-        requests: own.requests + files.requests,
-        retried: own.retried + files.retried,
-        failed: own.failed + files.failed,
-    };
-    (counts.requests > 0).then_some(counts)
-}
-
-/// Prints a value as pretty JSON on stdout.
-pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
-}
-
-/// A default writer id: host and process, so that two writers never share one.
-pub fn default_writer_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "host".into());
-    format!("{host}-{}", std::process::id())
 }
 
 #[cfg(test)]

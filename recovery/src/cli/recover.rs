@@ -17,8 +17,9 @@ use tidemark_recovery::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSo
 use tidemark_recovery::{catalog, table};
 use tidemark_router::{FlipRequest, RouteStore};
 
+use super::common::Common;
+use super::output::{print_json, s3_requests};
 use super::table::CatalogArgs;
-use super::{Common, print_json};
 
 /// `--reference`: what else the recovered table is validated against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -212,7 +213,7 @@ pub async fn run(args: RecoverArgs) -> anyhow::Result<()> {
         v["route"] = serde_json::to_value(&flipped)?;
         v["dry_run"] = args.dry_run.into();
         v["route_already_flipped"] = already_flipped.into();
-        v["s3_requests"] = serde_json::to_value(super::s3_requests())?;
+        v["s3_requests"] = serde_json::to_value(s3_requests())?;
         print_json(&v)?;
     } else {
         println!(

@@ -8,8 +8,9 @@ use tidemark_recovery::query::routed_context;
 use tidemark_recovery::table;
 use tidemark_router::{FlipRequest, RouteStore};
 
+use super::common::Common;
+use super::output::print_json;
 use super::table::CatalogArgs;
-use super::{Common, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum RouteCommand {

@@ -6,7 +6,8 @@ use tidemark_journal::clock::SystemClock;
 use tidemark_journal::{capability, store};
 use tidemark_recovery::exit::{CAPABILITY, exit_error};
 
-use super::{Common, default_writer_id, print_json};
+use super::common::{Common, default_writer_id};
+use super::output::{print_json, s3_requests};
 
 #[derive(Debug, Subcommand)]
 pub enum StoreCommand {
@@ -28,7 +29,7 @@ pub async fn run(cmd: StoreCommand) -> anyhow::Result<()> {
                 .with_context(|| format!("probing {url}"))?;
             if common.json {
                 print_json(&tidemark_schemas::StoreCheckReport {
-                    s3_requests: super::s3_requests(),
+                    s3_requests: s3_requests(),
                     ..report.clone()
                 })?;
             } else {

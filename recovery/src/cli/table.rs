@@ -16,7 +16,8 @@ use tidemark_recovery::progress::Progress;
 use tidemark_recovery::rehearse::fault;
 use tidemark_router::{Fence, RouteStore};
 
-use super::{Common, print_json};
+use super::common::Common;
+use super::output::{print_json, s3_requests};
 
 /// Where the Iceberg catalog and warehouse are (docs/catalogs.md).
 #[derive(Debug, Clone, Args)]
@@ -183,7 +184,7 @@ pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<()> {
         },
     )
     .await?;
-    report.s3_requests = super::s3_requests();
+    report.s3_requests = s3_requests();
     if args.common.json {
         print_json(&report)?;
     } else {
@@ -268,7 +269,7 @@ pub struct FaultDeleteArgs {
 pub async fn run_fault_delete(args: FaultDeleteArgs) -> anyhow::Result<()> {
     let handle = args.catalog.open().await?;
     let mut report = fault::delete_rows(&handle, &args.table, &args.predicate, &SystemClock, &RandomIds).await?;
-    report.s3_requests = super::s3_requests();
+    report.s3_requests = s3_requests();
     if args.common.json {
         print_json(&report)?;
     } else {

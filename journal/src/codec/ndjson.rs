@@ -1,8 +1,6 @@
-//! The event codec: NDJSON lines in, Arrow record batches in the spec's event schema, Parquet
-//! event objects out (so that DataFusion reads a batch as it is stored), and back.
-//!
-//! Every value is checked against the spec as it is parsed; an error names the input line and
-//! the field. Decimals are exact (string or JSON number, never through floating point).
+//! [`NdjsonReader`]: NDJSON events read into record batches in the spec's event schema, every
+//! value checked against the spec as it is parsed (an error names the input line and the field),
+//! positions checked contiguous.
 
 use std::io::BufRead;
 use std::sync::Arc;
@@ -11,23 +9,14 @@ use arrow_array::builder::{
     BooleanBuilder, Date32Builder, Decimal128Builder, Float64Builder, Int32Builder, Int64Builder, StringBuilder,
     TimestampMicrosecondBuilder,
 };
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, TimestampMicrosecondArray};
-use bytes::Bytes;
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::{ArrowWriter, ProjectionMask};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use arrow_array::{ArrayRef, RecordBatch};
+use chrono::NaiveDate;
 use serde_json::Value;
 
+use super::values::{parse_decimal, parse_timestamp_micros};
 use crate::error::{JournalError, Result};
 use crate::json_line;
 use crate::spec::{ColumnType, CompiledSpec, UTC};
-
-/// Parquet key-value metadata written into every event object.
-pub const META_FORMAT_VERSION: &str = "tidemark.format_version";
-pub const META_SPEC_DIGEST: &str = "tidemark.spec_digest";
 
 enum ColumnBuilder {
     Utf8(StringBuilder),
@@ -137,91 +126,6 @@ fn expected(what: &str, v: &Value) -> String {
         shown.push('…');
     }
     format!("expected {what}, got {shown}")
-}
-
-/// RFC 3339 to microseconds since the epoch (UTC), exactly: the column holds microseconds, so a
-/// value with non-zero digits below a microsecond is refused (as a decimal with more fractional
-/// digits than its scale is), and so are a leap second (`23:59:60`, which would silently become
-/// the next second) and a year outside 0001–9999 (which other Iceberg readers, PyIceberg among
-/// them, cannot read).
-pub fn parse_timestamp_micros(s: &str) -> std::result::Result<i64, String> {
-    let t = DateTime::parse_from_rfc3339(s).map_err(|e| format!("{s:?} is not an RFC 3339 timestamp: {e}"))?;
-    let nanos = t.timestamp_subsec_nanos();
-    if nanos >= 1_000_000_000 {
-        return Err(format!(
-            "{s:?} is a leap second, which an Iceberg timestamp cannot hold"
-        ));
-    }
-    if nanos % 1_000 != 0 {
-        return Err(format!(
-            "{s:?} has digits below a microsecond, which the timestamp column (microseconds) cannot hold"
-        ));
-    }
-    let utc = t.with_timezone(&Utc);
-    let year = chrono::Datelike::year(&utc);
-    if !(1..=9999).contains(&year) {
-        return Err(format!(
-            "{s:?} is in year {year}: timestamps must lie in years 0001 to 9999 (UTC)"
-        ));
-    }
-    Ok(utc.timestamp_micros())
-}
-
-pub fn format_timestamp_micros(micros: i64) -> String {
-    DateTime::<Utc>::from_timestamp_micros(micros)
-        .map(|t| t.to_rfc3339_opts(SecondsFormat::Micros, true))
-        .unwrap_or_else(|| micros.to_string())
-}
-
-/// Exact decimal text (`-12.5`, `3`, `0.07`) to its unscaled i128 at `scale`. Refuses more
-/// fractional digits than the scale and more digits than the precision.
-pub fn parse_decimal(text: &str, precision: u8, scale: i8) -> std::result::Result<i128, String> {
-    let t = text.trim();
-    let (neg, digits) = match t.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, t.strip_prefix('+').unwrap_or(t)),
-    };
-    let (int_part, frac_part) = digits.split_once('.').unwrap_or((digits, ""));
-    let ok = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if (int_part.is_empty() && frac_part.is_empty()) || !ok(int_part) || !ok(frac_part) {
-        return Err(format!("{text:?} is not a decimal number"));
-    }
-    let scale = scale as usize;
-    let frac_trimmed = frac_part.trim_end_matches('0');
-    if frac_trimmed.len() > scale {
-        return Err(format!("{text:?} has more than {scale} fractional digits"));
-    }
-    let int_trimmed = int_part.trim_start_matches('0');
-    if int_trimmed.len() + scale > precision as usize {
-        return Err(format!("{text:?} does not fit decimal({precision},{scale})"));
-    }
-    let mut unscaled: i128 = 0;
-    for b in int_trimmed.bytes().chain(frac_trimmed.bytes()) {
-        unscaled = unscaled * 10 + i128::from(b - b'0');
-    }
-    for _ in frac_trimmed.len()..scale {
-        unscaled *= 10;
-    }
-    Ok(if neg { -unscaled } else { unscaled })
-}
-
-/// Decimal text of an unscaled value, e.g. (1250, 2) → "12.50".
-pub fn format_decimal(unscaled: i128, scale: i8) -> String {
-    let neg = unscaled < 0;
-    let digits = unscaled.unsigned_abs().to_string();
-    let scale = scale.max(0) as usize;
-    let body = if scale == 0 {
-        digits
-    } else if digits.len() > scale {
-        format!(
-            "{}.{}",
-            &digits[..digits.len() - scale],
-            &digits[digits.len() - scale..]
-        )
-    } else {
-        format!("0.{}{}", "0".repeat(scale - digits.len()), digits)
-    };
-    if neg { format!("-{body}") } else { body }
 }
 
 /// The longest string field an event may carry, in bytes (64 KiB): an order's fields are short,
@@ -420,162 +324,12 @@ fn check_identity(spec: &CompiledSpec, column: usize, v: Option<&Value>) -> std:
     Ok(())
 }
 
-fn writer_properties(spec: &CompiledSpec) -> WriterProperties {
-    WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1")))
-        .set_created_by("tidemark".into())
-        .set_key_value_metadata(Some(vec![
-            KeyValue::new(META_FORMAT_VERSION.into(), tidemark_schemas::FORMAT_VERSION.to_string()),
-            KeyValue::new(META_SPEC_DIGEST.into(), spec.digest.clone()),
-        ]))
-        .build()
-}
-
-/// Encodes a batch as a Parquet event object. Deterministic: the same batch gives the same bytes.
-pub fn encode_parquet(spec: &CompiledSpec, batch: &RecordBatch) -> Result<Bytes> {
-    let mut out = Vec::with_capacity(batch.get_array_memory_size() / 2);
-    let fail = |e: parquet::errors::ParquetError| JournalError::Format {
-        context: "encoding an event object".into(),
-        message: e.to_string(),
-    };
-    let mut writer =
-        ArrowWriter::try_new(&mut out, spec.event_schema.clone(), Some(writer_properties(spec))).map_err(fail)?;
-    writer.write(batch).map_err(fail)?;
-    writer.close().map_err(fail)?;
-    Ok(Bytes::from(out))
-}
-
-/// Decodes an event object into batches in the spec's event schema, checking its metadata.
-pub fn decode_parquet(spec: &CompiledSpec, key: &str, body: Bytes) -> Result<Vec<RecordBatch>> {
-    let builder = open_reader(spec, key, body)?;
-    read_all(key, builder)
-}
-
-/// Only the `journal_position` column of an event object (what the verifier needs).
-pub fn decode_positions(spec: &CompiledSpec, key: &str, body: Bytes) -> Result<Vec<Int64Array>> {
-    let builder = open_reader(spec, key, body)?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), [0]);
-    let batches = read_all(key, builder.with_projection(mask))?;
-    Ok(batches
-        .iter()
-        .map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<Int64Array>()
-                .expect("position column is int64")
-                .clone()
-        })
-        .collect())
-}
-
-fn corrupt(key: &str, message: impl Into<String>) -> JournalError {
-    JournalError::Format {
-        context: format!("event object {key}"),
-        message: message.into(),
-    }
-}
-
-fn open_reader(spec: &CompiledSpec, key: &str, body: Bytes) -> Result<ParquetRecordBatchReaderBuilder<Bytes>> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(body)
-        .map_err(|e| corrupt(key, format!("not a readable Parquet file: {e}")))?;
-    let kv = builder
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned()
-        .unwrap_or_default();
-    let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
-    if get(META_SPEC_DIGEST).as_deref() != Some(spec.digest.as_str()) {
-        return Err(corrupt(
-            key,
-            format!(
-                "spec digest {:?} differs from the journal's {}",
-                get(META_SPEC_DIGEST),
-                spec.digest
-            ),
-        ));
-    }
-    let fields: Vec<_> = builder
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| (f.name().clone(), f.data_type().clone()))
-        .collect();
-    let want: Vec<_> = spec
-        .event_schema
-        .fields()
-        .iter()
-        .map(|f| (f.name().clone(), f.data_type().clone()))
-        .collect();
-    if fields != want {
-        return Err(corrupt(key, "its columns differ from the journal's spec"));
-    }
-    Ok(builder)
-}
-
-fn read_all(key: &str, builder: ParquetRecordBatchReaderBuilder<Bytes>) -> Result<Vec<RecordBatch>> {
-    let reader = builder
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(|e| corrupt(key, e.to_string()))?;
-    reader
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| corrupt(key, e.to_string()))
-}
-
-/// Min and max of the event-time column, as RFC 3339.
-pub fn event_time_range(spec: &CompiledSpec, batch: &RecordBatch) -> (Option<String>, Option<String>) {
-    let Some(i) = spec.event_time_index else {
-        return (None, None);
-    };
-    let col = batch.column(spec.event_column(i));
-    let ts = col
-        .as_any()
-        .downcast_ref::<TimestampMicrosecondArray>()
-        .expect("event time is a timestamp");
-    let min = arrow::compute::min(ts).map(format_timestamp_micros);
-    let max = arrow::compute::max(ts).map(format_timestamp_micros);
-    (min, max)
-}
-
-/// The positions of a batch must be `first..=first+len-1`; returns the first offending index.
-pub fn check_contiguous(positions: &[Int64Array], first: u64) -> std::result::Result<u64, (u64, u64)> {
-    let mut expected = first as i64;
-    for arr in positions {
-        if arr.null_count() > 0 {
-            return Err((expected as u64, 0));
-        }
-        for &p in arr.values().iter() {
-            if p != expected {
-                return Err((expected as u64, p as u64));
-            }
-            expected += 1;
-        }
-    }
-    Ok(expected as u64 - first)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use arrow_array::Array;
 
-    #[test]
-    fn decimals_are_exact() {
-        assert_eq!(parse_decimal("12.5", 18, 2), Ok(1250));
-        assert_eq!(parse_decimal("-0.07", 18, 2), Ok(-7));
-        assert_eq!(parse_decimal("3", 18, 2), Ok(300));
-        assert_eq!(parse_decimal("1.230", 18, 2), Ok(123));
-        assert!(parse_decimal("1.234", 18, 2).unwrap_err().contains("more than 2"));
-        assert!(parse_decimal("1e3", 18, 2).is_err());
-        assert!(
-            parse_decimal("12345678901234567", 18, 2)
-                .unwrap_err()
-                .contains("does not fit")
-        );
-        assert_eq!(format_decimal(1250, 2), "12.50");
-        assert_eq!(format_decimal(-7, 2), "-0.07");
-        assert_eq!(format_decimal(5, 0), "5");
-    }
+    use super::*;
+    use crate::codec::{check_contiguous, decode_parquet, decode_positions, encode_parquet};
 
     #[test]
     fn input_errors_name_their_line_and_cause() {
@@ -608,32 +362,6 @@ mod tests {
             "{err}"
         );
         assert_eq!(read_all(b"\n\n").unwrap(), 0);
-    }
-
-    #[test]
-    fn timestamps_are_exact_or_refused() {
-        assert_eq!(parse_timestamp_micros("1970-01-01T00:00:00.000001Z"), Ok(1));
-        // Zeros below a microsecond change nothing; any other digit there is refused.
-        assert_eq!(parse_timestamp_micros("1970-01-01T00:00:00.000001000Z"), Ok(1));
-        assert!(
-            parse_timestamp_micros("2026-11-29T08:00:00.0000011Z")
-                .unwrap_err()
-                .contains("below a microsecond")
-        );
-        assert!(
-            parse_timestamp_micros("2016-12-31T23:59:60Z")
-                .unwrap_err()
-                .contains("leap second")
-        );
-        assert!(
-            parse_timestamp_micros("0000-01-01T00:00:00Z")
-                .unwrap_err()
-                .contains("year 0")
-        );
-        // Year 0001 in UTC is the first one readers take; an offset that moves it to year 0 is not.
-        assert!(parse_timestamp_micros("0001-01-01T00:00:00Z").is_ok());
-        assert!(parse_timestamp_micros("0001-01-01T00:00:00+01:00").is_err());
-        assert!(parse_timestamp_micros("9999-12-31T23:59:59.999999Z").is_ok());
     }
 
     fn line(pos: u64, extra: &str) -> String {
