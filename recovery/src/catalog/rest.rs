@@ -45,7 +45,7 @@ use super::contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
 };
 use super::rest_io::{VendedIo, is_io_key, layered};
-use crate::table::{TableError, iceberg_err};
+use crate::table::error::{TableError, iceberg_err};
 
 /// How long one request to the catalog may take before its outcome counts as unknown.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);

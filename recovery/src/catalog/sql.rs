@@ -39,7 +39,7 @@ use super::config::redact;
 use super::contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
 };
-use crate::table::{TableError, iceberg_err};
+use crate::table::error::{TableError, iceberg_err};
 
 /// The SQL dialect of the catalog database; it decides the bind-parameter style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
