@@ -4,9 +4,19 @@
 //!
 //! Tables are format version 2, unpartitioned, sorted by the key column, Parquet. A table name is
 //! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
+//!
+//! The children: [`error`] (what table and catalog work fails with, [`TableError`]; below every
+//! other module of `table` and `catalog`), [`refused`] (credentials the store refused), [`load`]
+//! (a table named and loaded), [`schema`] (the spec's columns in Iceberg), [`like`] (the ids of a
+//! table made like another), [`files`] (the files of a snapshot), [`deletes`] (other writers'
+//! deletes, applied to every Parquet read), [`read`] (a table's live rows, pruned and chunked by
+//! key), [`mor`] (merge-on-read: rows located, position deletes written), [`key_index`],
+//! [`commit`] (the commits iceberg-rust lacks), [`avro_codec`] (manifests re-encoded), [`source`]
+//! (a snapshot read from its metadata file, without a catalog).
 
 pub mod avro_codec;
 pub mod commit;
+pub mod deletes;
 #[cfg(test)]
 mod deletes_tests;
 pub mod error;

@@ -31,8 +31,9 @@ use iceberg::table::Table;
 use uuid::Uuid;
 
 use super::avro_codec::AvroCodec;
-use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies, unbounded_position_paths};
-use super::{TableError, iceberg_err};
+use super::deletes::{still_applies, unbounded_position_paths};
+use super::error::{TableError, iceberg_err};
+use super::files::{LiveFile, SnapshotFiles, snapshot_files};
 use crate::catalog::CatalogHandle;
 
 mod publish;
