@@ -34,7 +34,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::counted_io::CountingStorageFactory;
+use crate::catalog::table_io::CountingStorageFactory;
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
 use aws_sdk_s3tables::Client;

@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::counted_io::CountingStorageFactory;
+use crate::catalog::table_io::CountingStorageFactory;
 use async_trait::async_trait;
 use iceberg::spec::{MAIN_BRANCH, TableMetadata, TableMetadataBuilder};
 use iceberg::table::Table;

@@ -557,13 +557,13 @@ pub fn check_codecs(name: &str, meta: &TableMetadata) -> Result<(), TableError> 
 }
 
 /// Makes the manifests and manifest list that a commit to `meta`'s table writes next use the
-/// codec of its `write.avro.compression-codec` (see [`crate::catalog::avro_io`]).
+/// codec of its `write.avro.compression-codec` (see [`crate::catalog::table_io`]).
 fn use_avro_codec(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
     let codec = AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
         table: name.to_string(),
         reason,
     })?;
-    crate::catalog::avro_io::set_table_codec(meta.location(), codec);
+    crate::catalog::table_io::set_table_codec(meta.location(), codec);
     Ok(())
 }
 
