@@ -15,6 +15,7 @@ mod rest_io;
 #[cfg(feature = "remote")]
 pub mod s3tables;
 pub mod sql;
+pub mod sql_open;
 pub mod sqlite_check;
 pub mod table_io;
 
@@ -387,7 +388,7 @@ async fn open_sql(
 ) -> Result<CatalogHandle, TableError> {
     let warehouse = resolved.props.get("warehouse").map(String::as_str).unwrap_or("");
     let warehouse = config::normalize_warehouse(warehouse)?;
-    let backend = sql::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
+    let backend = sql_open::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
     Ok(CatalogHandle::from_sql(backend, file_io_props))
 }
 
