@@ -4,12 +4,21 @@
 //! PostgreSQL in [`sql`], Iceberg REST in [`rest`], AWS S3 Tables in [`s3tables`]) with its name,
 //! warehouse and the FileIO properties its tables are read with. Which backend `--catalog` means
 //! is decided in [`config`]; [`conformance`] is the suite every backend passes.
+//!
+//! Below every backend: [`contract`] (what a backend promises, [`CommitError`]), [`config`]
+//! (what `--catalog` means; URIs shown without secrets), [`sqlite_check`] (a SQLite file must
+//! be a catalog's), [`table_io`] (the storage of every FileIO: `s3_requests` counted, manifests
+//! written with the table's Avro codec); the REST backend's HTTP side is [`rest_http`] and its
+//! FileIO layers [`rest_io`]. Every one of them fails with [`crate::table::error::TableError`],
+//! which sits below both `catalog` and `table`.
 
 pub mod config;
 pub mod conformance;
 pub mod contract;
 #[cfg(feature = "remote")]
 pub mod rest;
+#[cfg(feature = "remote")]
+mod rest_http;
 #[cfg(feature = "remote")]
 mod rest_io;
 #[cfg(feature = "remote")]
