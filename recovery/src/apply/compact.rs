@@ -13,8 +13,9 @@ use serde::Serialize;
 use tidemark_journal::clock::Clock;
 use tidemark_schemas::FORMAT_VERSION;
 
+use crate::apply::error::ApplyError;
 use crate::apply::mor::WriteStats;
-use crate::apply::{ApplyError, MERGE_CHUNK_ROWS, ROWS_PER_FILE, sort_by_key};
+use crate::apply::rules::{MERGE_CHUNK_ROWS, ROWS_PER_FILE, sort_by_key};
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::table::read::{chunk_by_key, live_files, read_files};

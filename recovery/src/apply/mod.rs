@@ -13,20 +13,39 @@
 //! reloads the table and redoes the unit (or finds that another applier already applied it), so a
 //! commit is never lost. A conflicting payload stops the applier before its unit is committed.
 //! How one unit is merged and committed is in [`crate::apply::unit`].
+//!
+//! The children, each below the ones that use it:
+//! * [`error`]: what stops the applier ([`ApplyError`], [`DivergenceStop`]);
+//! * [`rules`]: the chunk and file sizes of a merge and its rows sorted by key;
+//! * [`guard`]: the check before every commit ([`CommitGuard`], the route fence);
+//! * [`state`]: the positions the table's newest tidemark commit recorded ([`applied_state`]);
+//! * [`divergence`]: other writers' commits since the applier's own, audited ([`OnDivergence`]);
+//! * [`group`]: which journal batches make one commit;
+//! * [`chunks`]: key-range chunks merged two at a time, and the files of a failed unit deleted;
+//! * [`cow`]: the copy-on-write merge of a unit's events; [`spill`]: the same for events spilled
+//!   to disk; [`mor`]: merge-on-read (position deletes);
+//! * [`unit`]: one unit merged and committed, retried on a concurrent commit;
+//! * [`compact`]: `tidemark table compact`, also run by the applier at a threshold.
 
 pub(crate) mod chunks;
 #[cfg(test)]
 mod chunks_tests;
 pub mod compact;
+pub(crate) mod cow;
+pub mod divergence;
+pub mod error;
 pub mod group;
 #[cfg(test)]
 mod group_tests;
+pub mod guard;
 pub mod mor;
 #[cfg(test)]
 mod mor_tests;
+pub mod rules;
 pub mod spill;
 #[cfg(test)]
 mod spill_tests;
+pub mod state;
 #[cfg(test)]
 pub(crate) mod tests;
 pub mod unit;
@@ -44,23 +63,21 @@ use tidemark_journal::verify::{ChainPoint, VerifyOptions, verify};
 use tidemark_schemas::{Checkpoint, FORMAT_VERSION};
 
 use crate::apply::compact::{CompactOptions, compact, deleted_fraction};
+pub use crate::apply::divergence::OnDivergence;
+use crate::apply::divergence::audit_foreign_commits;
+pub use crate::apply::error::{ApplyError, DivergenceStop};
 pub use crate::apply::group::Grouping;
 use crate::apply::group::units;
+pub use crate::apply::guard::{CommitGuard, Guard, RouteFence};
 use crate::apply::mor::{MergeMode, PhaseTimes, WriteStats, micros};
-pub(crate) use crate::apply::unit::sort_by_key;
+pub use crate::apply::rules::{MERGE_CHUNK_ROWS, ROWS_PER_FILE};
+pub use crate::apply::state::{AppliedState, applied_state};
 pub use crate::apply::unit::{Committed, UnitEvents, UnitOptions, merge_and_commit, merge_and_commit_unit};
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
-use crate::merge::{MergeError, MergeStats};
+use crate::merge::MergeStats;
 use crate::table::key_index::KeyIndex;
 use crate::table::{self, TableError};
-
-/// Rows of the table one merge chunk reads at most (about; a chunk never splits a file, nor two
-/// files whose key ranges overlap).
-pub const MERGE_CHUNK_ROWS: u64 = 1_000_000;
-
-/// Rows per data file written by a merge.
-pub const ROWS_PER_FILE: usize = 100_000;
 
 pub use crate::provenance::{
     PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
@@ -70,104 +87,6 @@ pub use crate::provenance::{
 pub const PROP_COMPACT_AT: &str = "tidemark.apply.compact-deleted-fraction";
 /// The default of [`PROP_COMPACT_AT`].
 pub const DEFAULT_COMPACT_AT: f64 = 0.2;
-
-/// What [`ApplyError::Divergence`] names: the divergent snapshot and what to do.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "table {table}: snapshot {snapshot_id} ({operation} by {writer}, committed {committed_at}) changed what the journal says: {removed} keys removed, {changed} changed, {added} added (e.g. {samples}); nothing was applied. Recover the table from its last trusted snapshot ({trusted}): `tidemark recover --journal {journal} --source-table {table} --into <new table>`; or, to keep that change, run apply again with `--on-divergence continue --reason TEXT`"
-)]
-pub struct DivergenceStop {
-    pub table: String,
-    pub journal: String,
-    pub snapshot_id: i64,
-    pub operation: String,
-    pub writer: String,
-    pub committed_at: String,
-    pub removed: u64,
-    pub changed: u64,
-    pub added: u64,
-    pub samples: String,
-    pub trusted: String,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ApplyError {
-    #[error(transparent)]
-    Journal(#[from] tidemark_journal::JournalError),
-    #[error(transparent)]
-    Table(#[from] TableError),
-    #[error(transparent)]
-    Merge(#[from] MergeError),
-    #[error("journal {journal} does not verify: {kind} at {key}: {message}")]
-    ChainBroken {
-        journal: String,
-        kind: String,
-        key: String,
-        message: String,
-    },
-    #[error("table {table} was written from journal {found}, not from journal {expected}")]
-    OtherJournal {
-        table: String,
-        expected: String,
-        found: String,
-    },
-    #[error(
-        "checkpoint at position {checkpoint} is ahead of table {table}, which holds positions up to {applied}: the table was rolled back or replaced; recover it instead of applying"
-    )]
-    CheckpointAhead {
-        table: String,
-        checkpoint: u64,
-        applied: u64,
-    },
-    #[error("table {table} keeps changing under the applier ({attempts} attempts): another writer is committing to it")]
-    Contended { table: String, attempts: usize },
-    #[error("failpoint {0} reached (a simulated crash for drills and tests)")]
-    Failpoint(String),
-    #[error("commit refused: {0}")]
-    Fenced(String),
-    #[error("merge spill {path}: {message}")]
-    Spill { path: String, message: String },
-    /// Another writer committed a change the journal does not explain since the applier's own
-    /// last commit (found by the audit, `crate::audit`); nothing was committed.
-    #[error(transparent)]
-    Divergence(Box<DivergenceStop>),
-    #[error(transparent)]
-    Audit(Box<crate::audit::AuditError>),
-    /// `error` stopped a unit after some of its files were written, and not all of them could
-    /// be deleted: `left` names each (path: why). They are in no snapshot (orphans).
-    #[error("{error}; {n} file(s) written for it are in no snapshot and could not be deleted: {list}", n = .left.len(), list = .left.join("; "))]
-    Uncleaned { error: Box<ApplyError>, left: Vec<String> },
-}
-
-impl ApplyError {
-    /// A conflicting payload (exit 4), also when files were left behind.
-    pub fn is_conflict(&self) -> bool {
-        match self {
-            ApplyError::Merge(m) => m.is_conflict(),
-            ApplyError::Uncleaned { error, .. } => error.is_conflict(),
-            _ => false,
-        }
-    }
-}
-
-/// Checked right before every table commit: a fenced writer (the route moved past the
-/// generation it started under) must never commit to a table that readers have left.
-#[async_trait::async_trait]
-pub trait CommitGuard: Send + Sync {
-    async fn check(&self) -> Result<(), String>;
-}
-
-/// What the applier does when another writer's commit since its own last one diverges from the
-/// journal (`--on-divergence`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum OnDivergence {
-    /// Commit nothing and stop ([`ApplyError::Divergence`], exit 12).
-    #[default]
-    Stop,
-    /// Accept the change and go on; the divergent snapshots and the reason are recorded in the
-    /// next commit's summary ([`crate::provenance::PROP_ACCEPTED_DIVERGENCE`]).
-    Continue { reason: String },
-}
 
 #[derive(Debug, Clone)]
 pub struct ApplyOptions {
@@ -192,30 +111,6 @@ pub struct ApplyOptions {
     /// Compact after a merge-on-read commit once position deletes remove this fraction of the
     /// rows; `None`: the table's [`PROP_COMPACT_AT`], else [`DEFAULT_COMPACT_AT`].
     pub compact_at: Option<f64>,
-}
-
-/// The route fence as a commit guard: refuses once the route moved past the generation the
-/// writer started under.
-pub struct RouteFence {
-    pub routes: tidemark_router::RouteStore,
-    pub fence: tidemark_router::Fence,
-}
-
-#[async_trait::async_trait]
-impl CommitGuard for RouteFence {
-    async fn check(&self) -> Result<(), String> {
-        self.fence.check(&self.routes).await.map_err(|e| e.to_string())
-    }
-}
-
-/// A shared [`CommitGuard`].
-#[derive(Clone)]
-pub struct Guard(pub std::sync::Arc<dyn CommitGuard>);
-
-impl std::fmt::Debug for Guard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Guard")
-    }
 }
 
 impl Default for ApplyOptions {
@@ -278,36 +173,6 @@ pub struct ApplyProgress {
     pub events: u64,
     /// Bytes of data and delete files the commits wrote so far.
     pub bytes_written: u64,
-}
-
-/// What the table says it holds: the newest tidemark commit in the current snapshot's ancestry.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AppliedState {
-    pub position: u64,
-    pub manifest_sequence: u64,
-    pub manifest_digest: String,
-    pub journal_id: Option<String>,
-}
-
-pub fn applied_state(table: &Table) -> AppliedState {
-    let meta = table.metadata();
-    let mut snapshot = meta.current_snapshot().cloned();
-    while let Some(s) = snapshot {
-        let props = &s.summary().additional_properties;
-        if let Some(p) = props.get(PROP_LAST_POSITION).and_then(|v| v.parse().ok()) {
-            return AppliedState {
-                position: p,
-                manifest_sequence: props
-                    .get(PROP_MANIFEST_SEQUENCE)
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
-                manifest_digest: props.get(PROP_MANIFEST_DIGEST).cloned().unwrap_or_default(),
-                journal_id: props.get(PROP_JOURNAL_ID).cloned(),
-            };
-        }
-        snapshot = s.parent_snapshot_id().and_then(|id| meta.snapshot_by_id(id).cloned());
-    }
-    AppliedState::default()
 }
 
 fn table_uuid(table: &Table) -> String {
@@ -458,7 +323,7 @@ pub async fn apply(
     let mut commits = 0u64;
     let mut left_behind: Vec<String> = Vec::new();
     let key_index = std::sync::Mutex::new(KeyIndex::default());
-    let deletes_cache = crate::table::files::PositionDeleteCache::default();
+    let deletes_cache = crate::table::deletes::PositionDeleteCache::default();
     while let Some(unit) = queue.pop_front() {
         let last_manifest = *unit.last().expect("non-empty unit");
         let to = last_manifest.manifest.last_position.min(target);
@@ -571,80 +436,4 @@ pub async fn apply(
     report.snapshot_id = table.metadata().current_snapshot_id();
     report.elapsed_ms = started.elapsed().as_millis() as u64;
     Ok(report)
-}
-
-/// Audits the snapshots other writers committed to `table` since the applier's own last commit
-/// (none when the current snapshot is that commit, or the table has none: nothing is read then).
-/// A divergence stops the applier unless `on` continues; then the divergent snapshot ids
-/// (comma-separated) are returned for the next commit's summary.
-async fn audit_foreign_commits(
-    journal: &Journal,
-    table: &Table,
-    table_name: &str,
-    on: &OnDivergence,
-) -> Result<Option<String>, ApplyError> {
-    let meta = table.metadata();
-    let Some(current) = meta.current_snapshot() else {
-        return Ok(None);
-    };
-    let own = crate::provenance::recorded_position(meta, current);
-    match (&own, on) {
-        (Some(own), _) if own.recorded_by == current.snapshot_id() => return Ok(None),
-        // A table no applier committed to yet (another engine made it and wrote its first rows):
-        // the first apply does not judge it, unless the operator accepts what it holds, which
-        // is then recorded for later audits.
-        (None, OnDivergence::Stop) => return Ok(None),
-        _ => {}
-    }
-    let source = crate::table::source::SnapshotSource {
-        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
-        // The table's own FileIO settings: what its catalog vends for it (a REST catalog's S3
-        // endpoint) included.
-        file_io_props: table.file_io().config().props().clone(),
-        prefix_map: None,
-    };
-    let opts = crate::audit::AuditOptions {
-        trust_from: own.map(|o| o.recorded_by),
-        records: Some(journal.store.clone()),
-        ..Default::default()
-    };
-    let report = crate::audit::audit(journal, &source, &opts, &mut |_| {})
-        .await
-        .map_err(|e| ApplyError::Audit(Box::new(e)))?;
-    let Some(d) = report.first_divergence else {
-        return Ok(None);
-    };
-    match on {
-        OnDivergence::Continue { .. } => {
-            let ids: Vec<String> = report
-                .open_divergences
-                .iter()
-                .map(|d| d.snapshot_id.to_string())
-                .collect();
-            Ok(Some(ids.join(",")))
-        }
-        OnDivergence::Stop => Err(ApplyError::Divergence(Box::new(DivergenceStop {
-            table: table_name.to_string(),
-            journal: journal.url(),
-            snapshot_id: d.snapshot_id,
-            operation: d.operation,
-            writer: d.writer,
-            committed_at: d.committed_at,
-            removed: d.counts.removed,
-            changed: d.counts.changed,
-            added: d.counts.added,
-            samples: if d.sample_keys.is_empty() {
-                d.detail.clone()
-            } else {
-                d.sample_keys.join(", ")
-            },
-            trusted: report.trusted.map_or("none".into(), |t| {
-                format!(
-                    "snapshot {} at position {}",
-                    t.snapshot_id,
-                    t.position.map_or("?".into(), |p| p.to_string())
-                )
-            }),
-        }))),
-    }
 }

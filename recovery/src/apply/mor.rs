@@ -14,10 +14,11 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
 use crate::apply::chunks::discard;
-use crate::apply::{ApplyError, ROWS_PER_FILE, sort_by_key};
+use crate::apply::error::ApplyError;
+use crate::apply::rules::{ROWS_PER_FILE, sort_by_key};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
-use crate::table::files::Deletes;
+use crate::table::deletes::Deletes;
 use crate::table::key_index::KeyIndex;
 use crate::table::mor::{Versions, concat_column, locate_rows, write_position_deletes};
 use crate::table::write_data_file;

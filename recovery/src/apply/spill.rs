@@ -36,11 +36,12 @@ use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
 use crate::apply::chunks::{discard_failed, in_order, limit};
-use crate::apply::unit::{Merged, UnitFiles, sort_by_key, write_files};
+use crate::apply::cow::{Merged, UnitFiles, write_files};
+use crate::apply::rules::sort_by_key;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};
-use crate::table::files::Deletes;
+use crate::table::deletes::Deletes;
 use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, key_bounds, read_files, split_rows};
 
 /// Keys the sample keeps at most (reservoir sampling; every key when there are fewer events).

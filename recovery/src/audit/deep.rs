@@ -13,7 +13,9 @@ use iceberg::spec::SnapshotRef;
 use tidemark_journal::events::ByPosition;
 
 use super::diff::{self, Compared, KeyRows, Loaded};
-use super::{AuditError, Ctx, SnapshotAudit, Verdict};
+use super::error::AuditError;
+use super::read::Ctx;
+use super::report::{SnapshotAudit, Verdict};
 use crate::reference::{RefRow, RefState, rows_of};
 
 /// Every live row of `l`.
@@ -60,7 +62,7 @@ async fn fold(
 /// What [`check_applied`] found: mismatching keys, or a reason it could not hold.
 #[derive(Debug, Default)]
 pub struct Checked {
-    pub counts: super::Counts,
+    pub counts: super::report::Counts,
     pub samples: Vec<String>,
     pub detail: String,
 }
@@ -117,7 +119,7 @@ pub(crate) async fn certify(
     snap: &SnapshotRef,
     expired: &str,
 ) -> Result<(SnapshotAudit, Certified), AuditError> {
-    let mut entry = super::entry_of(snap);
+    let mut entry = super::report::entry_of(snap);
     entry.kind = "start".into();
     let undecidable = |reason: String| AuditError::Undecidable {
         table_uuid: ctx.meta.uuid().to_string(),

@@ -16,10 +16,12 @@ use std::sync::Arc;
 use arrow_schema::SchemaRef;
 use iceberg::spec::{DataContentType, SnapshotRef};
 
-use super::{AuditError, Counts, Ctx};
+use super::error::AuditError;
+use super::read::Ctx;
+use super::report::Counts;
 use crate::reference::{Cell, RefRow, rows_of};
-use crate::table::files::{Deletes, SnapshotFiles, snapshot_files};
-use crate::table::read::read_paths;
+use crate::table::deletes::{Deletes, read_paths};
+use crate::table::files::{SnapshotFiles, snapshot_files};
 
 /// A snapshot's live files, its deletes and the schema its rows are read with (the journal's
 /// names); `schema_problem` when its schema lacks a journal column.

@@ -28,154 +28,41 @@
 //! the audit after it ([`records`]), and the next audit starts after the newest recorded snapshot
 //! of the ancestry, reading only the files later commits touched.
 
+//!
+//! The children, each below the ones that use it: [`error`] ([`AuditError`]); [`report`] (what an
+//! audit reports, and the state carried from one snapshot to the next); [`read`] (the metadata,
+//! the ancestry, and the context every step reads through); [`records`] (the create-only audit
+//! records); [`diff`] (a commit diffed on the journal's columns); [`deep`] (an applier commit's
+//! rows checked, and a history's oldest snapshot certified); [`classify`] (one snapshot's verdict).
+
+mod classify;
 pub mod deep;
 pub mod diff;
+pub mod error;
+pub mod read;
 pub mod records;
+pub mod report;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use iceberg::io::FileIO;
-use iceberg::spec::{SnapshotRef, TableMetadata};
-use serde::{Deserialize, Serialize};
+use iceberg::spec::SnapshotRef;
 use tidemark_journal::Journal;
 use tidemark_journal::checkpoint::{self, CheckpointFilter};
-use tidemark_journal::store::{ObjectStore, StoreError};
+use tidemark_journal::store::ObjectStore;
 use tidemark_schemas::FORMAT_VERSION;
 
-use crate::provenance::{
-    PROP_ACCEPTED_DIVERGENCE, PROP_FAULT, PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_RECOVERY_ID,
-    PROP_SOURCE_VERDICT, PROP_STEP,
-};
-use crate::table::TableError;
-use crate::table::source::{PrefixMap, SnapshotSource, SourceError};
-use diff::Loaded;
-use records::AuditRecord;
-
-/// A snapshot's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// An applier commit continuing its parent's position.
-    Applied,
-    /// A recovery's seed (the first snapshot of a recovered table).
-    Seed,
-    /// Another writer's commit that left every journal column of every key as it was.
-    Neutral,
-    /// A change the journal does not explain, or positions that do not follow.
-    Divergence,
-    /// A divergence an operator accepted (named by a later applier commit, or a seed made with
-    /// `--accept-divergence`).
-    Accepted,
-    /// The oldest retained snapshot, whose parent expired, checked against the journal's fold.
-    Certified,
-}
-
-/// Keys a commit removed, changed (a journal column) or added.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Counts {
-    pub removed: u64,
-    pub changed: u64,
-    pub added: u64,
-}
-
-impl Counts {
-    pub fn is_zero(&self) -> bool {
-        self.removed == 0 && self.changed == 0 && self.added == 0
-    }
-}
-
-/// One snapshot of the timeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SnapshotAudit {
-    pub snapshot_id: i64,
-    pub parent_id: Option<i64>,
-    /// The commit time (RFC 3339, from the snapshot's timestamp).
-    pub committed_at: String,
-    /// The summary's operation (`append`, `overwrite`, `delete`, `replace`).
-    pub operation: String,
-    /// Who wrote it, from the summary (tidemark's marks, or the engine/app fields other engines
-    /// write); `unknown` when it names none.
-    pub writer: String,
-    /// The journal position the snapshot holds (its own record or its newest ancestor's).
-    pub position: Option<u64>,
-    /// `applier`, `recovery seed`, `recovery replay`, `other` or `start`.
-    pub kind: String,
-    pub verdict: Verdict,
-    pub counts: Counts,
-    /// A few keys of what it removed, changed or added (`removed K`, …).
-    pub sample_keys: Vec<String>,
-    pub detail: String,
-    /// No open divergence in its ancestry since the audit's start.
-    pub trusted: bool,
-}
-
-/// The first open divergence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Divergence {
-    pub snapshot_id: i64,
-    pub committed_at: String,
-    pub operation: String,
-    pub writer: String,
-    pub counts: Counts,
-    pub sample_keys: Vec<String>,
-    /// The journal position the table held when it was committed.
-    pub position: Option<u64>,
-    pub detail: String,
-}
-
-/// The newest trusted snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct TrustedPoint {
-    pub snapshot_id: i64,
-    pub position: Option<u64>,
-    /// The checkpoint that names it, if any (its key under the journal).
-    pub checkpoint: Option<String>,
-}
-
-/// `tidemark audit --json`.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct AuditReport {
-    pub format_version: u32,
-    pub journal: String,
-    pub table_uuid: String,
-    pub metadata_location: String,
-    /// The snapshot whose ancestry was audited (main's current one by default).
-    pub head_snapshot_id: Option<i64>,
-    /// Where this audit started: the table's first snapshot, a record of an earlier audit, the
-    /// applier's own last commit, or a certified snapshot whose parent expired.
-    pub start: String,
-    /// The newest recorded snapshot this audit resumed after, if any.
-    pub resumed_from: Option<i64>,
-    /// Snapshots audited by this run (the timeline's length).
-    pub audited: u64,
-    /// Data and delete files read (an applier commit reads none unless `deep`).
-    pub files_read: u64,
-    pub records_written: u64,
-    /// The snapshots audited by this run, oldest first.
-    pub timeline: Vec<SnapshotAudit>,
-    pub first_divergence: Option<Divergence>,
-    /// Every divergence of the history no operator accepted, oldest first.
-    pub open_divergences: Vec<Divergence>,
-    pub trusted: Option<TrustedPoint>,
-    /// No open divergence in the history.
-    pub ok: bool,
-    pub elapsed_ms: u64,
-}
-
-/// What the audit carries from one snapshot to the next (and keeps in each record).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct AuditState {
-    /// The journal position the snapshot holds.
-    pub position: Option<u64>,
-    /// The divergences in its ancestry no operator accepted, oldest first.
-    pub open: Vec<Divergence>,
-    /// The newest trusted snapshot of its ancestry (itself when trusted).
-    pub newest_trusted: Option<TrustedPoint>,
-}
+use crate::audit::classify::classify;
+use crate::audit::diff::Loaded;
+pub use crate::audit::error::AuditError;
+use crate::audit::read::{Ctx, ancestry, load};
+use crate::audit::records::AuditRecord;
+pub use crate::audit::report::{AuditReport, AuditState, Counts, Divergence, SnapshotAudit, TrustedPoint, Verdict};
+use crate::audit::report::{divergence_of, entry_of};
+use crate::provenance::{PROP_ACCEPTED_DIVERGENCE, PROP_FIRST_POSITION, PROP_LAST_POSITION, PROP_STEP};
+use crate::table::source::SnapshotSource;
 
 #[derive(Debug, Clone, Default)]
 pub struct AuditOptions {
@@ -188,140 +75,6 @@ pub struct AuditOptions {
     pub head: Option<i64>,
     /// Take this snapshot as trusted and audit only after it (the applier's own last commit).
     pub trust_from: Option<i64>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum AuditError {
-    #[error(transparent)]
-    Source(#[from] SourceError),
-    #[error(transparent)]
-    Table(#[from] TableError),
-    #[error(transparent)]
-    Journal(#[from] tidemark_journal::JournalError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("snapshot {snapshot_id} is not in the table metadata {metadata}")]
-    UnknownSnapshot { snapshot_id: i64, metadata: String },
-    #[error("the history of table {table_uuid} cannot be audited: {reason}")]
-    Undecidable { table_uuid: String, reason: String },
-    #[error("audit record {key}: {reason}")]
-    BadRecord { key: String, reason: String },
-}
-
-/// What every step of an audit reads through.
-pub(crate) struct Ctx<'a> {
-    pub journal: &'a Journal,
-    pub meta: &'a TableMetadata,
-    pub io: &'a FileIO,
-    pub map: Option<PrefixMap>,
-    /// The metadata file, for error messages.
-    pub name: String,
-}
-
-impl Ctx<'_> {
-    pub fn mapped(&self, path: &str) -> String {
-        PrefixMap::apply(self.map.as_ref(), path)
-    }
-}
-
-fn writer_of(props: &HashMap<String, String>) -> String {
-    if props.contains_key(PROP_FAULT) {
-        return "tidemark fault delete".into();
-    }
-    if let Some(id) = props.get(PROP_RECOVERY_ID) {
-        return format!("tidemark recover ({id})");
-    }
-    let named: Vec<String> = [
-        "engine-name",
-        "engine-version",
-        "app-id",
-        "spark.app.id",
-        "flink.job-id",
-        "changed-by",
-        "tidemark.writer",
-    ]
-    .iter()
-    .filter_map(|k| props.get(*k).map(|v| format!("{k}={v}")))
-    .collect();
-    match (named.is_empty(), props.contains_key(PROP_LAST_POSITION)) {
-        (false, _) => named.join(" "),
-        (true, true) => "an applier (tidemark.* positions)".into(),
-        (true, false) => "unknown".into(),
-    }
-}
-
-fn entry_of(snap: &SnapshotRef) -> SnapshotAudit {
-    let props = &snap.summary().additional_properties;
-    SnapshotAudit {
-        snapshot_id: snap.snapshot_id(),
-        parent_id: snap.parent_snapshot_id(),
-        committed_at: chrono::DateTime::from_timestamp_millis(snap.timestamp_ms())
-            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-            .unwrap_or_default(),
-        operation: format!("{:?}", snap.summary().operation).to_lowercase(),
-        writer: writer_of(props),
-        position: None,
-        kind: String::new(),
-        verdict: Verdict::Neutral,
-        counts: Counts::default(),
-        sample_keys: Vec::new(),
-        detail: String::new(),
-        trusted: false,
-    }
-}
-
-fn divergence_of(e: &SnapshotAudit, position_then: Option<u64>) -> Divergence {
-    Divergence {
-        snapshot_id: e.snapshot_id,
-        committed_at: e.committed_at.clone(),
-        operation: e.operation.clone(),
-        writer: e.writer.clone(),
-        counts: e.counts,
-        sample_keys: e.sample_keys.clone(),
-        position: position_then,
-        detail: e.detail.clone(),
-    }
-}
-
-/// Reads the table metadata at `source`, and the sha256 of its bytes.
-async fn load(source: &SnapshotSource) -> Result<(TableMetadata, FileIO, String), AuditError> {
-    let io = crate::table::source::file_io(&source.file_io_props);
-    let path = PrefixMap::apply(source.prefix_map.as_ref(), &source.metadata_location);
-    let bytes = crate::table::source::read(&io, &path, "table metadata").await?;
-    let meta: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| SourceError::Iceberg {
-        context: format!("parse {path}"),
-        message: e.to_string(),
-    })?;
-    Ok((meta, io, tidemark_journal::sha256_digest(&bytes)))
-}
-
-/// The ancestry of `head`, oldest first, and the expired parent of its oldest snapshot if any.
-fn ancestry(meta: &TableMetadata, head: i64, name: &str) -> Result<(Vec<SnapshotRef>, Option<i64>), AuditError> {
-    let mut chain = Vec::new();
-    let mut expired = None;
-    let mut next = Some(
-        meta.snapshot_by_id(head)
-            .cloned()
-            .ok_or_else(|| AuditError::UnknownSnapshot {
-                snapshot_id: head,
-                metadata: name.to_string(),
-            })?,
-    );
-    while let Some(s) = next {
-        next = match s.parent_snapshot_id() {
-            Some(p) => match meta.snapshot_by_id(p) {
-                Some(ps) => Some(ps.clone()),
-                None => {
-                    expired = Some(p);
-                    None
-                }
-            },
-            None => None,
-        };
-        chain.push(s);
-    }
-    chain.reverse();
-    Ok((chain, expired))
 }
 
 /// Audits the history of the table at `source` against `journal`. `progress` sees each snapshot
@@ -591,152 +344,5 @@ async fn write_record(
     if records::write(store.as_ref(), &rec).await? {
         report.records_written += 1;
     }
-    Ok(())
-}
-
-/// Classifies `snap` (its parent `previous`; `parent` holds the parent's loaded files when an
-/// earlier step loaded them, and is left holding `snap`'s when this step loaded them).
-#[allow(clippy::too_many_arguments)]
-async fn classify(
-    ctx: &Ctx<'_>,
-    snap: &SnapshotRef,
-    previous: Option<&SnapshotRef>,
-    parent: &mut Option<Loaded>,
-    state: &AuditState,
-    deep: bool,
-    props: &HashMap<String, String>,
-    entry: &mut SnapshotAudit,
-    report: &mut AuditReport,
-) -> Result<(), AuditError> {
-    let own_last = props.get(PROP_LAST_POSITION).and_then(|v| v.parse::<u64>().ok());
-    let step = props.get(PROP_STEP).map(String::as_str);
-    // A recovered table starts at its seed; the distributed engine seeds and replays in one
-    // commit, the table's first.
-    if step == Some("seed") || (step == Some("replay") && previous.is_none()) {
-        entry.kind = "recovery seed".into();
-        entry.position = own_last;
-        let verdict = props.get(PROP_SOURCE_VERDICT).cloned().unwrap_or_default();
-        entry.verdict = if verdict.starts_with("divergence accepted") {
-            Verdict::Accepted
-        } else {
-            Verdict::Seed
-        };
-        entry.detail = format!(
-            "seeded from snapshot {} at position {}{}",
-            props
-                .get(crate::provenance::PROP_SOURCE_SNAPSHOT)
-                .map_or("?", String::as_str),
-            own_last.map_or("?".into(), |p| p.to_string()),
-            if verdict.is_empty() {
-                String::new()
-            } else {
-                format!(" ({verdict})")
-            }
-        );
-        *parent = None;
-        return Ok(());
-    }
-    if let Some(last) = own_last {
-        entry.kind = if step == Some("replay") {
-            "recovery replay".into()
-        } else {
-            "applier".into()
-        };
-        entry.position = Some(last);
-        let journal_id = props.get(PROP_JOURNAL_ID).cloned().unwrap_or_default();
-        let expected_first = state.position.unwrap_or(0) + 1;
-        let first = props.get(PROP_FIRST_POSITION).and_then(|v| v.parse::<u64>().ok());
-        // One applier commit made as several snapshots (a delete, then an append, as PyIceberg's
-        // overwrite does), each carrying the same record: the later ones continue the first.
-        let same_as_parent = previous.is_some_and(|p| {
-            let pp = &p.summary().additional_properties;
-            [PROP_JOURNAL_ID, PROP_FIRST_POSITION, PROP_LAST_POSITION]
-                .iter()
-                .all(|k| pp.get(*k).is_some() && pp.get(*k) == props.get(*k))
-        });
-        let bad = if journal_id != ctx.journal.header.journal_id {
-            Some(format!(
-                "records journal {journal_id:?}, not this journal ({})",
-                ctx.journal.header.journal_id
-            ))
-        } else {
-            match first {
-                None => Some(format!("records last position {last} but no {PROP_FIRST_POSITION}")),
-                Some(f) if same_as_parent => {
-                    entry.detail = format!("applied positions {f}..={last} (the same commit as its parent)");
-                    None
-                }
-                Some(f) if f > expected_first => Some(format!(
-                    "applied {f}..={last}: positions {expected_first}..={} were never applied (a gap)",
-                    f - 1
-                )),
-                Some(f) if f < expected_first => Some(format!(
-                    "applied {f}..={last}, but its parent already held up to {} (an overlap)",
-                    expected_first - 1
-                )),
-                Some(_) if last + 1 < expected_first => Some(format!("records last position {last} below its first")),
-                Some(f) => {
-                    entry.detail = format!("applied positions {f}..={last}");
-                    None
-                }
-            }
-        };
-        if let Some(why) = bad {
-            entry.verdict = Verdict::Divergence;
-            entry.detail = why;
-            *parent = None;
-            return Ok(());
-        }
-        entry.verdict = Verdict::Applied;
-        if deep {
-            let first = first.expect("checked");
-            let (checked, loaded, files_read) =
-                deep::check_applied(ctx, previous, parent.take(), snap, first, last).await?;
-            report.files_read += files_read;
-            if !checked.counts.is_zero() || !checked.detail.is_empty() {
-                entry.verdict = Verdict::Divergence;
-                entry.counts = checked.counts;
-                entry.sample_keys = checked.samples;
-                entry.detail = if checked.detail.is_empty() {
-                    format!(
-                        "its rows are not the merge rules applied to its parent's rows and positions {first}..={last}"
-                    )
-                } else {
-                    checked.detail
-                };
-            } else {
-                entry.detail.push_str("; rows checked (deep)");
-            }
-            *parent = Some(loaded);
-        } else {
-            *parent = None;
-        }
-        return Ok(());
-    }
-    // Another writer's commit: diffed on the journal's columns.
-    entry.kind = "other".into();
-    let before = diff::loaded_or(ctx, parent.take(), previous).await?;
-    let after = diff::load(ctx, snap).await?;
-    let d = diff::diff(ctx, before.as_ref(), &after).await?;
-    report.files_read += d.files_read;
-    entry.counts = d.counts;
-    entry.sample_keys = d.samples;
-    if let Some(why) = d.schema_problem {
-        entry.verdict = Verdict::Divergence;
-        entry.detail = why;
-    } else if d.counts.is_zero() {
-        entry.verdict = Verdict::Neutral;
-        entry.detail = format!(
-            "no journal column of any key changed ({} data files read of {} removed, {} added, {} with changed deletes)",
-            d.files_read, d.removed_files, d.added_files, d.touched_files
-        );
-    } else {
-        entry.verdict = Verdict::Divergence;
-        entry.detail = format!(
-            "{} keys removed, {} changed, {} added on the journal's columns",
-            d.counts.removed, d.counts.changed, d.counts.added
-        );
-    }
-    *parent = Some(after);
     Ok(())
 }

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use tidemark_journal::paths;
 use tidemark_journal::store::{ObjectStore, PutMode, list_all, put_resolved};
 
-use super::{AuditError, AuditState, SnapshotAudit};
+use super::error::AuditError;
+use super::report::{AuditState, SnapshotAudit};
 
 /// Version of the audit record.
 pub const FORMAT_VERSION: u32 = 1;

@@ -414,7 +414,7 @@ pub fn same_catalog(a: &CatalogRef, b: &CatalogRef) -> bool {
 
 /// Whether two catalog URIs name the same catalog once passwords are set aside.
 fn same_uri(a: &str, b: &str) -> bool {
-    super::sql::strip_password(a).trim_end_matches('/') == super::sql::strip_password(b).trim_end_matches('/')
+    strip_password(a).trim_end_matches('/') == strip_password(b).trim_end_matches('/')
 }
 
 /// `s3://bucket/prefix` stays; a local folder becomes `file:///abs/path`, because the storage
@@ -462,6 +462,23 @@ pub fn redact(uri: &str) -> String {
             Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
             None => uri.to_string(),
         },
+        None => uri.to_string(),
+    }
+}
+
+/// `scheme://user:password@host…` without the password (the user stays: readers bring the
+/// password through their own configuration, e.g. the PostgreSQL password file).
+pub(crate) fn strip_password(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}@{host}{tail}")
+        }
         None => uri.to_string(),
     }
 }

@@ -102,6 +102,19 @@ pub enum CommitError {
     Table(#[from] TableError),
 }
 
+/// A commit that failed as a [`TableError`] (the catalog's words for the same outcomes).
+impl From<CommitError> for TableError {
+    fn from(e: CommitError) -> Self {
+        use CommitError as C;
+        match e {
+            C::Conflict { table, detail } => TableError::CommitConflict { table, detail },
+            C::NotApplied { table, cause } => TableError::CommitNotApplied { table, cause },
+            C::Unknown { table, cause } => TableError::CommitUnknown { table, cause },
+            C::Table(t) => t,
+        }
+    }
+}
+
 /// The seam every catalog backend implements. See the module documentation for the contract.
 #[async_trait]
 pub trait CatalogBackend: Debug + Send + Sync {

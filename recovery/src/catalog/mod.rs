@@ -4,20 +4,29 @@
 //! PostgreSQL in [`sql`], Iceberg REST in [`rest`], AWS S3 Tables in [`s3tables`]) with its name,
 //! warehouse and the FileIO properties its tables are read with. Which backend `--catalog` means
 //! is decided in [`config`]; [`conformance`] is the suite every backend passes.
+//!
+//! Below every backend: [`contract`] (what a backend promises, [`CommitError`]), [`config`]
+//! (what `--catalog` means; URIs shown without secrets), [`sqlite_check`] (a SQLite file must
+//! be a catalog's), [`table_io`] (the storage of every FileIO: `s3_requests` counted, manifests
+//! written with the table's Avro codec); the REST backend's HTTP side is [`rest_http`] and its
+//! FileIO layers [`rest_io`]. Every one of them fails with [`crate::table::error::TableError`],
+//! which sits below both `catalog` and `table`.
 
-pub mod avro_io;
 pub mod config;
 pub mod conformance;
 pub mod contract;
-pub mod counted_io;
 #[cfg(feature = "remote")]
 pub mod rest;
+#[cfg(feature = "remote")]
+mod rest_http;
 #[cfg(feature = "remote")]
 mod rest_io;
 #[cfg(feature = "remote")]
 pub mod s3tables;
 pub mod sql;
+pub mod sql_open;
 pub mod sqlite_check;
+pub mod table_io;
 
 #[cfg(test)]
 mod like_tests;
@@ -37,6 +46,16 @@ pub use contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, holds_commit, resolve_unknown,
 };
 pub use sql::{Dialect, namespace_column};
+
+/// The former path of [`table_io`]'s request counting, kept for its callers.
+pub mod counted_io {
+    pub use crate::catalog::table_io::{CountingStorage, CountingStorageFactory, install_retry_counter, request_stats};
+}
+
+/// The former path of [`table_io`]'s Avro codec of manifests, kept for its callers.
+pub mod avro_io {
+    pub use crate::catalog::table_io::{AvroCodecStorage, set_table_codec};
+}
 
 use crate::table::TableError;
 
@@ -378,7 +397,7 @@ async fn open_sql(
 ) -> Result<CatalogHandle, TableError> {
     let warehouse = resolved.props.get("warehouse").map(String::as_str).unwrap_or("");
     let warehouse = config::normalize_warehouse(warehouse)?;
-    let backend = sql::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
+    let backend = sql_open::open(&resolved.name, uri, &warehouse, &file_io_props).await?;
     Ok(CatalogHandle::from_sql(backend, file_io_props))
 }
 

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::catalog::counted_io::CountingStorageFactory;
+use crate::catalog::table_io::CountingStorageFactory;
 use async_trait::async_trait;
 use iceberg::io::{FileIOBuilder, S3_ENDPOINT, S3_PATH_STYLE_ACCESS};
 use iceberg::table::Table;

@@ -34,7 +34,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::counted_io::CountingStorageFactory;
+use crate::catalog::table_io::CountingStorageFactory;
 use async_trait::async_trait;
 use aws_config::BehaviorVersion;
 use aws_sdk_s3tables::Client;
@@ -52,7 +52,7 @@ use iceberg_catalog_s3tables::{S3TablesCatalog, S3TablesCatalogBuilder};
 use super::contract::{
     Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
 };
-use crate::table::{TableError, iceberg_err};
+use crate::table::error::{TableError, iceberg_err};
 
 /// How long the commit call may take before its outcome counts as unknown.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -4,14 +4,26 @@
 //!
 //! Tables are format version 2, unpartitioned, sorted by the key column, Parquet. A table name is
 //! `namespace.name` (a dotted namespace is allowed: `a.b.name`).
+//!
+//! The children: [`error`] (what table and catalog work fails with, [`TableError`]; below every
+//! other module of `table` and `catalog`), [`refused`] (credentials the store refused), [`load`]
+//! (a table named and loaded), [`schema`] (the spec's columns in Iceberg), [`like`] (the ids of a
+//! table made like another), [`files`] (the files of a snapshot), [`deletes`] (other writers'
+//! deletes, applied to every Parquet read), [`read`] (a table's live rows, pruned and chunked by
+//! key), [`mor`] (merge-on-read: rows located, position deletes written), [`key_index`],
+//! [`commit`] (the commits iceberg-rust lacks), [`avro_codec`] (manifests re-encoded), [`source`]
+//! (a snapshot read from its metadata file, without a catalog).
 
 pub mod avro_codec;
 pub mod commit;
+pub mod deletes;
 #[cfg(test)]
 mod deletes_tests;
+pub mod error;
 pub mod files;
 pub mod key_index;
 mod like;
+pub mod load;
 pub mod mor;
 pub mod read;
 pub mod refused;
@@ -32,162 +44,10 @@ pub use commit::{
     CommitStamp, check_supported, commit_overwrite, commit_properties, commit_refs, commit_row_delta, live_data_files,
     write_data_file,
 };
+pub use error::TableError;
+pub(crate) use error::{from_iceberg, iceberg_err};
+pub use load::{load_table, parse_ident};
 pub use schema::{Renames, check_schema, check_schema_in, iceberg_schema};
-
-/// Errors of catalog and table work. Each carries the facts an operator needs to act.
-#[derive(Debug, thiserror::Error)]
-pub enum TableError {
-    #[error("table {table}: another writer committed first ({detail}); reload the table and redo the batch")]
-    CommitConflict { table: String, detail: String },
-
-    /// The reply of a commit was lost and the reload shows it was not applied: safe to redo.
-    #[error("table {table}: the commit was not applied (its reply was lost: {cause}); reload the table and redo it")]
-    CommitNotApplied { table: String, cause: String },
-
-    /// Neither the commit's reply nor a reload established whether it was applied.
-    #[error(
-        "table {table}: the outcome of the commit is unknown ({cause}); nothing else was changed. Run the \
-         command again once the catalog answers: it finds the commit by its snapshot and does not apply it twice"
-    )]
-    CommitUnknown { table: String, cause: String },
-
-    /// A catalog on a server asked of a build without the `remote` feature (the embedded drill's).
-    #[error(
-        "{what}: this tidemark was built without the catalogs and stores on servers (the embedded build of \
-         `sandbox/drill.sh`: local folders and SQLite only); build it with its default features (`cargo build \
-         --release`) for PostgreSQL, Iceberg REST, S3 Tables and S3"
-    )]
-    NotBuilt { what: String },
-
-    #[error("{catalog} cannot {command}: it lacks {lacks}. Nothing was changed; {instead}")]
-    MissingCapability {
-        catalog: String,
-        command: String,
-        lacks: String,
-        instead: String,
-    },
-
-    #[error("table {table}: column {column:?} does not match the spec: expected {expected}, found {found}")]
-    SchemaMismatch {
-        table: String,
-        column: String,
-        expected: String,
-        found: String,
-    },
-
-    #[error("catalog {uri} cannot be reached: {detail}")]
-    CatalogUnreachable { uri: String, detail: String },
-
-    /// A write to a catalog that was opened failed: not a catalog that cannot be reached.
-    #[error("catalog {uri}: {action} failed: {cause}")]
-    CatalogWriteFailed { uri: String, action: String, cause: String },
-
-    #[error("catalog {uri}: {reason}")]
-    InvalidCatalog { uri: String, reason: String },
-
-    #[error("warehouse {warehouse:?}: {reason}")]
-    InvalidWarehouse { warehouse: String, reason: String },
-
-    #[error("table name {ident:?} is not of the form namespace.name")]
-    InvalidIdent { ident: String },
-
-    #[error("table {table} does not exist in the catalog")]
-    TableNotFound { table: String },
-
-    #[error("table {table} is not supported: {reason}")]
-    Unsupported { table: String, reason: String },
-
-    #[error("table {table}: data file {path} is not live in the snapshot the commit is based on")]
-    FileNotLive { table: String, path: String },
-
-    #[error("table {table}: data file {path} is already in the table")]
-    FileAlreadyLive { table: String, path: String },
-
-    #[error("table {table}: data file {path} exists already; write with a fresh file id")]
-    DataFileExists { table: String, path: String },
-
-    #[error("table {table}: record batch does not fit the table schema: {detail}")]
-    BatchSchema { table: String, detail: String },
-
-    #[error("table {table}: a commit needs added or removed files")]
-    EmptyCommit { table: String },
-
-    #[error(
-        "{context}: access to the warehouse refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)"
-    )]
-    AccessDenied { context: String, detail: String },
-
-    /// Boxed because iceberg's error is large and every `Result` here would carry its size.
-    #[error("{context}: {source}")]
-    Iceberg {
-        context: String,
-        #[source]
-        source: Box<iceberg::Error>,
-    },
-
-    #[error("{context}: {source}")]
-    Sql {
-        context: String,
-        #[source]
-        source: sqlx::Error,
-    },
-}
-
-impl TableError {
-    /// Whether the error says "reload the table and redo the commit": a conflict, or a commit
-    /// whose reply was lost and that was found not applied.
-    pub fn is_retryable_commit(&self) -> bool {
-        matches!(
-            self,
-            TableError::CommitConflict { .. } | TableError::CommitNotApplied { .. }
-        )
-    }
-}
-
-impl From<crate::catalog::CommitError> for TableError {
-    fn from(e: crate::catalog::CommitError) -> Self {
-        use crate::catalog::CommitError as C;
-        match e {
-            C::Conflict { table, detail } => TableError::CommitConflict { table, detail },
-            C::NotApplied { table, cause } => TableError::CommitNotApplied { table, cause },
-            C::Unknown { table, cause } => TableError::CommitUnknown { table, cause },
-            C::Table(t) => t,
-        }
-    }
-}
-
-/// A closure for `map_err` that wraps an iceberg error with what was being done.
-pub(crate) fn iceberg_err(context: impl Into<String>) -> impl FnOnce(iceberg::Error) -> TableError {
-    let context = context.into();
-    move |source| from_iceberg(context, source)
-}
-
-/// An iceberg error with what was being done. Credentials the warehouse's store refused (which
-/// iceberg reports as an unexpected I/O failure) become [`TableError::AccessDenied`], naming the
-/// store's error code ([`refused::refused_code`]), so that every command exits with the same
-/// code and message for them.
-pub(crate) fn from_iceberg(context: String, source: iceberg::Error) -> TableError {
-    match refused::refused_code(&source) {
-        Some(detail) => TableError::AccessDenied { context, detail },
-        None => TableError::Iceberg {
-            context,
-            source: Box::new(source),
-        },
-    }
-}
-
-/// Parses `namespace.name`; the last dot separates the name.
-pub fn parse_ident(ident: &str) -> Result<TableIdent, TableError> {
-    let invalid = || TableError::InvalidIdent {
-        ident: ident.to_string(),
-    };
-    let (ns, name) = ident.rsplit_once('.').ok_or_else(invalid)?;
-    if name.is_empty() || ns.split('.').any(str::is_empty) {
-        return Err(invalid());
-    }
-    let ns = NamespaceIdent::from_strs(ns.split('.')).map_err(|_| invalid())?;
-    Ok(TableIdent::new(ns, name.to_string()))
-}
 
 /// Loads the table `ident` and checks its schema against `spec`, or creates it (and its
 /// namespace) when it does not exist.
@@ -226,21 +86,6 @@ pub async fn create_or_load_table(
         other => other,
     })?;
     Ok(table)
-}
-
-/// Loads a table through the catalog.
-pub async fn load_table(handle: &CatalogHandle, ident: &str) -> Result<Table, TableError> {
-    let id = parse_ident(ident)?;
-    handle
-        .catalog()
-        .load_table(&id)
-        .await
-        .map_err(|source| match source.kind() {
-            ErrorKind::TableNotFound | ErrorKind::NamespaceNotFound => TableError::TableNotFound {
-                table: ident.to_string(),
-            },
-            _ => from_iceberg(format!("load table {ident}"), source),
-        })
 }
 
 /// Creates a new table from the spec with extra table properties (refused if it exists).

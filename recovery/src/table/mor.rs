@@ -28,10 +28,10 @@ use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY, ProjectionMask};
 use uuid::Uuid;
 
 use super::commit::writer_properties;
-use super::files::{Deletes, POS_DELETE_PATH_ID, POS_DELETE_POS_ID, field_id};
+use super::deletes::{Deletes, Projection};
+use super::error::{TableError, iceberg_err};
+use super::files::{POS_DELETE_PATH_ID, POS_DELETE_POS_ID, field_id};
 use super::key_index::KeyIndex;
-use super::read::Projection;
-use super::{TableError, iceberg_err};
 
 /// The Iceberg table property that chooses how row-level changes are written (Spark's and
 /// Flink's name for MERGE): `copy-on-write` (Iceberg's default) or `merge-on-read`.

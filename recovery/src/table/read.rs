@@ -5,22 +5,20 @@
 //! Columns are matched by Iceberg field id (`PARQUET:field_id`), as Iceberg readers must: a column
 //! renamed by another writer keeps its id, and a column added after a file was written reads as
 //! null in that file. The position and equality deletes of other writers are applied to every
-//! row read ([`super::files::Deletes`]).
+//! row read ([`super::deletes::Deletes`]).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
-use arrow::compute::cast;
+use arrow::array::RecordBatch;
 use arrow_schema::SchemaRef;
-use iceberg::io::FileIO;
 use iceberg::spec::{DataFile, PrimitiveLiteral};
 use iceberg::table::Table;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tidemark_journal::spec::ColumnType;
 
-use super::files::{Deletes, field_id, snapshot_files};
-use super::{TableError, iceberg_err};
+pub use super::deletes::read_paths;
+use super::deletes::{Deletes, PositionDeleteCache};
+use super::error::TableError;
+use super::files::snapshot_files;
 use crate::reference::Cell;
 
 /// The key bounds of a data file as cells, when the manifest records them.
@@ -78,7 +76,7 @@ pub async fn live_files(table: &Table) -> Result<(Vec<DataFile>, Deletes), Table
 /// [`live_files`] with the position delete files read before taken from `cache`.
 pub async fn live_files_cached(
     table: &Table,
-    cache: Option<&super::files::PositionDeleteCache>,
+    cache: Option<&PositionDeleteCache>,
 ) -> Result<(Vec<DataFile>, Deletes), TableError> {
     let name = table.identifier().to_string();
     let Some(snapshot) = table.metadata().current_snapshot() else {
@@ -209,109 +207,6 @@ pub fn split_rows(
 /// The chunk of [`chunk_by_key`] that `key` belongs to.
 pub fn chunk_of(cuts: &[Cell], key: &Cell) -> usize {
     cuts.partition_point(|c| c <= key)
-}
-
-/// [`read_files`] for Parquet files given by path (`name` is the table, for messages).
-pub async fn read_paths(
-    io: &FileIO,
-    name: &str,
-    paths: &[&str],
-    schema: &SchemaRef,
-    with_file: Option<&SchemaRef>,
-    deletes: &Deletes,
-) -> Result<Vec<RecordBatch>, TableError> {
-    let mut out = Vec::new();
-    let bad = |path: &str, e: &dyn std::fmt::Display| TableError::BatchSchema {
-        table: name.to_string(),
-        detail: format!("data file {path}: {e}"),
-    };
-    for path in paths {
-        let input = io
-            .new_input(path)
-            .map_err(iceberg_err(format!("open data file {path}")))?;
-        let bytes = input
-            .read()
-            .await
-            .map_err(iceberg_err(format!("read data file {path} of {name}")))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(path, &e))?;
-        let projection = Projection::of(builder.schema(), schema).map_err(|e| bad(path, &e))?;
-        let reader = builder.with_batch_size(64 * 1024).build().map_err(|e| bad(path, &e))?;
-        let mut offset = 0u64;
-        for batch in reader {
-            let batch = batch.map_err(|e| bad(path, &e))?;
-            let rows = batch.num_rows() as u64;
-            let projected = projection.apply(&batch, schema).map_err(|e| bad(path, &e))?;
-            let live = deletes.filter(path, offset, projected).map_err(|e| bad(path, &e))?;
-            offset += rows;
-            let (target, mut cols) = (schema.clone(), live.columns().to_vec());
-            let target = match with_file {
-                Some(s) => {
-                    cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                        *path,
-                        live.num_rows(),
-                    ))));
-                    s.clone()
-                }
-                None => target,
-            };
-            out.push(RecordBatch::try_new(target, cols).map_err(|e| bad(path, &e))?);
-        }
-    }
-    Ok(out)
-}
-
-/// Where each column of the target schema comes from in a file: the file column with the same
-/// field id; for a file written without field ids, the column of the same name (a file
-/// imported without ids); or nothing (a column added after the file was written: null).
-pub(super) struct Projection(pub(super) Vec<Option<usize>>);
-
-impl Projection {
-    pub(super) fn of(file: &SchemaRef, target: &SchemaRef) -> Result<Projection, String> {
-        let file_ids: Vec<Option<i32>> = file.fields().iter().map(|f| field_id(f)).collect();
-        let by_id = file_ids.iter().any(Option::is_some);
-        let mut sources = Vec::with_capacity(target.fields().len());
-        for field in target.fields() {
-            let source = match (by_id, field_id(field)) {
-                (true, Some(id)) => file_ids.iter().position(|f| *f == Some(id)),
-                _ => file.index_of(field.name()).ok(),
-            };
-            if source.is_none() && !field.is_nullable() {
-                return Err(format!(
-                    "no column for required field {}{}",
-                    field.name(),
-                    field_id(field)
-                        .map(|id| format!(" (field id {id})"))
-                        .unwrap_or_default()
-                ));
-            }
-            sources.push(source);
-        }
-        Ok(Projection(sources))
-    }
-
-    pub(super) fn apply(&self, batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
-        let mut cols: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
-        for (field, source) in target.fields().iter().zip(&self.0) {
-            let col = match source {
-                Some(i) => {
-                    let col = batch.column(*i);
-                    if col.data_type() == field.data_type() {
-                        col.clone()
-                    } else {
-                        cast(col, field.data_type()).map_err(|e| format!("column {}: {e}", field.name()))?
-                    }
-                }
-                None => arrow::array::new_null_array(field.data_type(), batch.num_rows()),
-            };
-            cols.push(col);
-        }
-        RecordBatch::try_new_with_options(
-            target.clone(),
-            cols,
-            &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-        )
-        .map_err(|e| e.to_string())
-    }
 }
 
 /// The key column's type must allow bound pruning; other key types read every file.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg::spec::TableMetadata;
 
-use crate::catalog::counted_io::CountingStorageFactory;
+use crate::catalog::table_io::CountingStorageFactory;
 
 /// A file of the source that cannot be read.
 #[derive(Debug, thiserror::Error)]

@@ -19,24 +19,31 @@
 //!   a reload answered) stops the command; the next run finds the commit by its snapshot.
 //! - Files written before a lost swap (data files, manifest, manifest list, metadata file) stay
 //!   in storage unreferenced. Cleaning orphans is out of scope here; they never become visible.
+//!
+//! The children: [`checks`] (what a commit refuses before writing anything), [`write`] (data
+//! files written as the table's Parquet settings say), [`publish`] (the catalog commit of the
+//! new snapshot and of references).
 
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestListWriter, ManifestWriterBuilder, Operation,
-    Snapshot, Summary, TableMetadata, TableMetadataBuilder,
+    DataContentType, DataFile, MAIN_BRANCH, ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, Summary,
+    TableMetadata, TableMetadataBuilder,
 };
 use iceberg::table::Table;
 use uuid::Uuid;
 
-use super::avro_codec::AvroCodec;
-use super::files::{LiveFile, SnapshotFiles, snapshot_files, still_applies, unbounded_position_paths};
-use super::{TableError, iceberg_err};
+use super::deletes::{still_applies, unbounded_position_paths};
+use super::error::{TableError, iceberg_err};
+use super::files::{LiveFile, SnapshotFiles, snapshot_files};
 use crate::catalog::CatalogHandle;
 
+mod checks;
 mod publish;
 mod write;
+use checks::use_avro_codec;
+pub use checks::{check_codecs, check_supported};
 use publish::publish;
 pub use publish::{commit_properties, commit_refs};
 pub use write::{PROP_PARQUET_CODEC, PROP_PARQUET_LEVEL, copy_data_file, write_data_file, writer_properties};
@@ -523,47 +530,6 @@ pub(crate) async fn commit_delete_files(
         properties: summary,
     };
     publish_snapshot(handle, table, &expected, snapshot, &stamp).await
-}
-
-/// The hand-made snapshot supports format v2 tables (partitioned or not: files are written per
-/// partition of the default spec) whose codecs this build writes ([`check_codecs`]). Writers
-/// call it before they write anything, so that a refused table gets no unreferenced file.
-pub fn check_supported(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
-    let unsupported = |reason: String| {
-        Err(TableError::Unsupported {
-            table: name.to_string(),
-            reason,
-        })
-    };
-    if meta.format_version() != FormatVersion::V2 {
-        return unsupported(format!("format {} (only v2 is supported)", meta.format_version()));
-    }
-    check_codecs(name, meta)
-}
-
-/// Refuses a table whose properties ask for a Parquet or an Avro (manifest) codec this build
-/// does not write (see [`writer_properties`], [`AvroCodec::from_properties`]).
-pub fn check_codecs(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
-    let props = meta
-        .table_properties()
-        .map_err(iceberg_err(format!("read the properties of {name}")))?;
-    writer_properties(name, meta.properties(), &props)?;
-    AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
-        table: name.to_string(),
-        reason,
-    })?;
-    Ok(())
-}
-
-/// Makes the manifests and manifest list that a commit to `meta`'s table writes next use the
-/// codec of its `write.avro.compression-codec` (see [`crate::catalog::avro_io`]).
-fn use_avro_codec(name: &str, meta: &TableMetadata) -> Result<(), TableError> {
-    let codec = AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
-        table: name.to_string(),
-        reason,
-    })?;
-    crate::catalog::avro_io::set_table_codec(meta.location(), codec);
-    Ok(())
 }
 
 /// A snapshot id from the commit id, positive as the spec asks and unused in this table.
