@@ -1,4 +1,4 @@
-//! The validation's split by key range ([`super::validate`]), used when the manifests record
+//! The validation's split by key range ([`super`]), used when the manifests record
 //! every data file's key bounds, on both sides (the trusted snapshot's files and the recovered
 //! table's): the files are cut into parts of consecutive key ranges, each part holding whole
 //! files, so that a part's rows are read once, straight from its files, and compared in memory
@@ -21,7 +21,7 @@
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 
-use super::RecoverError;
+use crate::recover::RecoverError;
 use crate::reference::Cell;
 
 /// A data file's key bounds and rows, as its manifest records them.

@@ -1,8 +1,5 @@
-//! Where a recovery's heavy stages run: `--engine local` (this process, the default),
-//! `ballista-standalone` (a Ballista scheduler and executor started in this process on
-//! 127.0.0.1), or `ballista://HOST:PORT` (a running Ballista cluster's scheduler).
-//!
-//! For the Ballista engines this file builds the session: a DataFusion state with the object
+//! The engines `--engine` names ([`Engine`], parsed and displayed) and, for the Ballista ones,
+//! the session: a DataFusion state with the object
 //! stores the job reads and writes (a local folder needs none; an `s3://` bucket gets an
 //! `object_store` S3 store from the same `s3.*` properties tidemark's own reads use), upgraded
 //! for Ballista. In standalone mode the in-process executor shares that state's stores; the
@@ -83,22 +80,6 @@ impl std::fmt::Display for Engine {
             Engine::Standalone => f.write_str("ballista-standalone"),
             Engine::Cluster { url } => f.write_str(url),
         }
-    }
-}
-
-/// Runs a recovery ([`super::recover`]) on `engine`.
-pub async fn recover(
-    journal: &tidemark_journal::Journal,
-    handle: &crate::catalog::CatalogHandle,
-    opts: &super::RecoverOptions,
-    engine: &Engine,
-    clock: &dyn tidemark_journal::clock::Clock,
-    ids: &dyn crate::ids::Ids,
-    progress: &mut dyn FnMut(&super::StepTiming),
-) -> Result<(super::RecoveryReport, iceberg::table::Table), super::RecoverError> {
-    match engine {
-        Engine::Local => super::recover(journal, handle, opts, clock, ids, progress).await,
-        _ => super::ballista::recover(journal, handle, opts, engine, clock, ids, progress).await,
     }
 }
 

@@ -1,7 +1,7 @@
-//! The partitioned validation's spill ([`super::validate`]): the snapshot's rows, the table's rows
+//! The partitioned validation's spill ([`super`]): the snapshot's rows, the table's rows
 //! and the range's events, split by a fixed hash of the key into partitions, each partition of
 //! each side one Arrow IPC file under the spill folder (removed when dropped, also on error).
-//! The split by key range ([`super::validate_ranges`]) spills only the events, routed by the
+//! The split by key range ([`super::ranges`]) spills only the events, routed by the
 //! parts' lower keys ([`Spill::create_ranged`]).
 //!
 //! Coalesced: every input batch is grouped by partition with one `take` (rows ordered by
@@ -67,7 +67,7 @@ pub(super) struct Spilled {
 pub(super) enum Route {
     /// A fixed hash of the key, modulo the partitions.
     Hash,
-    /// Each partition's lower key, in key order ([`super::validate_ranges::Parts::part_of`]).
+    /// Each partition's lower key, in key order ([`super::ranges::Parts::part_of`]).
     Ranges(std::sync::Arc<Vec<crate::reference::Cell>>),
 }
 
@@ -272,7 +272,7 @@ fn group(
         let key_type = spec.types[spec.key_index];
         let part_of = |r: usize| {
             let k = crate::reference::cell(key.as_ref(), key_type, r);
-            Some(super::validate_ranges::Parts::part_of(lower_keys, &k))
+            Some(super::ranges::Parts::part_of(lower_keys, &k))
         };
         return crate::table::read::group_rows(batch, parts, part_of).map_err(std::io::Error::other);
     }
