@@ -10,7 +10,6 @@ pub mod backup;
 pub mod copy;
 pub mod failover;
 pub mod follow;
-pub mod follow_publish;
 pub mod follow_state;
 pub mod follow_status;
 pub mod follower;
@@ -25,8 +24,9 @@ pub mod replica_audit;
 pub mod resync;
 pub mod resync_record;
 pub mod resync_record_write;
-mod resync_rest;
-mod resync_restore;
 pub mod rewrite;
 #[cfg(test)]
 pub(crate) mod test_support;
+mod warehouse;
+
+pub use follow::publish as follow_publish;

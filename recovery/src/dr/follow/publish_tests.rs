@@ -2,6 +2,7 @@
 //! and which properties it sets and removes.
 
 use super::*;
+use crate::catalog::CatalogHandle;
 use crate::dr::test_support::{append, table_with};
 use crate::ids::SeededIds;
 use crate::table::test_support::catalog_in;

@@ -24,7 +24,7 @@
 //!    [`RECREATED_FROM_PROP`] (the aside's name);
 //! 4. one commit adds main's ancestry up to and including the common snapshot, oldest first, with
 //!    the aside's own manifest lists (snapshot ids, parents, sequence numbers, timestamps and
-//!    summaries kept), and sets main there (`follow_publish::commit_towards`): the table's last
+//!    summaries kept), and sets main there (`follow::publish::commit_towards`): the table's last
 //!    sequence number is the common snapshot's, and a follower of the new primary into this
 //!    catalog recognises it (main at a snapshot of the replica's chain, same properties) and adds
 //!    the new primary's later snapshots.
@@ -37,7 +37,7 @@
 //! [`RECREATED_FROM_PROP`]) is finished by the next run, which fills it from that aside. One
 //! stopped after the rename (`resync:after-rename`: the name is missing while the new primary has
 //! it) looks like a table deleted only on the demoted side, and is finished as one, as on S3
-//! Tables (`resync_restore`): created like the new primary's table at its current version; the
+//! Tables (`restore.rs`): created like the new primary's table at its current version; the
 //! report then names the newest aside of it (by its last update) whose main reaches a snapshot the
 //! new primary holds, with what only that aside holds. (A table created again and dropped since
 //! leaves the same state; telling the two apart would need a mark on the aside, a commit to the
@@ -50,10 +50,12 @@ use iceberg::spec::TableMetadata;
 use iceberg::table::Table;
 use serde_json::{Value, json};
 
-use super::follow::Step;
-use super::follow_publish::{Moved, SOURCE_UUID_PROP, Target, commit_towards};
-use super::resync::{AsideTable, KeptFile, LogWalk, ResyncAction, ResyncTable, record_walk, referenced, walk_log};
+use super::report::{AsideTable, KeptFile, ResyncAction, ResyncTable};
+use super::walk::{LogWalk, record_walk, referenced, walk_log};
 use crate::catalog::CatalogHandle;
+use crate::dr::follow::Step;
+use crate::dr::follow::publish::{Moved, commit_towards};
+use crate::dr::follow::{SOURCE_UUID_PROP, Target};
 use crate::table::{create_table_like, load_table, parse_ident};
 
 /// Set on a table `replica resync` created again: the name of the walked-over table it renamed
@@ -63,16 +65,16 @@ pub const RECREATED_FROM_PROP: &str = "tidemark.resync.recreated-from";
 const ASIDE_MARK: &str = "__walked_";
 
 /// What the resync of one REST table reads: both sides, and the new primary's snapshot ids.
-pub(super) struct Sides<'a> {
-    pub(super) demoted: &'a CatalogHandle,
-    pub(super) primary: &'a CatalogHandle,
-    pub(super) primary_table: &'a Table,
-    pub(super) held: &'a HashSet<i64>,
-    pub(super) io: &'a FileIO,
+pub(in crate::dr) struct Sides<'a> {
+    pub(in crate::dr) demoted: &'a CatalogHandle,
+    pub(in crate::dr) primary: &'a CatalogHandle,
+    pub(in crate::dr) primary_table: &'a Table,
+    pub(in crate::dr) held: &'a HashSet<i64>,
+    pub(in crate::dr) io: &'a FileIO,
 }
 
 /// The name `table` (`ns.name`) is renamed aside to: `ns.name__walked_<8 hex digits of uuid>`.
-pub(super) fn aside_name(table: &str, uuid: &uuid::Uuid) -> String {
+pub(in crate::dr) fn aside_name(table: &str, uuid: &uuid::Uuid) -> String {
     format!("{table}{ASIDE_MARK}{}", &uuid.simple().to_string()[..8])
 }
 
@@ -85,7 +87,12 @@ pub(crate) fn aside_of(name: &str) -> Option<&str> {
 
 /// Resyncs the REST table `t` (see the module documentation). `asides`: the demoted catalog's
 /// tables that are asides of `t`.
-pub(super) async fn resync(s: &Sides<'_>, asides: &[&str], t: &mut ResyncTable, dry_run: bool) -> Result<(), String> {
+pub(in crate::dr) async fn resync(
+    s: &Sides<'_>,
+    asides: &[&str],
+    t: &mut ResyncTable,
+    dry_run: bool,
+) -> Result<(), String> {
     let table = match &t.demoted_pointer {
         Some(_) => Some(load_table(s.demoted, &t.table).await.map_err(|e| e.to_string())?),
         None => None,
@@ -96,7 +103,7 @@ pub(super) async fn resync(s: &Sides<'_>, asides: &[&str], t: &mut ResyncTable, 
     // Deleted only here (or a restore a run before began): restored as on S3 Tables.
     let restore = match &table {
         None => true,
-        Some(_) => super::resync_restore::interrupted(s.demoted, t, s.primary_table).await?,
+        Some(_) => super::restore::interrupted(s.demoted, t, s.primary_table).await?,
     };
     if let (false, Some(table)) = (restore, table) {
         return walk_back(s, table, t, dry_run).await;
@@ -111,7 +118,7 @@ pub(super) async fn resync(s: &Sides<'_>, asides: &[&str], t: &mut ResyncTable, 
         plan(s, aside, t).await?;
         t.walked_back_to = None;
     }
-    super::resync_restore::restore(s.demoted, s.primary, s.primary_table, t, dry_run).await?;
+    super::restore::restore(s.demoted, s.primary, s.primary_table, t, dry_run).await?;
     if let Some(a) = &t.kept_aside {
         t.reason = format!(
             "{}; {} is this table renamed aside by a resync before (kept, with every file: the snapshots only it \
@@ -418,5 +425,5 @@ async fn recreate(
 }
 
 #[cfg(test)]
-#[path = "resync_rest_tests.rs"]
+#[path = "rest_tests.rs"]
 mod tests;

@@ -33,168 +33,20 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use iceberg::spec::{Snapshot, SnapshotReference, SnapshotRetention, TableMetadata, TableProperties};
+use iceberg::spec::{Snapshot, SnapshotReference, SnapshotRetention, TableMetadata};
 use iceberg::table::Table;
 use iceberg::{TableIdent, TableRequirement, TableUpdate};
 use serde_json::Value;
 
-use super::follow::{Step, rewrite_name, snapshot_id_of};
-use super::lease::Lease;
-use super::rebuild::file_name;
-use crate::catalog::{CatalogHandle, CatalogKind, CommitError, CommitRequest, INSTEAD_OF_REGISTER};
-use crate::table::source::{PrefixMap, file_io};
-use crate::table::{TableError, create_table_like, load_table};
-
-/// Set on a table the follower created (S3 Tables, REST): the replica table's uuid, so that a
-/// run killed after the create and before the first move recognises the table as its own.
-pub const SOURCE_UUID_PROP: &str = "tidemark.follower.source-uuid";
-
-/// Where a table is published and from what: the catalog written, the folder the source's
-/// metadata keys are under and how its files are read, and the lease checked before every write
-/// (the follower's; `None` for `replica resync`, which an operator runs by hand).
-pub(super) struct Target<'a> {
-    pub(super) handle: &'a CatalogHandle,
-    pub(super) base: &'a str,
-    pub(super) prefix_map: Option<&'a PrefixMap>,
-    pub(super) file_io_props: &'a HashMap<String, String>,
-    pub(super) lease: Option<&'a Lease>,
-}
-
-impl Target<'_> {
-    /// `Ok` while the lease (if any) is still held.
-    async fn guard(&self) -> Result<(), Step> {
-        match self.lease {
-            Some(lease) => lease.check().await.map_err(Step::Lease),
-            None => Ok(()),
-        }
-    }
-}
-
-/// How a DR catalog's table is moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Way {
-    /// Register, then swap the pointer between metadata files (SQL).
-    Pointer,
-    /// Create, then swap the pointer to copies written in the table's warehouse (S3 Tables).
-    S3Tables,
-    /// Create, then commit the new snapshots (REST).
-    Commit,
-}
-
-pub(crate) fn way(handle: &CatalogHandle) -> Way {
-    match handle.kind() {
-        CatalogKind::S3tables => Way::S3Tables,
-        CatalogKind::Rest => Way::Commit,
-        CatalogKind::Sqlite | CatalogKind::Postgres => Way::Pointer,
-    }
-}
-
-/// Refuses a catalog the follower cannot write, before anything changes.
-pub fn require_capabilities(handle: &CatalogHandle) -> Result<(), TableError> {
-    let command = "follow a replica (replica follow)";
-    match way(handle) {
-        Way::Pointer => handle.require(true, true, command, INSTEAD_OF_REGISTER),
-        Way::S3Tables => handle.require(false, true, command, INSTEAD_OF_REGISTER),
-        Way::Commit => Ok(()),
-    }
-}
-
-/// What a DR table holds, judged by what this follower writes.
-pub(super) enum Holds<'c> {
-    /// A version of the replica's chain (its file name).
-    At(&'c str),
-    /// A table this follower created and has not moved to any version yet.
-    Created,
-    /// Not this follower's doing.
-    Foreign,
-}
-
-fn dir_of(path: &str) -> &str {
-    path.rsplit_once('/').map_or("", |(d, _)| d)
-}
-
-/// What the DR table whose pointer is `pointer` holds. `chain` is newest first; the newest
-/// version that matches is taken. `registered`: this follower's state records a version it
-/// registered for this table.
-pub(super) async fn recognise<'c>(
-    ctx: &Target<'_>,
-    table: &str,
-    pointer: &str,
-    registered: bool,
-    chain: &[&'c str],
-    key_of: &HashMap<&str, &str>,
-    by_name: &HashMap<&str, &Value>,
-) -> Result<Holds<'c>, Step> {
-    let key = |n: &str| key_of.get(n).copied().unwrap_or("");
-    let head = chain.first().and_then(|n| by_name.get(n)).copied();
-    match way(ctx.handle) {
-        Way::Pointer => {
-            // With a prefix map this follower registers only its rewrites, never the replica's own
-            // file: once it registered one, a pointer at a replica file is someone else's (a commit
-            // on the DR table writes its metadata file beside the replica's, naming the follower's
-            // rewrite as its predecessor, and would pass for a replicated version). The first time,
-            // a replica file (a `catalog rebuild`, a resync walked back to it) is accepted.
-            let hit = chain.iter().find(|n| {
-                let own = format!("{}/{}", ctx.base, key(n));
-                let rewrite =
-                    || dir_of(&own) == dir_of(pointer) && rewrite_name(key(n)).is_some_and(|r| r == file_name(pointer));
-                match ctx.prefix_map {
-                    None => own == pointer,
-                    Some(_) if registered => rewrite(),
-                    Some(_) => own == pointer || rewrite(),
-                }
-            });
-            Ok(hit.map_or(Holds::Foreign, |n| Holds::At(n)))
-        }
-        Way::S3Tables => {
-            if let Some(n) = chain
-                .iter()
-                .find(|n| rewrite_name(key(n)).is_some_and(|r| r == file_name(pointer)))
-            {
-                return Ok(Holds::At(n));
-            }
-            let dr = load_table(ctx.handle, table).await?;
-            Ok(created_or_foreign(dr.metadata(), head))
-        }
-        Way::Commit => {
-            let dr = load_table(ctx.handle, table).await?;
-            // This follower's commit leaves the DR table at a chain version's snapshot with that
-            // version's properties; someone else's commit changes the one or the other.
-            let have = dr.metadata().properties();
-            let same_properties = |j: &Value| {
-                j.get("properties").and_then(Value::as_object).is_none_or(|o| {
-                    o.iter()
-                        .filter(|(k, _)| ours(k))
-                        .all(|(k, v)| v.as_str().is_some_and(|v| have.get(k).is_some_and(|h| h == v)))
-                })
-            };
-            match dr.metadata().current_snapshot_id() {
-                Some(id) => Ok(chain
-                    .iter()
-                    .find(|n| {
-                        by_name
-                            .get(*n)
-                            .is_some_and(|j| snapshot_id_of(j) == Some(id) && same_properties(j))
-                    })
-                    .map_or(Holds::Foreign, |n| Holds::At(n))),
-                None => Ok(created_or_foreign(dr.metadata(), head)),
-            }
-        }
-    }
-}
-
-fn created_or_foreign(meta: &TableMetadata, head: Option<&Value>) -> Holds<'static> {
-    let source = head.and_then(|h| h.get("table-uuid")).and_then(Value::as_str);
-    let marked = meta.properties().get(SOURCE_UUID_PROP).map(String::as_str);
-    if meta.snapshots().next().is_none() && source.is_some() && marked == source {
-        Holds::Created
-    } else {
-        Holds::Foreign
-    }
-}
+use super::step::{Step, dir_of, ensure_namespace, rewrite_name};
+pub use super::target::{SOURCE_UUID_PROP, require_capabilities};
+use super::target::{Target, Way, ours, way};
+use crate::catalog::{CommitError, CommitRequest};
+use crate::table::source::file_io;
+use crate::table::{create_table_like, load_table};
 
 /// The outcome of [`publish`].
-pub(super) enum Moved {
+pub(in crate::dr) enum Moved {
     /// The DR table now points at this metadata location.
     To(String),
     /// Someone else moved the table while this cycle ran: nothing changed.
@@ -206,7 +58,7 @@ pub(super) enum Moved {
 /// Moves the DR table `table` (pointer `pointer`, `None`: no table yet) to the replica's
 /// metadata file `target_key`. `held` is the version the DR table holds (for properties removed
 /// since). The lease is checked before every write.
-pub(super) async fn publish(
+pub(in crate::dr) async fn publish(
     ctx: &Target<'_>,
     ident: &TableIdent,
     table: &str,
@@ -224,7 +76,7 @@ pub(super) async fn publish(
             ctx.guard().await?;
             let won = match pointer {
                 None => {
-                    super::follow::ensure_namespace(ctx.handle, ident).await?;
+                    ensure_namespace(ctx.handle, ident).await?;
                     ctx.handle.register_table(ident, &location).await?;
                     true
                 }
@@ -268,7 +120,7 @@ async fn replica_rewrite(ctx: &Target<'_>, target_key: &str) -> Result<String, S
         None => {}
     }
     Ok(
-        super::rewrite::rewrite_paths_as(&source, &map.from, &map.to, ctx.file_io_props, Some(&name))
+        crate::dr::rewrite::rewrite_paths_as(&source, &map.from, &map.to, ctx.file_io_props, Some(&name))
             .await?
             .new_metadata,
     )
@@ -362,7 +214,7 @@ async fn publish_s3tables(
     })
 }
 
-pub(super) fn main_branch(id: i64) -> SnapshotReference {
+pub(in crate::dr) fn main_branch(id: i64) -> SnapshotReference {
     SnapshotReference::new(
         id,
         SnapshotRetention::Branch {
@@ -374,7 +226,7 @@ pub(super) fn main_branch(id: i64) -> SnapshotReference {
 }
 
 /// The requirements of every follower commit: the table is the one read, at the snapshot read.
-pub(super) fn based_on(dr: &Table) -> Vec<TableRequirement> {
+pub(in crate::dr) fn based_on(dr: &Table) -> Vec<TableRequirement> {
     vec![
         TableRequirement::UuidMatch {
             uuid: dr.metadata().uuid(),
@@ -442,12 +294,6 @@ fn schema_and_spec_updates(dr: &TableMetadata, want: &TableMetadata) -> Result<V
         });
     }
     Ok(updates)
-}
-
-/// The properties the follower carries over to a REST DR table (not the reserved ones, nor its
-/// own marker).
-fn ours(k: &str) -> bool {
-    !TableProperties::RESERVED_PROPERTIES.contains(&k) && k != SOURCE_UUID_PROP
 }
 
 /// The property updates from what the DR table has (and the version it held had) to `want`'s.
@@ -546,7 +392,7 @@ async fn publish_commit(
 /// main's ancestry it lacks, oldest first, and the properties that changed), in the commits
 /// [`publish`] describes. Also how `replica resync` fills a table it created again
 /// (`resync_rest`).
-pub(super) async fn commit_towards(
+pub(in crate::dr) async fn commit_towards(
     ctx: &Target<'_>,
     mut dr: Table,
     want: &TableMetadata,
@@ -598,5 +444,5 @@ pub(super) async fn commit_towards(
 }
 
 #[cfg(test)]
-#[path = "follow_publish_tests.rs"]
+#[path = "publish_tests.rs"]
 mod tests;

@@ -30,8 +30,9 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Value, json};
 use tidemark_journal::store::ObjectStore;
 
-use super::rebuild::{DrError, HeadChoice, TableFiles, choose_head, file_name, predecessor_names, version_of};
-use super::resync_record::{Excluded, exclude_recorded};
+use super::choose::{HeadChoice, choose_head, predecessor_names, version_of};
+use crate::dr::resync_record::{Excluded, exclude_recorded};
+use crate::dr::warehouse::{DrError, TableFiles, file_name};
 
 /// How [`choose_folder_head`] reads and chooses.
 #[derive(Clone, Copy, Default)]

@@ -1,31 +1,5 @@
-//! The warm follower (`tidemark replica follow`): keeps a DR catalog in step with a replicated
-//! warehouse whose objects arrive by any replication, in any order.
-//!
-//! One cycle ([`cycle`]), per table folder of the replica ([`rebuild::discover`]):
-//! 1. the head is chosen by the metadata-log chain ([`rebuild::choose_head`], hinted by the
-//!    newest file the last cycle saw); strays and forks are reported, an undecidable table is
-//!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates, nor
-//!    the metadata files a `replica resync` walked over and their descendants (the records it
-//!    leaves beside them, one per walk, [`resync_record`]): they are strays, and a pointer on
-//!    one is held, as is a table with a record that cannot be read;
-//! 2. the target: `strict`, the newest file on the head's chain whose current snapshot has every
-//!    referenced file (manifest list, manifests, data and delete files); `eventual`, the head,
-//!    with its missing files listed;
-//! 3. never backwards: the search stops at the version the DR catalog already holds, and a head
-//!    whose chain does not pass through it (a fork, a primary rolled back) is held, not followed;
-//! 4. the DR pointer must be what this follower last wrote (or, the first time, absent or one of
-//!    the chain's files): anything else is someone else's change, a conflict, and the table is not
-//!    touched;
-//! 5. with a prefix map the target is rewritten to the replica's paths
-//!    ([`super::rewrite::rewrite_paths`], new files beside the old) and that file is registered,
-//!    so DR readers never read from the primary;
-//! 6. the lease is checked, then the table is registered (first time) or its pointer swapped from
-//!    the pointer read (compare-and-swap: a concurrent change is a conflict, never overwritten).
-//!
-//! Tables are independent: each one is consistent on its own (strict: a version whose files are
-//! all there), but two tables are not promised to be at versions the primary held at the same
-//! moment. The catalog must register and swap pointers (SQL catalogs); others are refused before
-//! anything changes.
+//! One cycle of the warm follower ([`cycle`]): every table folder of the replica, its head, its
+//! target and its move (the steps in the module above).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -35,14 +9,17 @@ use serde_json::Value;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::store::{self, ObjectStore};
 
-use super::follow_publish as publish;
-use super::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
-use super::head::{FolderHead, HeadRead, choose_folder_head};
-use super::lease::{Lease, LeaseError};
-use super::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
-use super::replica::{self, MAX_MISSING_LISTED};
-use super::resync_record;
+use super::publish;
+use super::recognise;
+use super::step::{Step, rewrite_name, snapshot_id_of};
+use super::target::{Target, Way, way};
 use crate::catalog::CatalogHandle;
+use crate::dr::follow_state::{FollowMode, FollowerState, TableState, TableStatus, WaitingFile};
+use crate::dr::head::{FolderHead, HeadRead, choose_folder_head};
+use crate::dr::lease::{Lease, LeaseError};
+use crate::dr::rebuild::{self, DrError, TableFiles, file_name, warehouse_base};
+use crate::dr::replica::{self, MAX_MISSING_LISTED};
+use crate::dr::resync_record;
 use crate::table::source::{PrefixMap, file_io};
 use crate::table::{TableError, load_table, parse_ident};
 
@@ -74,7 +51,7 @@ pub enum FollowError {
 /// Refuses a catalog the follower cannot write, before anything changes (see
 /// [`super::follow_publish`] for what each kind of catalog needs).
 pub fn require_capabilities(handle: &CatalogHandle) -> Result<(), TableError> {
-    super::follow_publish::require_capabilities(handle)
+    super::target::require_capabilities(handle)
 }
 
 /// One scan of the replica and the moves it allows. `previous` is the state the last cycle
@@ -131,7 +108,7 @@ pub async fn cycle(
     }
     tables.sort_by(|a, b| a.table.cmp(&b.table));
     Ok(FollowerState {
-        format_version: super::follow_state::FORMAT_VERSION,
+        format_version: crate::dr::follow_state::FORMAT_VERSION,
         catalog: handle.reference().to_string(),
         warehouse: base,
         namespace: opts.namespace.clone(),
@@ -146,30 +123,19 @@ pub async fn cycle(
     })
 }
 
-pub(super) struct Ctx<'a> {
-    pub(super) opts: &'a FollowOptions,
-    pub(super) handle: &'a CatalogHandle,
-    pub(super) lease: &'a Lease,
-    pub(super) base: &'a str,
-    pub(super) store: &'a dyn ObjectStore,
-    pub(super) now: DateTime<Utc>,
-}
-
-pub(super) enum Step {
-    Lease(LeaseError),
-    Other(String),
-}
-
-impl<T: std::fmt::Display> From<T> for Step {
-    fn from(e: T) -> Self {
-        Step::Other(e.to_string())
-    }
+pub(in crate::dr) struct Ctx<'a> {
+    pub(in crate::dr) opts: &'a FollowOptions,
+    pub(in crate::dr) handle: &'a CatalogHandle,
+    pub(in crate::dr) lease: &'a Lease,
+    pub(in crate::dr) base: &'a str,
+    pub(in crate::dr) store: &'a dyn ObjectStore,
+    pub(in crate::dr) now: DateTime<Utc>,
 }
 
 impl<'a> Ctx<'a> {
     /// What [`publish`] needs of this cycle.
-    pub(super) fn target(&self) -> publish::Target<'a> {
-        publish::Target {
+    pub(in crate::dr) fn target(&self) -> Target<'a> {
+        Target {
             handle: self.handle,
             base: self.base,
             prefix_map: self.opts.prefix_map.as_ref(),
@@ -239,34 +205,8 @@ pub(crate) fn position_of(json: &Value) -> Option<u64> {
     None
 }
 
-pub(super) fn snapshot_id_of(json: &Value) -> Option<i64> {
-    json.get("current-snapshot-id")
-        .and_then(Value::as_i64)
-        .filter(|id| *id >= 0)
-}
-
 fn ms_of(json: &Value) -> Option<i64> {
     json.get("last-updated-ms").and_then(Value::as_i64)
-}
-
-/// The name the follower gives the rewrite of metadata file `source` (`NNNNN-<uuid>.metadata.json`,
-/// as iceberg-rust requires of a table it commits to): the next version number and a uuid derived
-/// from the source's name (RFC 9562 version 8), so the follower recognises its own rewrites
-/// without any state, and a rewrite interrupted before its registration is found and reused.
-pub(crate) fn rewrite_name(source: &str) -> Option<String> {
-    use sha2::Digest;
-    let name = file_name(source);
-    let version: u64 = name.split_once('-')?.0.parse().ok()?;
-    let digest = sha2::Sha256::digest(format!("tidemark-follower-rewrite:{name}").as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    Some(format!(
-        "{:05}-{}.metadata.json",
-        version + 1,
-        uuid::Uuid::from_bytes(bytes)
-    ))
 }
 
 /// The follower's own rewrites are never heads: a file named as the rewrite of the file its log
@@ -359,18 +299,18 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
 
     // Who else touched the DR pointer?
     let pointer = ctx.handle.metadata_pointer(&ident).await?;
-    let on_walked = match (publish::way(ctx.handle), pointer.as_deref()) {
+    let on_walked = match (way(ctx.handle), pointer.as_deref()) {
         (_, None) => None,
         // A REST table's pointer is the server's newest file, which logs the walked-over files
         // even once main is walked back: judged by main's snapshot.
-        (publish::Way::Commit, Some(p)) if !walked_snapshots.is_empty() => {
+        (Way::Commit, Some(p)) if !walked_snapshots.is_empty() => {
             let dr = load_table(ctx.handle, &table).await?;
             dr.metadata()
                 .current_snapshot_id()
                 .filter(|id| walked_snapshots.contains(id))
                 .map(|id| format!("{p} (main at snapshot {id})"))
         }
-        (publish::Way::Commit, Some(_)) => None,
+        (Way::Commit, Some(_)) => None,
         (_, Some(p)) => walked
             .iter()
             .any(|w| file_name(w) == file_name(p))
@@ -400,17 +340,18 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
         }
         (None, None) => held_name = None,
         (mine, Some(p)) => {
-            let holds = publish::recognise(&ctx.target(), &table, p, mine.is_some(), &chain, &key_of, &by_name).await?;
+            let holds =
+                recognise::recognise(&ctx.target(), &table, p, mine.is_some(), &chain, &key_of, &by_name).await?;
             // A version at or after the one the state records is this follower's own write, from
             // a run stopped before it wrote its state: adopted. Anything else is someone else's.
             let pos = |n: &str| chain.iter().position(|c| *c == n);
             let adopted = match holds {
-                publish::Holds::At(n) => match prev_held.map(|h| (pos(h), pos(n))) {
+                recognise::Holds::At(n) => match prev_held.map(|h| (pos(h), pos(n))) {
                     None => Some(Some(n)),
                     Some((Some(h), Some(i))) if i <= h => Some(Some(n)),
                     _ => None,
                 },
-                publish::Holds::Created if mine.is_none() => Some(None),
+                recognise::Holds::Created if mine.is_none() => Some(None),
                 _ => None,
             };
             let Some(at) = adopted else {
@@ -549,21 +490,10 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
     Ok(out)
 }
 
-pub(super) async fn ensure_namespace(handle: &CatalogHandle, ident: &iceberg::TableIdent) -> Result<(), String> {
-    let ns = ident.namespace();
-    let exists = handle.catalog().namespace_exists(ns).await.map_err(|e| e.to_string())?;
-    if !exists {
-        crate::table::create_namespace(handle, ns)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-#[path = "follow_tests.rs"]
+#[path = "cycle_tests.rs"]
 pub(crate) mod tests;
 
 #[cfg(test)]
-#[path = "follow_resume_tests.rs"]
+#[path = "resume_tests.rs"]
 mod resume_tests;

@@ -17,15 +17,20 @@
 
 use iceberg::table::Table;
 
-use super::follow::Step;
-use super::follow_publish::{Moved, SOURCE_UUID_PROP, Target, publish};
-use super::resync::{ResyncAction, ResyncTable};
+use super::report::{ResyncAction, ResyncTable};
 use crate::catalog::CatalogHandle;
+use crate::dr::follow::Step;
+use crate::dr::follow::publish::{Moved, publish};
+use crate::dr::follow::{SOURCE_UUID_PROP, Target};
 use crate::table::{load_table, parse_ident};
 
 /// Whether the demoted table `t` is one a restore created and did not move yet (empty, marked
 /// with the new primary's table uuid), while the new primary's table has a snapshot to move to.
-pub(super) async fn interrupted(demoted: &CatalogHandle, t: &ResyncTable, primary: &Table) -> Result<bool, String> {
+pub(in crate::dr) async fn interrupted(
+    demoted: &CatalogHandle,
+    t: &ResyncTable,
+    primary: &Table,
+) -> Result<bool, String> {
     if primary.metadata().current_snapshot_id().is_none() {
         return Ok(false);
     }
@@ -37,7 +42,7 @@ pub(super) async fn interrupted(demoted: &CatalogHandle, t: &ResyncTable, primar
 
 /// Restores `t` in `demoted` at the new primary's current version (`primary_table`, read from
 /// `primary`); `t.demoted_pointer` is `None`, or the empty table an interrupted restore created.
-pub(super) async fn restore(
+pub(in crate::dr) async fn restore(
     demoted: &CatalogHandle,
     primary: &CatalogHandle,
     primary_table: &Table,
