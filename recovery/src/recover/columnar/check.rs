@@ -3,12 +3,11 @@
 use arrow::array::{ArrayRef, RecordBatch, new_null_array};
 use tidemark_journal::spec::CompiledSpec;
 
+use super::compare::Compare;
+use super::sides::{Codec, Expect, Extra, Side, invalid};
 use crate::recover::RecoverError;
 use crate::recover::validate::ValidationReport;
 use crate::reference::RefConflict;
-
-use super::compare::Compare;
-use super::sides::{Codec, Expect, Extra, Side, invalid};
 
 /// The expected rows in key order, or the conflict that stops the fold.
 fn fold(spec: &CompiledSpec, s: &Side, e: &Side) -> Result<Vec<Expect>, RecoverError> {

@@ -5,9 +5,8 @@ use arrow::row::Row;
 use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN};
 use tidemark_schemas::FORMAT_VERSION;
 
-use crate::recover::validate::{FIRST_MISMATCHES, Mismatch, ValidationReport};
-
 use super::sides::{Expect, Extra, Side};
+use crate::recover::validate::{FIRST_MISMATCHES, Mismatch, ValidationReport};
 
 /// The comparison's running verdict.
 pub(super) struct Compare<'a> {

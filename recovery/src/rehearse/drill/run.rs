@@ -13,6 +13,7 @@ use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_router::{Fence, FlipRequest, RouteStore};
 use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
 
+use super::report::{Cause, DrillCheck, DrillError, DrillReport, DrillStep, Timer, fail};
 use crate::apply::{ApplyOptions, Guard, RouteFence, applied_state, apply};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use crate::ids::Ids;
@@ -21,8 +22,6 @@ use crate::recover::snapshot::{PrefixMap, SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
 use crate::rehearse::fault::delete_rows;
 use crate::table;
-
-use super::report::{Cause, DrillCheck, DrillError, DrillReport, DrillStep, Timer, fail};
 
 #[derive(Debug, Clone)]
 pub struct DrillOptions {

@@ -7,6 +7,8 @@ use std::time::Instant;
 use iceberg::ErrorKind;
 use tidemark_journal::store;
 
+use super::place::NAMESPACE;
+use super::report::{GamedayError, GamedayRun, GamedayTable, fail};
 use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
 use crate::dr::head::{HeadRead, choose_folder_head};
 use crate::dr::history::{self, HistoryRecord};
@@ -15,9 +17,6 @@ use crate::dr::rewrite::rewrite_paths;
 use crate::rehearse::drill::Timer;
 use crate::table::read::read_table;
 use crate::table::{self, parse_ident};
-
-use super::place::NAMESPACE;
-use super::report::{GamedayError, GamedayRun, GamedayTable, fail};
 
 /// Steps 3–7 against the replica warehouse `dr_url` (holding the source's keys), into `dr`.
 pub(super) async fn recover_catalog(

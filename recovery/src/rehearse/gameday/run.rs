@@ -6,6 +6,11 @@ use std::time::Instant;
 use tidemark_journal::clock::Clock;
 use tidemark_schemas::FORMAT_VERSION;
 
+use super::catalogs;
+use super::place::{GamedayOptions, NAMESPACE, Place, wipe};
+use super::recover_catalog::recover_catalog;
+use super::report::{GamedayError, GamedayReport, GamedayRun, fail};
+use super::tables::{build_tables, commit, pointers_of};
 use crate::dr::copy::{self, CopyOptions, Phase};
 use crate::dr::history::{self};
 use crate::dr::rebuild::warehouse_base;
@@ -14,12 +19,6 @@ use crate::ids::Ids;
 use crate::recover::snapshot::PrefixMap;
 use crate::rehearse::drill::{DrillCheck, DrillStep, Timer};
 use crate::table::TableError;
-
-use super::catalogs;
-use super::place::{GamedayOptions, NAMESPACE, Place, wipe};
-use super::recover_catalog::recover_catalog;
-use super::report::{GamedayError, GamedayReport, GamedayRun, fail};
-use super::tables::{build_tables, commit, pointers_of};
 
 /// Checks `--catalog` and `--dr-catalog` as [`run`] does first, returning the catalog's own
 /// error (for its exit code): a catalog that cannot take part is refused before anything is made.

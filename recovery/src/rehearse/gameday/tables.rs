@@ -9,13 +9,12 @@ use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 use tidemark_journal::spec::CompiledSpec;
 
+use super::place::{GamedayOptions, NAMESPACE};
 use crate::benchdata::order_columns;
 use crate::catalog::CatalogHandle;
 use crate::dr::rebuild::file_name;
 use crate::ids::Ids;
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, write_data_file};
-
-use super::place::{GamedayOptions, NAMESPACE};
 
 /// Appends `rows` orders as commit `n` of a table.
 pub(super) async fn commit(

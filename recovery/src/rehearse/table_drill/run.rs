@@ -9,6 +9,14 @@ use tidemark_journal::store::{self, ObjectStore};
 use tidemark_router::RouteStore;
 use tidemark_schemas::FORMAT_VERSION;
 
+use super::journal::journal_held;
+use super::report::{
+    CHECK_AUDIT, CHECK_JOURNAL, CHECK_ROUTE, CHECK_RTO, CHECK_TRUSTED, CHECK_VALIDATION, RECOVERY_STEPS, RouteSeen,
+    StepFailure, TableDrillOptions, TableDrillReport,
+};
+use super::scratch::{
+    ID_PREFIX, Removal, TABLE_PREFIX, clear_scratch, remove_dead_temp_records, remove_scratch_table, temp_records_dir,
+};
 use crate::audit::{self, AuditOptions, AuditReport};
 use crate::catalog::CatalogHandle;
 use crate::exit;
@@ -18,15 +26,6 @@ use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, RecoveryReport, StepTiming};
 use crate::rehearse::history::{self, DrillRecord, RecordCheck, RecordStep};
 use crate::table;
-
-use super::journal::journal_held;
-use super::report::{
-    CHECK_AUDIT, CHECK_JOURNAL, CHECK_ROUTE, CHECK_RTO, CHECK_TRUSTED, CHECK_VALIDATION, RECOVERY_STEPS, RouteSeen,
-    StepFailure, TableDrillOptions, TableDrillReport,
-};
-use super::scratch::{
-    ID_PREFIX, Removal, TABLE_PREFIX, clear_scratch, remove_dead_temp_records, remove_scratch_table, temp_records_dir,
-};
 
 struct Steps {
     started: Instant,
