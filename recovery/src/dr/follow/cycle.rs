@@ -49,7 +49,7 @@ pub enum FollowError {
 }
 
 /// Refuses a catalog the follower cannot write, before anything changes (see
-/// [`super::follow_publish`] for what each kind of catalog needs).
+/// [`super::publish`] for what each kind of catalog needs).
 pub fn require_capabilities(handle: &CatalogHandle) -> Result<(), TableError> {
     super::target::require_capabilities(handle)
 }

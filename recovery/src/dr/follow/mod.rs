@@ -1,12 +1,12 @@
 //! The warm follower (`tidemark replica follow`): keeps a DR catalog in step with a replicated
 //! warehouse whose objects arrive by any replication, in any order.
 //!
-//! One cycle ([`cycle`]), per table folder of the replica ([`rebuild::discover`]):
-//! 1. the head is chosen by the metadata-log chain ([`rebuild::choose_head`], hinted by the
+//! One cycle ([`cycle`]), per table folder of the replica ([`super::rebuild::discover`]):
+//! 1. the head is chosen by the metadata-log chain ([`super::rebuild::choose_head`], hinted by the
 //!    newest file the last cycle saw); strays and forks are reported, an undecidable table is
-//!    held and named. The follower's own rewrites ([`rewrite_name`]) are never candidates, nor
+//!    held and named. The follower's own rewrites (`rewrite_name`) are never candidates, nor
 //!    the metadata files a `replica resync` walked over and their descendants (the records it
-//!    leaves beside them, one per walk, [`resync_record`]): they are strays, and a pointer on
+//!    leaves beside them, one per walk, [`super::resync_record`]): they are strays, and a pointer on
 //!    one is held, as is a table with a record that cannot be read;
 //! 2. the target: `strict`, the newest file on the head's chain whose current snapshot has every
 //!    referenced file (manifest list, manifests, data and delete files); `eventual`, the head,

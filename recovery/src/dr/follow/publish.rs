@@ -1,6 +1,6 @@
 //! How the warm follower moves a DR table to the version it chose, per kind of DR catalog
 //! ([`publish`]), and how it tells what a DR table holds when the pointer is not the one its
-//! state records ([`recognise`]: a run killed between its catalog write and its state write).
+//! state records (`recognise.rs`: a run killed between its catalog write and its state write).
 //!
 //! - **SQL** (SQLite, PostgreSQL): the replica's metadata file (or, with a prefix map, its rewrite
 //!   to the replica's paths) is registered, and the pointer then swapped (compare-and-swap from

@@ -75,7 +75,7 @@ pub struct ResyncTable {
     pub record: Option<String>,
 }
 
-/// The result of [`resync`] (`tidemark replica resync --json`).
+/// The result of [`resync`](super::resync()) (`tidemark replica resync --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ResyncReport {
     pub format_version: u32,

@@ -41,7 +41,7 @@ pub fn events_by_position(
 }
 
 /// Validates `table` against the reference of the snapshot plus `events` (see the module
-/// documentation), in memory bounded by `partition_rows` (see [`PARTITION_ROWS`]) rather than by
+/// documentation), in memory bounded by `partition_rows` (see [`super::PARTITION_ROWS`]) rather than by
 /// the table's size.
 ///
 /// Small tables are compared whole. Larger ones are split by a hash of the key into partitions:

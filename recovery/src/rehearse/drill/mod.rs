@@ -8,7 +8,7 @@
 //! behind the replica was (commits and journal positions) — and what the journal replay won back.
 //!
 //! `run.rs`: the drill, step by step ([`run`], [`DrillOptions`]); `report.rs`: what it reports
-//! ([`DrillReport`]) and how its steps are timed ([`Timer`]), shared with the table drill and the
+//! ([`DrillReport`]) and how its steps are timed (`Timer`), shared with the table drill and the
 //! game days.
 
 mod report;
