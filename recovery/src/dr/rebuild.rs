@@ -3,26 +3,8 @@
 //! Layout read: `<warehouse>/<ns…>/<table>/metadata/<NNNNN>-<uuid>.metadata.json`, and the resync
 //! records beside them (`super::resync_record`); a nested namespace `a/b/t` is namespace `a.b`.
 //!
-//! Choosing a table's head ([`choose_head`]). "Newest by name" is wrong: a commit that lost its
-//! catalog swap, or crashed before it, leaves a metadata file that may sort after the true head.
-//! Every metadata file lists its predecessors in `metadata-log`, the last entry being the file it
-//! was derived from. So:
-//! 1. the candidates are the files that no other file names as a predecessor;
-//! 2. each candidate's chain is walked back through the last `metadata-log` entry of each file;
-//!    with a compare-and-swap catalog every published file derives from the previous published
-//!    one and nothing derives from a stray, so the published head ends the longest chain, and a
-//!    stray ends a chain that branches off it;
-//! 3. when the longest chain is tied (a commit lost its swap against the head itself), a hint
-//!    (the expected head, or the previous catalog pointer) decides; without one the table is
-//!    refused rather than guessed.
-//!
-//! What cannot be seen from the files alone: a commit that wrote its metadata file based on the
-//! true head and then crashed before its catalog swap looks exactly like a newer head, and is
-//! chosen. Passing the recorded expected head as a hint does not override that choice; the
-//! reason then says the hint is an ancestor.
-//!
-//! Which files are read to choose: `super::head` (the newest, and those its whole log does not
-//! name; every file when anything is unusual).
+//! Choosing a table's head: `super::head` ([`choose_head`], the rule by the files' chains, and
+//! `choose_folder_head`, which reads only the files the choice needs).
 //!
 //! Contract of [`rebuild`]: registers each chosen head, parsed as Iceberg table metadata, with
 //! `CatalogHandle::register_read` (creating the namespace if needed; the SQL catalog does not
@@ -30,18 +12,21 @@
 //! is; one registered with another file is reported as a conflict and never replaced. A refused
 //! or failed table does not stop the others. Nothing in the warehouse is written or deleted.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use futures::{StreamExt, stream};
 use iceberg::spec::TableMetadata;
 use serde::Serialize;
 use serde_json::Value;
-use tidemark_journal::store::{self, ObjectStore, StoreError};
+use tidemark_journal::store::{self, ObjectStore};
 
+pub use super::head::{HeadChoice, choose_head};
 use super::head::{HeadRead, choose_folder_head};
+pub(crate) use super::warehouse::file_name;
+pub use super::warehouse::{DrError, TableFiles, warehouse_base};
 use crate::catalog::{CatalogHandle, INSTEAD_OF_REGISTER};
-use crate::table::{TableError, parse_ident};
+use crate::table::parse_ident;
 
 /// Version of the JSON report.
 pub const FORMAT_VERSION: u32 = 1;
@@ -50,79 +35,6 @@ const METADATA_SUFFIX: &str = ".metadata.json";
 
 /// Tables rebuilt at the same time.
 const TABLES_AT_ONCE: usize = 8;
-
-/// Errors of DR work; each names the warehouse, table or object it is about.
-#[derive(Debug, thiserror::Error)]
-pub enum DrError {
-    #[error("warehouse {warehouse:?}: {reason}")]
-    InvalidWarehouse { warehouse: String, reason: String },
-
-    #[error("namespace {namespace:?} is not a dotted namespace name (like `shop` or `a.b`)")]
-    InvalidNamespace { namespace: String },
-
-    #[error("cannot open warehouse {warehouse}: {source}")]
-    Open {
-        warehouse: String,
-        #[source]
-        source: StoreError,
-    },
-
-    #[error("cannot list the metadata files in warehouse {warehouse}: {source}")]
-    List {
-        warehouse: String,
-        #[source]
-        source: StoreError,
-    },
-
-    #[error("table {table}: cannot read metadata file {key}: {source}")]
-    Read {
-        table: String,
-        key: String,
-        #[source]
-        source: Box<StoreError>,
-    },
-
-    #[error("table folder {prefix:?} does not make a table name namespace.name")]
-    InvalidTableName { prefix: String },
-
-    #[error("table {table}: cannot {action} in catalog {catalog}: {source}")]
-    Catalog {
-        table: String,
-        action: String,
-        catalog: String,
-        #[source]
-        source: Box<iceberg::Error>,
-    },
-
-    #[error("table {table}: {source}")]
-    Pointer {
-        table: String,
-        #[source]
-        source: Box<TableError>,
-    },
-}
-
-/// The metadata files found under one table's folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableFiles {
-    /// Dotted namespace (`a.b` for the folder `a/b/t`).
-    pub namespace: String,
-    pub name: String,
-    /// The table's folder relative to the warehouse root (`a/b/t`).
-    pub prefix: String,
-    /// Keys of its `*.metadata.json` files relative to the warehouse root, sorted.
-    pub metadata_keys: Vec<String>,
-    /// Keys of the resync records in its metadata folder
-    /// ([`super::resync_record::is_record_name`]), sorted.
-    pub record_keys: Vec<String>,
-}
-
-impl TableFiles {
-    /// `namespace.name`, as the catalog and the CLI spell it.
-    pub fn ident(&self) -> String {
-        format!("{}.{}", self.namespace, self.name)
-    }
-}
 
 /// Lists the warehouse (the store is opened on its root) and groups the metadata files by table.
 /// With `namespace`, only the tables directly in that namespace (`a.b`) are returned.
@@ -188,191 +100,6 @@ pub async fn discover(store: &dyn ObjectStore, namespace: Option<&str>) -> Resul
         t.record_keys.sort();
     }
     Ok(out)
-}
-
-/// The outcome of [`choose_head`]. Exactly one of `head` and `refused` is set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HeadChoice {
-    /// The key of the chosen head metadata file.
-    pub head: Option<String>,
-    /// Why this file (or why none): for the report.
-    pub reason: String,
-    /// Keys of files on no chosen chain, sorted.
-    pub strays: Vec<String>,
-    /// Why the table was refused.
-    pub refused: Option<String>,
-}
-
-/// The last path segment: log entries hold absolute URLs (`file:///…`, `s3://…`), keys are
-/// relative, and within one table's metadata folder the file name alone is unique.
-pub(crate) fn file_name(location: &str) -> &str {
-    location.rsplit('/').next().unwrap_or(location)
-}
-
-/// `NNNNN` of `NNNNN-<uuid>.metadata.json`.
-pub(crate) fn version_of(name: &str) -> Option<u64> {
-    name.split_once('-')?.0.parse().ok()
-}
-
-/// Predecessor file names of metadata file `name` in `metadata-log` order (oldest first),
-/// without the file itself.
-pub(crate) fn predecessor_names<'a>(name: &'a str, json: &'a Value) -> impl Iterator<Item = &'a str> {
-    json.get("metadata-log")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.get("metadata-file").and_then(Value::as_str))
-        .map(file_name)
-        .filter(move |n| *n != name)
-}
-
-/// [`predecessor_names`], owned.
-fn log_of(name: &str, json: &Value) -> Vec<String> {
-    predecessor_names(name, json).map(str::to_string).collect()
-}
-
-/// Picks the head among one table's metadata files (`(key, json)`); `hint` is an expected head or
-/// a previous catalog pointer (a key, a URL or a file name). See the module documentation.
-pub fn choose_head(files: &[(String, Value)], hint: Option<&str>) -> HeadChoice {
-    let names: Vec<&str> = files.iter().map(|(k, _)| file_name(k)).collect();
-    let logs: Vec<Vec<String>> = files.iter().zip(&names).map(|((_, j), n)| log_of(n, j)).collect();
-    let by_name: HashMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-    let key = |i: usize| files[i].0.clone();
-
-    let named: HashSet<&str> = logs.iter().flatten().map(String::as_str).collect();
-    let candidates: Vec<usize> = (0..files.len()).filter(|i| !named.contains(names[*i])).collect();
-
-    // Walks back through the last log entry of each file. A missing file (expired metadata) is
-    // stepped over using the log of the last file that was found; a cycle ends the walk.
-    let chain = |start: usize| -> Vec<String> {
-        let mut chain = vec![names[start].to_string()];
-        let mut seen: HashSet<String> = chain.iter().cloned().collect();
-        let mut current = start;
-        'walk: loop {
-            for name in logs[current].iter().rev() {
-                if !seen.insert(name.clone()) {
-                    break 'walk;
-                }
-                chain.push(name.clone());
-                if let Some(&i) = by_name.get(name.as_str()) {
-                    current = i;
-                    continue 'walk;
-                }
-            }
-            break;
-        }
-        chain
-    };
-    let strays_off = |kept: &HashSet<String>| -> Vec<String> {
-        let mut s: Vec<String> = (0..files.len())
-            .filter(|i| !kept.contains(names[*i]))
-            .map(key)
-            .collect();
-        s.sort();
-        s
-    };
-
-    if candidates.is_empty() {
-        return HeadChoice {
-            head: None,
-            reason: "no head: every metadata file is named as a predecessor by another".into(),
-            strays: Vec::new(),
-            refused: Some(format!(
-                "the metadata-log entries of the {} metadata files form a cycle; inspect them by hand",
-                files.len()
-            )),
-        };
-    }
-    let chains: Vec<(usize, Vec<String>)> = candidates.iter().map(|&c| (c, chain(c))).collect();
-    let longest = chains.iter().map(|(_, ch)| ch.len()).max().unwrap_or(0);
-    let tied: Vec<&(usize, Vec<String>)> = chains.iter().filter(|(_, ch)| ch.len() == longest).collect();
-
-    let hint_name = hint.map(file_name);
-    let (head, mut reason) = if candidates.len() == 1 {
-        (
-            candidates[0],
-            "the only file no other file names as a predecessor".to_string(),
-        )
-    } else if tied.len() == 1 {
-        let others: Vec<String> = chains
-            .iter()
-            .filter(|(c, _)| *c != tied[0].0)
-            .map(|(c, ch)| format!("{} (chain of {})", names[*c], ch.len()))
-            .collect();
-        let reason = format!(
-            "of {} files no other file names as a predecessor, it ends the longest chain ({} metadata files; \
-             shorter: {})",
-            candidates.len(),
-            longest,
-            others.join(", ")
-        );
-        (tied[0].0, reason)
-    } else if let Some(&&(c, _)) = tied.iter().find(|(c, _)| Some(names[*c]) == hint_name) {
-        let reason = format!(
-            "{} files end equally long chains ({} metadata files): {}; the hint names this one",
-            tied.len(),
-            longest,
-            tied.iter().map(|(c, _)| names[*c]).collect::<Vec<_>>().join(", ")
-        );
-        (c, reason)
-    } else {
-        let mut tied_keys: Vec<String> = tied.iter().map(|(c, _)| key(*c)).collect();
-        tied_keys.sort();
-        let hint_note = match hint {
-            Some(h) => format!("the hint {h} names neither"),
-            None => "no hint (expected head or previous catalog pointer) was given".to_string(),
-        };
-        let kept: HashSet<String> = tied.iter().flat_map(|(_, ch)| ch.iter().cloned()).collect();
-        return HeadChoice {
-            head: None,
-            reason: format!(
-                "undecidable: {} heads end chains of {} metadata files",
-                tied.len(),
-                longest
-            ),
-            strays: strays_off(&kept),
-            refused: Some(format!(
-                "{} are both possible heads (equally long chains, one is a commit that lost its catalog swap) \
-                 and {hint_note}; pass the expected head to decide",
-                tied_keys.join(" and ")
-            )),
-        };
-    };
-
-    let on_chain: HashSet<String> = chains
-        .iter()
-        .find(|(c, _)| *c == head)
-        .map(|(_, ch)| ch.iter().cloned().collect())
-        .unwrap_or_default();
-    // Two files with one version number: concurrent commits; the chain says which one won.
-    let mut by_version: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
-    for (i, n) in names.iter().enumerate() {
-        if let Some(v) = version_of(n) {
-            by_version.entry(v).or_default().push(i);
-        }
-    }
-    for (v, idx) in by_version.iter().filter(|(_, idx)| idx.len() > 1) {
-        let (won, lost): (Vec<usize>, Vec<usize>) = idx.iter().partition(|i| on_chain.contains(names[**i]));
-        let list = |ix: &[usize]| ix.iter().map(|i| names[*i]).collect::<Vec<_>>().join(", ");
-        reason.push_str(&format!(
-            "; fork at version {v}: {} on the chain, {} stray",
-            if won.is_empty() { "none".to_string() } else { list(&won) },
-            list(&lost)
-        ));
-    }
-    if let Some(h) = hint_name.filter(|h| *h != names[head]) {
-        if on_chain.contains(h) {
-            reason.push_str(&format!("; the hint {h} is an ancestor of this head"));
-        } else {
-            reason.push_str(&format!("; the hint {h} is not on this head's chain"));
-        }
-    }
-    HeadChoice {
-        head: Some(key(head)),
-        reason,
-        strays: strays_off(&on_chain),
-        refused: None,
-    }
 }
 
 /// What happened to one table.
@@ -655,35 +382,4 @@ async fn rebuild_table(
         })?;
     outcome.status = TableStatus::Registered;
     Ok(outcome)
-}
-
-/// The warehouse as table locations spell it, the same normalization the catalog applies:
-/// `s3://bucket/prefix` and `file:///abs` stay, a local path becomes `file:///abs/path`.
-pub fn warehouse_base(warehouse: &str) -> Result<String, DrError> {
-    let w = warehouse.trim().trim_end_matches('/');
-    let invalid = |reason: &str| DrError::InvalidWarehouse {
-        warehouse: warehouse.to_string(),
-        reason: reason.to_string(),
-    };
-    if w.is_empty() {
-        return Err(invalid("the warehouse location is empty"));
-    }
-    if let Some(rest) = w.strip_prefix("s3://") {
-        if rest.is_empty() || rest.starts_with('/') {
-            return Err(invalid("an S3 warehouse needs a bucket: s3://bucket/prefix"));
-        }
-        return Ok(w.to_string());
-    }
-    if let Some(path) = w.strip_prefix("file://") {
-        if !path.starts_with('/') {
-            return Err(invalid("a file:// warehouse needs an absolute path (file:///…)"));
-        }
-        return Ok(w.to_string());
-    }
-    if w.contains("://") {
-        return Err(invalid("supported are s3://bucket/prefix and local folders"));
-    }
-    let abs = std::path::absolute(w).map_err(|e| invalid(&format!("cannot make the path absolute: {e}")))?;
-    let abs = abs.to_str().ok_or_else(|| invalid("the path is not UTF-8"))?;
-    Ok(format!("file://{}", abs.trim_end_matches('/')))
 }

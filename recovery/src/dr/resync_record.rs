@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tidemark_journal::store::ObjectStore;
 
-use super::rebuild::{TableFiles, file_name};
+use super::warehouse::{TableFiles, file_name};
 
 /// The single record of format 1 (every walk of the table in one object), in the table's
 /// metadata folder: still read, no longer written.

@@ -15,32 +15,10 @@ use serde::Serialize;
 use tidemark_journal::Journal;
 use tidemark_journal::store::ObjectStore;
 
+pub use super::options::{AuditRecords, TrustOptions};
 use super::snapshot::SnapshotChoice;
 use super::{RecoverError, RecoverOptions};
 use crate::audit::{self, AuditOptions, AuditReport, Divergence, TrustedPoint};
-
-/// Where a recovery's audit keeps its records.
-#[derive(Debug, Clone, Default)]
-pub enum AuditRecords {
-    /// Under the journal (`audits/`), as `tidemark audit` does.
-    #[default]
-    Journal,
-    /// In another store (a drill's history: nothing of production is written).
-    At(Arc<dyn ObjectStore>),
-    /// None read or written.
-    None,
-}
-
-/// What a recovery trusts, and how it proves more than the replay.
-#[derive(Debug, Clone, Default)]
-pub struct TrustOptions {
-    pub records: AuditRecords,
-    /// Start from an untrusted snapshot anyway, for this reason (recorded on the seed).
-    pub accept_divergence: Option<String>,
-    /// Also validate the recovered table against the fold of the whole journal from position 1
-    /// (no snapshot involved): the proof of the seed, not only of the replay.
-    pub reference_journal: bool,
-}
 
 /// The audit step's result in the recovery report.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]

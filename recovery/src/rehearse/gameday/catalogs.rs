@@ -16,6 +16,7 @@ use super::{GamedayOptions, NAMESPACE};
 use crate::catalog::{
     CatalogConfig, CatalogHandle, CatalogKind, Definitions, INSTEAD_OF_REGISTER, config, open_catalog,
 };
+use crate::rehearse::drill::DrillCheck;
 use crate::table::{TableError, from_iceberg};
 
 /// What to do instead of a game day with its source in S3 Tables.
@@ -166,4 +167,28 @@ pub async fn drop_scratch(opts: &GamedayOptions, source_wh: &str, dr_wh: &str) -
         }
     }
     left
+}
+
+/// Drops the game day's scratch namespace from the user's catalogs; a check saying so.
+pub(super) async fn catalogs_cleanup(
+    opts: &GamedayOptions,
+    source: Option<&CatalogHandle>,
+    dr: Option<&CatalogHandle>,
+) -> Option<DrillCheck> {
+    let names = names(opts);
+    let mut left = Vec::new();
+    let mut dropped = Vec::new();
+    for h in [source, dr].into_iter().flatten() {
+        left.extend(cleanup(h, &names).await);
+        dropped.push(h.reference().to_string());
+    }
+    (!dropped.is_empty()).then(|| DrillCheck {
+        check: format!("the scratch namespace `{NAMESPACE}` is dropped from the user's catalogs"),
+        ok: left.is_empty(),
+        detail: if left.is_empty() {
+            format!("dropped from {}", dropped.join(", "))
+        } else {
+            format!("left behind: {}", left.join("; "))
+        },
+    })
 }

@@ -1,0 +1,213 @@
+//! A recovery on a Ballista engine, step by step (see the module above).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use iceberg::table::Table;
+use tidemark_journal::Journal;
+use tidemark_journal::clock::Clock;
+use tidemark_schemas::FORMAT_VERSION;
+
+use super::plan::distributed_replay;
+use super::target::prepare_target;
+use crate::apply::{
+    PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
+};
+use crate::catalog::CatalogHandle;
+use crate::ids::Ids;
+use crate::merge::MergeStats;
+use crate::recover::engine::{self, Engine};
+use crate::recover::seed::{PROP_RECOVERY_ID, PROP_SOURCE_METADATA, PROP_SOURCE_SNAPSHOT, PROP_STEP, mark_refused};
+use crate::recover::snapshot;
+use crate::recover::{RecoverError, RecoverOptions, RecoveryReport, StepTiming, replay, validate};
+use crate::table;
+
+/// The reference validation of a distributed recovery compares about one key partition in this
+/// many (the distributed check covers every key).
+pub const REFERENCE_ONE_IN: usize = 8;
+
+/// The summary key naming the engine that produced a recovery's commit.
+pub const PROP_ENGINE: &str = "tidemark.recovery-engine";
+
+/// Runs a recovery on `engine` (a Ballista one). Same report as the local engine; the seed and
+/// the replay are one distributed step, reported as `replay` (`seed_resumed` and
+/// `replay_resumed` are both true when the recovery was already committed).
+pub async fn recover(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    engine: &Engine,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    progress: &mut dyn FnMut(&StepTiming),
+) -> Result<(RecoveryReport, Table), RecoverError> {
+    let started = Instant::now();
+    let mut steps = Vec::new();
+    let mut step = |name: &str, t: Instant, detail: String, steps: &mut Vec<StepTiming>| {
+        let s = StepTiming {
+            step: name.into(),
+            ms: t.elapsed().as_millis() as u64,
+            detail,
+        };
+        progress(&s);
+        steps.push(s);
+    };
+
+    let t = Instant::now();
+    let (choice, audit) = crate::recover::audited::resolve(journal, opts).await?;
+    step("audit", t, crate::recover::audited::detail(&audit), &mut steps);
+
+    let t = Instant::now();
+    let snap = snapshot::choose(journal, &opts.source, &choice).await?;
+    let source_verdict = crate::recover::audited::check(journal, opts, snap.snapshot_id, &audit).await?;
+    if !snap.deletes.is_empty() {
+        return Err(RecoverError::Unsupported {
+            reason: format!(
+                "snapshot {} has delete files (position or equality deletes of another writer); the distributed engine reads data files as plain Parquet and would bring deleted rows back: recover it with --engine local, or compact the source first",
+                snap.snapshot_id
+            ),
+        });
+    }
+    // A partition spec the plan cannot compute in SQL (bucket) is refused before anything runs.
+    crate::recover::partition::plan(snap.metadata.default_partition_spec(), &snap.schema)?;
+    step(
+        "choose snapshot",
+        t,
+        crate::recover::steps::snapshot_detail(&snap),
+        &mut steps,
+    );
+
+    let t = Instant::now();
+    let h = crate::recover::steps::resumed_boundary(journal, handle, opts, &snap).await?;
+    let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
+    // By current names only: the cluster's plans name columns, so a spec column another
+    // writer renamed is refused here (exit 3); `--engine local` matches it by field id.
+    table::check_schema(&journal.spec, &snap.schema)?;
+    step("boundary", t, format!("H = {h}"), &mut steps);
+
+    let t = Instant::now();
+    // The cluster first: an unreachable scheduler is reported before anything is created.
+    let mut buckets: Vec<String> = snap.data_files.iter().filter_map(|p| engine::bucket_of(p)).collect();
+    buckets.sort();
+    buckets.dedup();
+    let ctx = engine::session(engine, &buckets, &opts.source.file_io_props).await?;
+    // The listings match Parquet columns by name: refuse files whose field ids name another
+    // column than the snapshot's schema does, before anything is created.
+    crate::recover::footer::check_field_names(&ctx.runtime_env(), &snap).await?;
+    let (table, resumed) = prepare_target(handle, opts, &snap, &journal.header.journal_id, h).await?;
+    let (table, stats, distributed) = if resumed {
+        (table, MergeStats::default(), None)
+    } else {
+        let mut summary = HashMap::new();
+        summary.insert(PROP_STEP.to_string(), "replay".to_string());
+        summary.insert(PROP_RECOVERY_ID.to_string(), opts.recovery_id.clone());
+        summary.insert(PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string());
+        summary.insert(PROP_SOURCE_METADATA.to_string(), snap.metadata_location.clone());
+        summary.insert(
+            crate::provenance::PROP_SOURCE_VERDICT.to_string(),
+            source_verdict.clone(),
+        );
+        summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
+        summary.insert(PROP_FIRST_POSITION.to_string(), (snap.position + 1).to_string());
+        summary.insert(PROP_LAST_POSITION.to_string(), h.to_string());
+        summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string());
+        summary.insert(PROP_MANIFEST_DIGEST.to_string(), digest);
+        summary.insert("tidemark.boundary-h".to_string(), h.to_string());
+        summary.insert(PROP_ENGINE.to_string(), engine.to_string());
+        let run = distributed_replay(
+            &ctx,
+            handle,
+            table,
+            &journal.spec,
+            &snap,
+            &events,
+            engine,
+            &opts.source.file_io_props,
+            summary,
+            clock,
+            ids,
+        )
+        .await;
+        match run {
+            Ok((table, stats, check)) => (table, stats, Some(check)),
+            Err(e) => {
+                mark_refused(handle, &opts.into, &e.to_string()).await;
+                return Err(e);
+            }
+        }
+    };
+    tidemark_journal::failpoint::hit("recover:after-replay");
+    step(
+        "replay",
+        t,
+        format!(
+            "positions {}..={h} on {engine}: {} events, {} inserted, {} updated{}",
+            snap.position + 1,
+            stats.events,
+            stats.inserted,
+            stats.updated,
+            if resumed { " (already committed)" } else { "" }
+        ),
+        &mut steps,
+    );
+
+    let t = Instant::now();
+    // Every key was checked on the cluster before the commit (`distributed_check`); the
+    // independent reference rereads the snapshot and the journal here on a sample of the key
+    // partitions (all of them when the table fits one partition).
+    // (A resumed recovery ran no distributed check in this process: every key then.)
+    let sample = distributed.is_some().then(|| validate::SampleRequest {
+        seed: opts.recovery_id.clone(),
+        one_in: REFERENCE_ONE_IN,
+    });
+    let mut validation =
+        crate::recover::steps::validate_step(journal, handle, opts, &snap, &table, h, sample.as_ref()).await?;
+    validation.distributed = distributed;
+    step(
+        "validate",
+        t,
+        crate::recover::steps::validation_detail(&validation),
+        &mut steps,
+    );
+    let journal_reference = if opts.trust.reference_journal {
+        let t = Instant::now();
+        let r = crate::recover::steps::journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
+        step(
+            "validate against the journal",
+            t,
+            crate::recover::steps::validation_detail(&r),
+            &mut steps,
+        );
+        Some(r)
+    } else {
+        None
+    };
+    let report = RecoveryReport {
+        format_version: FORMAT_VERSION,
+        recovery_id: opts.recovery_id.clone(),
+        into: opts.into.clone(),
+        table_uuid: table.metadata().uuid().to_string(),
+        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
+        source_snapshot_id: snap.snapshot_id,
+        source_table_uuid: snap.table_uuid.clone(),
+        snapshot_position: snap.position,
+        h,
+        seed_rows: snap.record_count,
+        seed_resumed: resumed,
+        replay_resumed: resumed,
+        replay: stats,
+        audit: crate::recover::audited::SourceAudit {
+            audited: audit.audited,
+            resumed_from: audit.resumed_from,
+            first_divergence: audit.first_divergence.clone(),
+            trusted: audit.trusted.clone(),
+            source_verdict,
+            timeline: audit.timeline.clone(),
+        },
+        validation,
+        journal_reference,
+        steps,
+        total_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok((report, table))
+}

@@ -1,0 +1,184 @@
+//! The local engine (`--engine local`, the default): the steps in order in this process, with a
+//! timing per step.
+
+use std::time::Instant;
+
+use iceberg::table::Table;
+use tidemark_journal::Journal;
+use tidemark_journal::clock::Clock;
+use tidemark_schemas::FORMAT_VERSION;
+
+use super::error::RecoverError;
+use super::options::RecoverOptions;
+use super::report::{RecoveryReport, StepTiming};
+use super::snapshot::{self, TrustedSnapshot};
+use super::steps::{
+    journal_reference_step, resumed_boundary, snapshot_detail, spill_dir_for, validate_step, validation_detail,
+};
+use super::{audited, replay, seed, validate};
+use crate::catalog::CatalogHandle;
+use crate::ids::Ids;
+
+/// Runs steps 0–5. The caller flips the route only when [`RecoveryReport::ok`].
+pub async fn recover(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+    progress: &mut dyn FnMut(&StepTiming),
+) -> Result<(RecoveryReport, Table), RecoverError> {
+    let started = Instant::now();
+    let mut steps = Vec::new();
+    let mut step = |name: &str, t: Instant, detail: String, steps: &mut Vec<StepTiming>| {
+        let s = StepTiming {
+            step: name.into(),
+            ms: t.elapsed().as_millis() as u64,
+            detail,
+        };
+        progress(&s);
+        steps.push(s);
+    };
+
+    let t = Instant::now();
+    let (choice, audit) = audited::resolve(journal, opts).await?;
+    step("audit", t, audited::detail(&audit), &mut steps);
+
+    let t = Instant::now();
+    let snap: TrustedSnapshot = snapshot::choose(journal, &opts.source, &choice).await?;
+    let source_verdict = audited::check(journal, opts, snap.snapshot_id, &audit).await?;
+    step("choose snapshot", t, snapshot_detail(&snap), &mut steps);
+
+    let t = Instant::now();
+    let h = resumed_boundary(journal, handle, opts, &snap).await?;
+    // Everything that can be checked is checked before the seed writes anything: the events
+    // after the snapshot verify from its recorded manifest digest up to H, the snapshot holds
+    // the journal's columns, and its codecs are ones this build writes.
+    let verified = replay::verified_replay_events(
+        journal,
+        &snap,
+        h,
+        &spill_dir_for("replay"),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+    )
+    .await?;
+    crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
+    // The recovered table gets the snapshot's properties: a codec this build cannot write is
+    // refused now, not after the seed made the table.
+    crate::table::commit::check_codecs(&opts.into, &snap.metadata)?;
+    step("boundary", t, format!("H = {h}"), &mut steps);
+
+    let t = Instant::now();
+    let (table, seed_resumed, copied) = seed::seed(
+        handle,
+        &opts.into,
+        &journal.spec,
+        &journal.header.journal_id,
+        &snap,
+        &opts.recovery_id,
+        &source_verdict,
+        clock,
+        ids,
+    )
+    .await?;
+    tidemark_journal::failpoint::hit("recover:after-seed");
+    step(
+        "seed",
+        t,
+        format!(
+            "{} rows into {}{}",
+            snap.record_count,
+            opts.into,
+            if seed_resumed {
+                " (already seeded)".to_string()
+            } else {
+                format!(", {copied} of {} files copied byte for byte", snap.data_files.len())
+            }
+        ),
+        &mut steps,
+    );
+
+    // From here on a failure or a failed validation marks the seeded table refused, so that a
+    // rerun of the same recovery drops it and starts again (see `seed`).
+    let t = Instant::now();
+    let spilled = match &verified.0 {
+        crate::apply::UnitEvents::Spilled(s) => format!(" ({} events spilled to disk, merged in key ranges)", s.rows()),
+        crate::apply::UnitEvents::Batches(_) => String::new(),
+    };
+    let replayed = replay::replay(
+        journal,
+        handle,
+        table.clone(),
+        &snap,
+        h,
+        verified,
+        &opts.recovery_id,
+        clock,
+        ids,
+        opts.partition_rows.unwrap_or(crate::apply::MERGE_CHUNK_ROWS),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+    )
+    .await;
+    let (table, replay_stats, replay_resumed) = match replayed {
+        Ok(r) => r,
+        Err(e) => {
+            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
+            return Err(e);
+        }
+    };
+    tidemark_journal::failpoint::hit("recover:after-replay");
+    step(
+        "replay",
+        t,
+        format!(
+            "positions {}..={h}: {} events, {} inserted, {} updated{spilled}",
+            snap.position + 1,
+            replay_stats.events,
+            replay_stats.inserted,
+            replay_stats.updated
+        ),
+        &mut steps,
+    );
+
+    let t = Instant::now();
+    let validation = validate_step(journal, handle, opts, &snap, &table, h, None).await?;
+    step("validate", t, validation_detail(&validation), &mut steps);
+    let journal_reference = if opts.trust.reference_journal {
+        let t = Instant::now();
+        let r = journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
+        step("validate against the journal", t, validation_detail(&r), &mut steps);
+        Some(r)
+    } else {
+        None
+    };
+    tidemark_journal::failpoint::hit("recover:after-validate");
+
+    let report = RecoveryReport {
+        format_version: FORMAT_VERSION,
+        recovery_id: opts.recovery_id.clone(),
+        into: opts.into.clone(),
+        table_uuid: table.metadata().uuid().to_string(),
+        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
+        source_snapshot_id: snap.snapshot_id,
+        source_table_uuid: snap.table_uuid.clone(),
+        snapshot_position: snap.position,
+        h,
+        seed_rows: snap.record_count,
+        seed_resumed,
+        replay_resumed,
+        replay: replay_stats,
+        audit: audited::SourceAudit {
+            audited: audit.audited,
+            resumed_from: audit.resumed_from,
+            first_divergence: audit.first_divergence.clone(),
+            trusted: audit.trusted.clone(),
+            source_verdict,
+            timeline: audit.timeline.clone(),
+        },
+        validation,
+        journal_reference,
+        steps,
+        total_ms: started.elapsed().as_millis() as u64,
+    };
+    Ok((report, table))
+}

@@ -1,0 +1,228 @@
+//! The steps both engines share (the local one, [`super::local`], and the Ballista one,
+//! [`super::ballista`]): the boundary H, the validation against the independent reference and
+//! the journal reference, and the steps' detail lines.
+
+use iceberg::table::Table;
+use tidemark_journal::Journal;
+
+use super::error::RecoverError;
+use super::options::RecoverOptions;
+use super::snapshot::{self, SnapshotSource, TrustedSnapshot};
+use super::validate::{self, ValidationReport};
+use super::{seed, trust};
+use crate::catalog::CatalogHandle;
+
+/// The "choose snapshot" step's detail (both engines).
+pub(crate) fn snapshot_detail(snap: &TrustedSnapshot) -> String {
+    format!(
+        "snapshot {} at position {}, {} files, {} rows",
+        snap.snapshot_id,
+        snap.position,
+        snap.data_files.len(),
+        snap.record_count
+    )
+}
+
+/// The boundary H (both engines): `to`, or else the end of the journal's verified range when the
+/// job starts; refused when it lies before the snapshot's position.
+pub(crate) async fn boundary(journal: &Journal, to: Option<u64>, snap: &TrustedSnapshot) -> Result<u64, RecoverError> {
+    let h = match to {
+        Some(h) => h,
+        None => {
+            let chain = tidemark_journal::verify::verify(journal, &Default::default(), &mut |_| {}).await?;
+            chain.report.verified_last_position.unwrap_or(snap.position)
+        }
+    };
+    if h < snap.position {
+        return Err(RecoverError::Validation {
+            message: format!("H = {h} is before the snapshot's position {}", snap.position),
+        });
+    }
+    Ok(h)
+}
+
+/// The boundary H (both engines) of a recovery that may be resumed: a resumed recovery (its
+/// table exists, seeded under this recovery id) keeps what its seed and replay record, so another
+/// snapshot, journal or boundary is refused before anything is written, and without `--to` it
+/// keeps the H it replayed to.
+pub(crate) async fn resumed_boundary(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+) -> Result<u64, RecoverError> {
+    let resumed = seed::resumed(handle, &opts.into, &opts.recovery_id).await?;
+    let h = boundary(journal, opts.to.or(resumed.as_ref().and_then(|r| r.h)), snap).await?;
+    if let Some(r) = &resumed {
+        r.check(&opts.recovery_id, &opts.into, snap, &journal.header.journal_id, h)?;
+    }
+    Ok(h)
+}
+
+/// Step 5 (both engines): `table` against the independent reference ([`validate`]), on every key
+/// or on `sample`'s key partitions. A failure, or a validation that does not pass, marks `opts.into`
+/// refused (a rerun of the same recovery then drops it and starts again).
+pub(crate) async fn validate_step(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+    sample: Option<&validate::SampleRequest>,
+) -> Result<ValidationReport, RecoverError> {
+    // The reference starts from the position the snapshot records itself, read again from its
+    // metadata: never from what step 1 concluded, so that it cannot share a wrong premise.
+    // Its events come from its own reader, by position (`tidemark_journal::events::ByPosition`):
+    // never from the replay's chain anchor, so that a replay that skipped or repeated events
+    // cannot be confirmed by the same mistake.
+    let reference = reference_snapshot(&opts.source, snap).await?;
+    validate_by_position(
+        journal,
+        handle,
+        opts,
+        &reference,
+        table,
+        h,
+        sample,
+        opts.validation_split,
+        "validation",
+    )
+    .await
+}
+
+/// `table` against `reference` (its rows) and the journal's events after its position up to `h`,
+/// read by the validation's own reader; a failure, or a validation that does not pass, marks
+/// `opts.into` refused (`what` names the validation in that mark).
+#[allow(clippy::too_many_arguments)]
+async fn validate_by_position(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    reference: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+    sample: Option<&validate::SampleRequest>,
+    split: validate::Split,
+    what: &str,
+) -> Result<ValidationReport, RecoverError> {
+    let range = tidemark_journal::events::ByPosition::select(journal, reference.position, h).await?;
+    let range_events = range.events();
+    let events = validate::events_by_position(journal, range);
+    let validation = validate::validate_keys(
+        &journal.spec,
+        reference,
+        table,
+        events,
+        range_events,
+        &spill_dir_for("validate"),
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+        sample,
+        split,
+    )
+    .await;
+    match validation {
+        Ok(v) => {
+            if !v.ok {
+                let why = format!("{what} failed ({} mismatches)", v.first_mismatches.len());
+                seed::mark_refused(handle, &opts.into, &why).await;
+            }
+            Ok(v)
+        }
+        Err(e) => {
+            seed::mark_refused(handle, &opts.into, &e.to_string()).await;
+            Err(e)
+        }
+    }
+}
+
+/// `--reference journal` (both engines): `table` against the fold of the whole journal from
+/// position 1 to H, read by the validation's own reader — no snapshot involved, so it proves the
+/// seed as well as the replay (it reads the whole journal: its cost grows with the journal, not
+/// with the range). A mismatch marks `opts.into` refused.
+pub(crate) async fn journal_reference_step(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+) -> Result<ValidationReport, RecoverError> {
+    let empty = TrustedSnapshot {
+        position: 0,
+        manifest_sequence: 0,
+        manifest_digest: String::new(),
+        data_files: Vec::new(),
+        data_entries: Vec::new(),
+        record_count: 0,
+        deletes: crate::table::files::Deletes::none(),
+        ..snap.clone()
+    };
+    validate_by_position(
+        journal,
+        handle,
+        opts,
+        &empty,
+        table,
+        h,
+        None,
+        validate::Split::KeyHash,
+        "validation against the whole journal",
+    )
+    .await
+}
+
+/// The "validate" step's detail (both engines).
+pub(crate) fn validation_detail(v: &ValidationReport) -> String {
+    let sample = v
+        .sample
+        .as_ref()
+        .map(|s| format!(" (reference on {} of {} key partitions)", s.partitions.len(), s.of))
+        .unwrap_or_default();
+    let distributed = v
+        .distributed
+        .as_ref()
+        .map(|d| {
+            format!(
+                ", distributed check of {} keys: {}",
+                d.keys_expected,
+                if d.ok { "all match" } else { "MISMATCH" }
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{} keys{sample}: {}{distributed}",
+        v.keys_expected,
+        if v.ok { "all match" } else { "MISMATCH" }
+    )
+}
+
+/// `snap` with the journal position its own summary records, read afresh from the source's
+/// metadata file.
+pub(crate) async fn reference_snapshot(
+    source: &SnapshotSource,
+    snap: &TrustedSnapshot,
+) -> Result<TrustedSnapshot, RecoverError> {
+    let (meta, _, _) = snapshot::load_metadata(source).await?;
+    let own = meta
+        .snapshot_by_id(snap.snapshot_id)
+        .and_then(|s| trust::recorded_position(&meta, s))
+        .ok_or(RecoverError::NoPosition {
+            snapshot_id: snap.snapshot_id,
+        })?;
+    Ok(TrustedSnapshot {
+        position: own.position,
+        manifest_sequence: own.manifest_sequence,
+        manifest_digest: own.manifest_digest,
+        ..snap.clone()
+    })
+}
+
+/// A new folder name for the spill files of a step (`validate`, `replay`): under
+/// `$TIDEMARK_SPILL_DIR`, or the system's temporary folder; unique per process and call.
+pub(crate) fn spill_dir_for(step: &str) -> std::path::PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    root.join(format!("tidemark-{step}-{}-{n}", std::process::id()))
+}
