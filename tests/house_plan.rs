@@ -308,7 +308,7 @@ struct Tree {
 }
 
 impl Tree {
-    fn resolve(&self, current: &Module, path: &str, depth: usize) -> Option<Module> {
+    fn resolve(&self, current: &Module, path: &str) -> Option<Module> {
         let mut parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
         let mut base: Module = match parts.first().copied() {
             Some("crate") => {
@@ -340,10 +340,10 @@ impl Tree {
             }
         }
         let best = best?;
-        if taken < parts.len() && depth < 10 {
-            if let Some(target) = self.reexports.get(&(best.clone(), parts[taken].to_string())) {
-                return Some(target.clone());
-            }
+        if taken < parts.len()
+            && let Some(target) = self.reexports.get(&(best.clone(), parts[taken].to_string()))
+        {
+            return Some(target.clone());
         }
         Some(best)
     }
@@ -385,7 +385,7 @@ fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
                     continue;
                 }
                 for p in paths {
-                    if let Some(target) = tree.resolve(m, &p, 0).filter(|t| t != m) {
+                    if let Some(target) = tree.resolve(m, &p).filter(|t| t != m) {
                         let item = p.rsplit("::").next().unwrap_or("").to_string();
                         tree.reexports.insert((m.clone(), item), target);
                     }
@@ -411,13 +411,9 @@ fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
             if public {
                 continue;
             }
-            targets.extend(paths.iter().filter_map(|p| tree.resolve(m, p, 0)));
+            targets.extend(paths.iter().filter_map(|p| tree.resolve(m, p)));
         }
-        targets.extend(
-            code_paths(&body, &children)
-                .iter()
-                .filter_map(|p| tree.resolve(m, p, 0)),
-        );
+        targets.extend(code_paths(&body, &children).iter().filter_map(|p| tree.resolve(m, p)));
         targets.retain(|t| t != m && !t.last().is_some_and(|n| is_test_name(n)));
         edges.insert(m.clone(), targets);
     }

@@ -196,7 +196,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "history",
         "record",
         "--catalog",
-        &primary,
+        primary,
         "--warehouse",
         &primary_wh,
         "--namespace",
@@ -216,7 +216,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "--route",
         &route,
         "--catalog",
-        &primary,
+        primary,
         "--table",
         &orders,
         "--applied-position",
@@ -253,13 +253,13 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
 
     // The DR side writes on through the route; the old primary gets a commit the DR side never
     // had. Resync walks it back and keeps what it walks over.
-    s.run(&["apply", "--journal", &journal, "--catalog", dr, "--route", &route])
+    s.run(&["apply", "--journal", journal, "--catalog", dr, "--route", &route])
         .ok();
     s.run(&[
         "fault",
         "delete",
         "--catalog",
-        &primary,
+        primary,
         "--warehouse",
         &primary_wh,
         "--table",
@@ -346,7 +346,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "--demote",
         dr,
         "--primary",
-        &primary,
+        primary,
         "--namespace",
         namespace,
         "--json",
@@ -419,7 +419,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "history",
         "record",
         "--catalog",
-        &primary,
+        primary,
         "--warehouse",
         &primary_wh,
         "--namespace",
@@ -466,7 +466,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
                 "--demote",
                 dr,
                 "--primary",
-                &primary,
+                primary,
                 "--namespace",
                 namespace,
             ];
@@ -565,7 +565,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "fault",
         "delete",
         "--catalog",
-        &primary,
+        primary,
         "--warehouse",
         &primary_wh,
         "--table",
@@ -611,7 +611,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "history",
         "record",
         "--catalog",
-        &primary,
+        primary,
         "--warehouse",
         &primary_wh,
         "--namespace",

@@ -256,7 +256,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         "--route",
         &route,
         "--catalog",
-        &primary,
+        primary,
         "--table",
         "shop.orders",
         "--applied-position",
@@ -293,7 +293,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
 
     // The DR side writes on through the route; the old primary comes back with a commit the DR
     // side never got (a direct write outside the journal).
-    s.run(&["apply", "--journal", &journal, "--catalog", &dr, "--route", &route])
+    s.run(&["apply", "--journal", journal, "--catalog", &dr, "--route", &route])
         .ok();
     // Three divergent commits: the old primary's own branch since the fork is longer than the
     // new primary's (one commit), so a head chosen by the longest chain would be the old one's.
@@ -306,7 +306,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "fault",
             "delete",
             "--catalog",
-            &primary,
+            primary,
             "--warehouse",
             &primary_wh,
             "--table",
@@ -321,7 +321,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "replica",
             "resync",
             "--demote",
-            &primary,
+            primary,
             "--primary",
             &dr,
             "--dry-run",
@@ -339,13 +339,13 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         "{t}"
     );
     let walked = s
-        .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
+        .run(&["replica", "resync", "--demote", primary, "--primary", &dr, "--json"])
         .ok()
         .json();
     let walked_over = walked["tables"][0]["walked_over"].as_array().unwrap().clone();
     assert_eq!(walked_over.len(), 3, "{walked}");
     let again = s
-        .run(&["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"])
+        .run(&["replica", "resync", "--demote", primary, "--primary", &dr, "--json"])
         .ok()
         .json();
     assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
@@ -359,7 +359,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "--warehouse",
             &primary_wh,
             "--catalog",
-            &primary,
+            primary,
             "--prefix-map",
             &back_map,
             "--state",
@@ -406,7 +406,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         (t["current_snapshot_id"].clone(), t["row_count"].clone())
     };
     assert_eq!(
-        record(&primary, &primary_wh, "h-old.json"),
+        record(primary, &primary_wh, "h-old.json"),
         record(&dr, &replica, "h-new.json"),
         "the old primary is not at the new primary's head"
     );
@@ -444,7 +444,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "fault",
             "delete",
             "--catalog",
-            &primary,
+            primary,
             "--warehouse",
             &primary_wh,
             "--table",
@@ -455,7 +455,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         .ok();
     };
     fault("order_version % 3 = 0");
-    let resync_args = ["replica", "resync", "--demote", &primary, "--primary", &dr, "--json"];
+    let resync_args = ["replica", "resync", "--demote", primary, "--primary", &dr, "--json"];
     let plan = s.run(&[&resync_args[..], &["--dry-run"]].concat()).ok().json();
     let kept = plan["tables"][0]["kept_files"].as_array().unwrap().clone();
     let pointer = || {
@@ -464,7 +464,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             "history",
             "record",
             "--catalog",
-            &primary,
+            primary,
             "--warehouse",
             &primary_wh,
             "--out",
@@ -749,7 +749,7 @@ fn replica_status_reports_a_bad_write_the_dr_copy_holds() {
             "fault",
             "delete",
             "--catalog",
-            &primary,
+            primary,
             "--warehouse",
             &primary_wh,
             "--table",

@@ -39,7 +39,6 @@
 //! a fast wrong answer shows.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -49,19 +48,15 @@ use arrow::array::{Array, BooleanArray, Int64Array};
 use serde_json::{Value, json};
 use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
-use tidemark_journal::generate::Rng;
-use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
-use tidemark_journal::writer::{AppendOptions, append};
-use tidemark_recovery::apply::PROP_LAST_POSITION;
-use tidemark_recovery::benchdata::{commit_orders, order_id, peak_rss_mb};
+use tidemark_recovery::benchdata::peak_rss_mb;
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::recover::RecoverOptions;
 use tidemark_recovery::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use tidemark_recovery::table::read::{live_files, read_files};
-use tidemark_recovery::table::{self, arrow_schema, live_data_files};
+use tidemark_recovery::table::{self, arrow_schema};
 
 const TABLE: &str = "bench.orders";
 

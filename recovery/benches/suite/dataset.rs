@@ -3,6 +3,7 @@
 //! deletes, late events and retries the recovery meets in production.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,7 +17,7 @@ use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
 use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_recovery::apply::PROP_LAST_POSITION;
-use tidemark_recovery::benchdata::commit_orders;
+use tidemark_recovery::benchdata::{commit_orders, order_id};
 use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::table::{self, live_data_files};
 

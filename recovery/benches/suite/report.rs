@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::f;
+use super::{STATE_PEERS, apply_runs, f};
 
 pub(crate) fn print_table(r: &Value) {
     let s2 = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2}"));
