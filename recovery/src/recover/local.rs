@@ -50,14 +50,15 @@ pub async fn recover(
     step("choose snapshot", t, snapshot_detail(&snap), &mut steps);
 
     let t = Instant::now();
-    let h = resumed_boundary(journal, handle, opts, &snap).await?;
+    let range = resumed_boundary(journal, handle, opts, &snap).await?;
+    let h = range.h;
     // Everything that can be checked is checked before the seed writes anything: the events
     // after the snapshot verify from its recorded manifest digest up to H, the snapshot holds
     // the journal's columns, and its codecs are ones this build writes.
     let verified = replay::verified_replay_events(
         journal,
+        &range,
         &snap,
-        h,
         &spill_dir_for("replay"),
         opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )

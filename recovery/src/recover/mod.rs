@@ -38,6 +38,8 @@ mod options;
 pub mod partition;
 #[cfg(test)]
 mod positions_tests;
+#[cfg(test)]
+mod reads_tests;
 pub mod replay;
 mod report;
 pub mod seed;

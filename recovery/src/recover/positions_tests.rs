@@ -89,7 +89,7 @@ impl Rng {
 
 /// A journal of `lines`, appended in chunks of the given sizes, each chunk in batches of its own
 /// size (so that batch edges fall everywhere).
-async fn journal_of(dir: &std::path::Path, lines: &[String], chunks: &[(usize, usize)]) -> Journal {
+pub(super) async fn journal_of(dir: &std::path::Path, lines: &[String], chunks: &[(usize, usize)]) -> Journal {
     std::fs::create_dir_all(dir).unwrap();
     let store = Arc::new(LocalStore::open(dir).unwrap());
     let j = Journal::init(store, orders_spec(), "j-positions".into(), &clock())
@@ -113,14 +113,14 @@ async fn journal_of(dir: &std::path::Path, lines: &[String], chunks: &[(usize, u
     j
 }
 
-fn lines(seed: u64, orders: u64, n: u64) -> Vec<String> {
+pub(super) fn lines(seed: u64, orders: u64, n: u64) -> Vec<String> {
     generate::ndjson(seed, orders, 1, n)
         .lines()
         .map(str::to_string)
         .collect()
 }
 
-async fn apply_until(
+pub(super) async fn apply_until(
     j: &Journal,
     handle: &CatalogHandle,
     name: &str,
@@ -138,7 +138,7 @@ async fn apply_until(
         .unwrap()
 }
 
-fn source_of(t: &iceberg::table::Table) -> SnapshotSource {
+pub(super) fn source_of(t: &iceberg::table::Table) -> SnapshotSource {
     SnapshotSource {
         metadata_location: t.metadata_location().unwrap().to_string(),
         file_io_props: Default::default(),
@@ -146,7 +146,7 @@ fn source_of(t: &iceberg::table::Table) -> SnapshotSource {
     }
 }
 
-fn recover_opts(
+pub(super) fn recover_opts(
     id: &str,
     source: SnapshotSource,
     choice: SnapshotChoice,

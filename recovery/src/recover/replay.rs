@@ -34,13 +34,13 @@ use crate::merge::MergeStats;
 /// is removed when the events are dropped).
 pub async fn verified_replay_events(
     journal: &Journal,
+    verified: &VerifiedRange,
     snap: &TrustedSnapshot,
-    h: u64,
     spill_dir: &std::path::Path,
     in_memory: u64,
 ) -> Result<(UnitEvents, u64, String), RecoverError> {
-    let (chain, sequence, digest) = verified_chain(journal, snap, h).await?;
-    let mut stream = events_of(journal, &chain, snap.position, h).await?;
+    let (h, (sequence, digest)) = (verified.h, verified.holder(snap));
+    let mut stream = events_of(journal, &verified.chain, snap.position, h).await?;
     let (mut held, mut rows, mut spill) = (Vec::new(), 0u64, None::<EventSpill>);
     while let Some(batches) = stream.next().await {
         for b in batches? {
@@ -71,35 +71,70 @@ pub async fn verified_replay_events(
 /// digest), for an engine that takes them whole.
 pub async fn verified_events(
     journal: &Journal,
+    verified: &VerifiedRange,
     snap: &TrustedSnapshot,
-    h: u64,
 ) -> Result<(Vec<arrow::array::RecordBatch>, u64, String), RecoverError> {
-    let (chain, sequence, digest) = verified_chain(journal, snap, h).await?;
-    let manifests: Vec<_> = chain.range(snap.position, h).collect();
+    let (h, (sequence, digest)) = (verified.h, verified.holder(snap));
+    let manifests: Vec<_> = verified.chain.range(snap.position, h).collect();
     let events = read_events(journal, &manifests, snap.position, h).await?;
     Ok((events, sequence, digest))
 }
 
-/// The journal verified from the snapshot's recorded manifest up to `h`, and the manifest that
-/// holds H (sequence, digest); its events are read with [`events_of`] or [`verified_events`].
-pub async fn verified_chain(
+/// The journal verified once for a recovery: from the snapshot's batch up to H, and H itself.
+/// The replay reads its events from this chain; the validation reads them again on its own
+/// ([`tidemark_journal::events::ByPosition`]), never through it.
+pub struct VerifiedRange {
+    pub chain: VerifiedChain,
+    pub h: u64,
+}
+
+impl VerifiedRange {
+    /// The manifest that holds H (sequence, digest); the snapshot's own when H is its position.
+    pub fn holder(&self, snap: &TrustedSnapshot) -> (u64, String) {
+        self.chain
+            .range(snap.position, self.h)
+            .last()
+            .map(|m| (m.manifest.sequence, m.digest.clone()))
+            .unwrap_or((snap.manifest_sequence, snap.manifest_digest.clone()))
+    }
+}
+
+/// Verifies the journal once, from the snapshot's recorded manifest: up to `to` when given (all
+/// of it must verify), else to the end of what verifies when the job starts, which is H. The
+/// batches the snapshot already holds are not read. Its events are read with [`events_of`] or
+/// [`verified_events`].
+pub async fn verify_range(
     journal: &Journal,
     snap: &TrustedSnapshot,
-    h: u64,
-) -> Result<(VerifiedChain, u64, String), RecoverError> {
+    to: Option<u64>,
+) -> Result<VerifiedRange, RecoverError> {
+    if let Some(h) = to
+        && h < snap.position
+    {
+        return Err(before_snapshot(h, snap));
+    }
     // After the manifest holding the snapshot's position, or the one before it when the position
     // lies inside its batch (the rest of that batch is replayed).
     let after = ChainPoint::holding(journal, snap.manifest_sequence, &snap.manifest_digest, snap.position).await?;
     let chain = verify(
         journal,
         &VerifyOptions {
-            to: Some(h),
+            to,
             after,
             ..Default::default()
         },
         &mut |_| {},
     )
     .await?;
+    let Some(h) = to else {
+        // Without `--to`, H is the end of the verified range (a break after it ends the range).
+        let h = chain
+            .report
+            .verified_last_position
+            .unwrap_or(snap.position)
+            .max(snap.position);
+        return Ok(VerifiedRange { chain, h });
+    };
     if let Some(b) = &chain.report.first_break {
         if b.kind == "boundary" {
             let range = match (
@@ -117,12 +152,14 @@ pub async fn verified_chain(
             message: b.message.clone(),
         });
     }
-    let holder = chain
-        .range(snap.position, h)
-        .last()
-        .map(|m| (m.manifest.sequence, m.digest.clone()))
-        .unwrap_or((snap.manifest_sequence, snap.manifest_digest.clone()));
-    Ok((chain, holder.0, holder.1))
+    Ok(VerifiedRange { chain, h })
+}
+
+/// The refusal of an H before the snapshot's position.
+pub(crate) fn before_snapshot(h: u64, snap: &TrustedSnapshot) -> RecoverError {
+    RecoverError::Validation {
+        message: format!("H = {h} is before the snapshot's position {}", snap.position),
+    }
 }
 
 /// The events `(after, h]` of a verified chain as a stream, one manifest's batches at a time

@@ -9,7 +9,7 @@ use super::error::RecoverError;
 use super::options::RecoverOptions;
 use super::snapshot::{self, SnapshotSource, TrustedSnapshot};
 use super::validate::{self, ValidationReport};
-use super::{seed, trust};
+use super::{replay, seed, trust};
 use crate::catalog::CatalogHandle;
 
 /// The "choose snapshot" step's detail (both engines).
@@ -23,26 +23,10 @@ pub(crate) fn snapshot_detail(snap: &TrustedSnapshot) -> String {
     )
 }
 
-/// The boundary H (both engines): `to`, or else the end of the journal's verified range when the
-/// job starts; refused when it lies before the snapshot's position.
-pub(crate) async fn boundary(journal: &Journal, to: Option<u64>, snap: &TrustedSnapshot) -> Result<u64, RecoverError> {
-    let h = match to {
-        Some(h) => h,
-        None => {
-            let chain = tidemark_journal::verify::verify(journal, &Default::default(), &mut |_| {}).await?;
-            chain.report.verified_last_position.unwrap_or(snap.position)
-        }
-    };
-    if h < snap.position {
-        return Err(RecoverError::Validation {
-            message: format!("H = {h} is before the snapshot's position {}", snap.position),
-        });
-    }
-    Ok(h)
-}
-
-/// The boundary H (both engines) of a recovery that may be resumed: a resumed recovery (its
-/// table exists, seeded under this recovery id) keeps what its seed and replay record, so another
+/// The boundary H (both engines) and the journal verified up to it, once for the whole recovery
+/// ([`replay::verify_range`]): `to`, or else the end of the journal's verified range when the job
+/// starts; refused when it lies before the snapshot's position. A resumed recovery (its table
+/// exists, seeded under this recovery id) keeps what its seed and replay record, so another
 /// snapshot, journal or boundary is refused before anything is written, and without `--to` it
 /// keeps the H it replayed to.
 pub(crate) async fn resumed_boundary(
@@ -50,13 +34,19 @@ pub(crate) async fn resumed_boundary(
     handle: &CatalogHandle,
     opts: &RecoverOptions,
     snap: &TrustedSnapshot,
-) -> Result<u64, RecoverError> {
+) -> Result<replay::VerifiedRange, RecoverError> {
     let resumed = seed::resumed(handle, &opts.into, &opts.recovery_id).await?;
-    let h = boundary(journal, opts.to.or(resumed.as_ref().and_then(|r| r.h)), snap).await?;
+    let verified = replay::verify_range(journal, snap, opts.to.or(resumed.as_ref().and_then(|r| r.h))).await?;
     if let Some(r) = &resumed {
-        r.check(&opts.recovery_id, &opts.into, snap, &journal.header.journal_id, h)?;
+        r.check(
+            &opts.recovery_id,
+            &opts.into,
+            snap,
+            &journal.header.journal_id,
+            verified.h,
+        )?;
     }
-    Ok(h)
+    Ok(verified)
 }
 
 /// Step 5 (both engines): `table` against the independent reference ([`validate`]), on every key

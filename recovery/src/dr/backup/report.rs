@@ -67,7 +67,7 @@ impl CatalogBackup {
     }
 }
 
-/// The result of [`backup`](super::backup()).
+/// The result of a backup (`tidemark catalog backup --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BackupOutcome {
     pub id: String,
@@ -114,7 +114,7 @@ pub struct RestoreTable {
     pub problem: Option<String>,
 }
 
-/// The result of [`restore`](super::restore()) (`tidemark catalog restore --json`).
+/// The result of a restore (`tidemark catalog restore --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RestoreReport {
     pub format_version: u32,

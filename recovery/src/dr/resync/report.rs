@@ -24,13 +24,13 @@ pub enum ResyncAction {
     NoCommonVersion,
     /// The demoted pointer moved while the resync ran: nothing moved.
     Conflict,
-    /// A REST table an earlier resync renamed aside (the walked-over version, see
-    /// `rest.rs`): kept with every file, never resynced, restored or deleted.
+    /// A REST table an earlier resync renamed aside (the walked-over version, see the REST
+    /// resync): kept with every file, never resynced, restored or deleted.
     KeptAside,
     Failed,
 }
 
-/// The walked-over REST table, renamed aside and kept (`rest.rs`).
+/// The walked-over REST table, renamed aside and kept (the REST resync).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AsideTable {
     /// Its name now: `<table>__walked_<the first 8 hex digits of its uuid>`, same namespace.
@@ -75,7 +75,7 @@ pub struct ResyncTable {
     pub record: Option<String>,
 }
 
-/// The result of [`resync`](super::resync()) (`tidemark replica resync --json`).
+/// The result of a resync (`tidemark replica resync --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ResyncReport {
     pub format_version: u32,

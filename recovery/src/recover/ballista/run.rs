@@ -78,8 +78,9 @@ pub async fn recover(
     );
 
     let t = Instant::now();
-    let h = crate::recover::steps::resumed_boundary(journal, handle, opts, &snap).await?;
-    let (events, sequence, digest) = replay::verified_events(journal, &snap, h).await?;
+    let range = crate::recover::steps::resumed_boundary(journal, handle, opts, &snap).await?;
+    let h = range.h;
+    let (events, sequence, digest) = replay::verified_events(journal, &range, &snap).await?;
     // By current names only: the cluster's plans name columns, so a spec column another
     // writer renamed is refused here (exit 3); `--engine local` matches it by field id.
     table::check_schema(&journal.spec, &snap.schema)?;

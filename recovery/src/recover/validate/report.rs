@@ -32,7 +32,7 @@ pub struct ValidationReport {
     pub duplicate_keys: u64,
     pub first_mismatches: Vec<Mismatch>,
     /// Partitions the check was split into (1: compared whole): key ranges of whole files, or
-    /// key-hash partitions of about [`super::PARTITION_ROWS`] of the snapshot's or table's rows and the
+    /// key-hash partitions of about `PARTITION_ROWS` (250,000) of the snapshot's or table's rows and the
     /// range's events each (see `split`).
     pub partitions: u64,
     /// How the keys were split: `whole` (one partition), `key_range` (by the files' key bounds,

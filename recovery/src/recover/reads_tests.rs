@@ -1,0 +1,133 @@
+//! The journal reads of one recovery (issue 31): the command verifies the chain once, from the
+//! snapshot's batch on, and hands the verified range to the replay. Each event object of the
+//! replayed range is then read three times, never more: hashed by the verification, decoded by
+//! the replay, and read (and hashed again) by the validation's own reader, which shares nothing
+//! with the replay's. The objects of the batches the snapshot already holds are not read at all.
+//!
+//! Counted with a store wrapper around the journal's folder, on every `get`.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tidemark_journal::Journal;
+use tidemark_journal::store::local::LocalStore;
+use tidemark_journal::store::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, VersionEntry};
+
+use super::positions_tests::{apply_until, journal_of, lines, recover_opts, source_of};
+use crate::apply::tests::clock;
+use crate::ids::SeededIds;
+use crate::recover::recover;
+use crate::recover::snapshot::SnapshotChoice;
+use crate::table::mor::MergeMode;
+use crate::table::test_support::catalog_in;
+use crate::table::{self};
+
+/// Forwards to `inner`, counting the `get`s of each key.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn ObjectStore>,
+    gets: Mutex<BTreeMap<String, u32>>,
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    fn url(&self) -> String {
+        self.inner.url()
+    }
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
+        self.inner.put(key, body, mode).await
+    }
+    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
+        *self.gets.lock().unwrap().entry(key.to_string()).or_default() += 1;
+        self.inner.get(key, version_id).await
+    }
+    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
+        self.inner.head(key, version_id).await
+    }
+    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
+        self.inner.list_page(prefix, token, max).await
+    }
+    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>> {
+        self.inner.list_versions(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key).await
+    }
+    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
+        self.inner.delete_version(key, version_id).await
+    }
+}
+
+/// The batch sequence of an `events/` or `manifests/` key (`events/00000000000000000007-….parquet`).
+fn sequence(key: &str) -> u64 {
+    let name = key.rsplit('/').next().unwrap();
+    name[..20].parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_recovery_reads_each_journal_object_a_counted_number_of_times() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1,000 events in ten batches of 100; the snapshot holds batches 1–5 (position 500).
+    let text = lines(9, 60, 1000);
+    let j = journal_of(&dir.path().join("journal"), &text, &[(1000, 100)]).await;
+    let handle = catalog_in(dir.path()).await;
+    apply_until(&j, &handle, "shop.orders", Some(500), MergeMode::CopyOnWrite, 1).await;
+    apply_until(&j, &handle, "shop.orders", None, MergeMode::CopyOnWrite, 2).await;
+    let t = table::load_table(&handle, "shop.orders").await.unwrap();
+
+    let counting = Arc::new(Counting {
+        inner: Arc::new(LocalStore::open(dir.path().join("journal")).unwrap()),
+        gets: Mutex::new(BTreeMap::new()),
+    });
+    let journal = Journal::open(counting.clone()).await.unwrap();
+    counting.gets.lock().unwrap().clear();
+    let opts = recover_opts(
+        "r-reads",
+        source_of(&t),
+        SnapshotChoice::Checkpoint {
+            at_or_before: Some(500),
+        },
+        None,
+        "shop.rec",
+    );
+    let (report, _) = recover(&journal, &handle, &opts, &clock(), &SeededIds::new(3), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.snapshot_position, report.h, report.replay.events),
+        (500, 1000, 500)
+    );
+    assert!(report.validation.ok, "{:?}", report.validation);
+
+    let gets = counting.gets.lock().unwrap().clone();
+    let of = |prefix: &str| -> BTreeMap<u64, u32> {
+        gets.iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, n)| (sequence(k), *n))
+            .collect()
+    };
+    let events = of("events/");
+    let manifests = of("manifests/");
+    // Hashed once by the one verification, decoded once by the replay, read once by the
+    // validation's own reader; the batches the snapshot holds are not read.
+    let expected_events: BTreeMap<u64, u32> = (6..=10).map(|s| (s, 3)).collect();
+    assert_eq!(events, expected_events, "event object reads by batch (all: {gets:?})");
+    // Each manifest of the range: read by the one verification and by the validation's own
+    // reader, which finds its first manifest by bisection (one more read of a manifest or two
+    // near the start); before, each was read three or four times.
+    for s in 6..=10 {
+        let n = manifests.get(&s).copied().unwrap_or(0);
+        assert!((2..=3).contains(&n), "manifest {s} read {n} times (all: {gets:?})");
+    }
+    assert_eq!(
+        (7..=10).map(|s| manifests[&s]).collect::<Vec<_>>(),
+        [2, 2, 2, 2],
+        "all: {gets:?}"
+    );
+    // Before the range: the snapshot's own manifest (the chain's anchor), and at most the
+    // bisection's probes; the whole chain is not walked from its start any more.
+    let before: u32 = (1..=4).filter_map(|s| manifests.get(&s)).sum();
+    assert!(before <= 2, "manifests 1..=4 read {before} times (all: {gets:?})");
+}
