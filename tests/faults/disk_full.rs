@@ -200,3 +200,74 @@ fn a_data_file_cut_short_by_a_full_disk_is_removed() {
     let again = s.run(&apply).ok().json();
     assert_eq!(again["applied_to_position"], 60000, "{again}");
 }
+
+/// A table's row that the SQLite catalog never wrote (issue 34): iceberg-catalog-sql's
+/// `create_table` ignores a failed commit, so a commit refused by the database (here: locked by
+/// a reader for longer than the busy timeout; a full disk fails the same way) was reported as a
+/// created table, and the next step failed on a table that was not there ("the outcome of the
+/// commit is unknown … TableNotFound", exit 9). Now the creation itself fails, naming the table
+/// and the database's cause, its first metadata file is removed, and a re-run creates the table.
+#[test]
+fn a_table_row_the_sqlite_catalog_did_not_write_is_named() {
+    let s = Scratch::new();
+    let journal = journal_with(&s, "journal", 50, 50);
+    let (catalog, warehouse) = (s.path_str("catalog.db"), s.path_str("warehouse"));
+    let apply = |table: &str| {
+        s.run(&[
+            "apply",
+            "--journal",
+            &journal,
+            "--catalog",
+            &catalog,
+            "--warehouse",
+            &warehouse,
+            "--table",
+            table,
+        ])
+    };
+    // The namespace and the catalog's own tables exist before.
+    apply("shop.first").ok();
+    // A reader holds the database (Python's sqlite3, not tidemark) for 12 seconds: a write may
+    // begin, its commit cannot.
+    let mut reader = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN'); \
+             c.execute('SELECT count(*) FROM iceberg_tables').fetchone(); print('holding', flush=True); \
+             time.sleep(12); c.execute('COMMIT')",
+            &catalog,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(reader.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "holding");
+    let r = apply("shop.orders");
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("create table shop.orders failed") && r.stderr.contains("database is locked"),
+        "{}",
+        r.stderr
+    );
+    for hidden in ["TableNotFound", "outcome of the commit is unknown"] {
+        assert!(!r.stderr.contains(hidden), "{}", r.stderr);
+    }
+    let metadata: Vec<_> = std::fs::read_dir(s.path("warehouse/shop/orders/metadata"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(metadata.is_empty(), "the failed creation left {metadata:?}");
+    reader.wait().unwrap();
+    // Once the reader is gone the same command creates and applies.
+    apply("shop.orders").ok();
+    let rows = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             print(c.execute(\"SELECT count(*) FROM iceberg_tables WHERE table_name = 'orders'\").fetchone()[0])",
+            &catalog,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "1");
+}

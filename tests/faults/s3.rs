@@ -472,6 +472,42 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         .fails(8, &["check the credentials", "/data/"]);
         assert!(!backup.stderr.contains("missing"), "{fault}: {}", backup.stderr);
         assert!(proxy.faults() <= 2, "{fault}: {} refused requests", proxy.faults());
+        // `recover` checks that the snapshot's data files exist (a HEAD each) before it seeds:
+        // the same refusal, learned by the table files' storage for every caller of `exists`
+        // (before: exit 1, "check data file …" with no code).
+        let before = proxy.faults();
+        let recover = run_env(
+            &s,
+            &env,
+            &[
+                "recover",
+                "--journal",
+                &journal,
+                "--catalog",
+                &catalog,
+                "--warehouse",
+                &warehouse,
+                "--into",
+                "shop.fixed_data",
+                "--source-table",
+                "shop.orders",
+                "--at-or-before",
+                "20",
+                "--recovery-id",
+                &format!("cred-data-{fault}"),
+            ],
+        )
+        .fails(8, &["check the credentials", "/data/"]);
+        assert!(!recover.stderr.contains("missing"), "{fault}: {}", recover.stderr);
+        if fault == "token" {
+            // The code a HEAD's reply could not carry, learned by the one-byte read.
+            assert!(recover.stderr.contains(code), "{}", recover.stderr);
+        }
+        assert!(
+            proxy.faults() - before <= 2,
+            "{fault}: {} refused requests",
+            proxy.faults() - before
+        );
     }
 }
 

@@ -150,6 +150,32 @@ impl SqlBackend {
         Ok(())
     }
 
+    /// Makes sure the catalog holds the row of the table `id` that `create_table` just made at
+    /// `metadata_location`: iceberg-catalog-sql ignores a failed commit (a full disk), so its
+    /// `create_table` can report a table it never recorded. The row is written again when it is
+    /// not there (`INSERT … WHERE NOT EXISTS`, as the SQL catalog writes it), and a failed write
+    /// is reported with its cause ([`write_failed`]: "the disk is full").
+    pub async fn ensure_table_row(&self, id: &TableIdent, metadata_location: &str) -> Result<(), TableError> {
+        let (ns, name) = (id.namespace().join("."), id.name().to_string());
+        let sql = self.bind_style(
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location, iceberg_type) \
+             SELECT CAST(? AS VARCHAR(255)), CAST(? AS VARCHAR(255)), CAST(? AS VARCHAR(255)), CAST(? AS VARCHAR(1000)), 'TABLE' \
+             WHERE NOT EXISTS (SELECT 1 FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?)",
+        );
+        sqlx::query(&sql)
+            .bind(self.name())
+            .bind(&ns)
+            .bind(&name)
+            .bind(metadata_location)
+            .bind(self.name())
+            .bind(&ns)
+            .bind(&name)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| write_failed(&self.reference.uri, &format!("create table {id}"), &e))?;
+        Ok(())
+    }
+
     /// The namespaces that hold tables, read from the catalog database: the SQL catalog's
     /// `list_namespaces` cannot reach `a.b` when `a` itself was never created.
     pub async fn table_namespaces(&self) -> Result<BTreeSet<String>, TableError> {

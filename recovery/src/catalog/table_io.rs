@@ -167,6 +167,24 @@ pub struct CountingStorage {
     inner: Arc<dyn Storage>,
 }
 
+impl CountingStorage {
+    /// The error of a failed HEAD (`exists`, `metadata`) on S3, or the refusal behind it. A
+    /// HEAD's reply has no body, so refused credentials answered with a 400 (`InvalidToken`)
+    /// name no code there: a failed HEAD that is not already a refusal reads one byte of the
+    /// file (one more request) to learn it, so that every caller sees the refusal, exit 8
+    /// ([`crate::table::refused`]). Anything else keeps the HEAD's own error.
+    async fn refusal_behind(&self, path: &str, head: Error) -> Error {
+        if !is_s3(path) || crate::table::refused::refused_code(&head).is_some() {
+            return head;
+        }
+        let probe = async { self.inner.reader(path).await?.read(0..1).await };
+        match count(path, probe.await) {
+            Err(e) if crate::table::refused::refused_code(&e).is_some() => e,
+            _ => head,
+        }
+    }
+}
+
 fn serialize_storage<S: Serializer>(storage: &Arc<dyn Storage>, s: S) -> std::result::Result<S::Ok, S::Error> {
     storage.as_ref().serialize(s)
 }
@@ -180,12 +198,18 @@ fn deserialize_storage<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<A
 impl Storage for CountingStorage {
     async fn exists(&self, path: &str) -> Result<bool> {
         refuse_remote(path)?;
-        count(path, self.inner.exists(path).await)
+        match count(path, self.inner.exists(path).await) {
+            Err(e) => Err(self.refusal_behind(path, e).await),
+            found => found,
+        }
     }
 
     async fn metadata(&self, path: &str) -> Result<FileMetadata> {
         refuse_remote(path)?;
-        count(path, self.inner.metadata(path).await)
+        match count(path, self.inner.metadata(path).await) {
+            Err(e) => Err(self.refusal_behind(path, e).await),
+            found => found,
+        }
     }
 
     async fn read(&self, path: &str) -> Result<Bytes> {

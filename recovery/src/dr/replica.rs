@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 
-use iceberg::io::{FileIO, FileRead};
+use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, Manifest, ManifestList, TableMetadata};
 use serde::Serialize;
 use serde_json::Value;
@@ -63,25 +63,12 @@ impl From<TableError> for FilesError {
     }
 }
 
-/// Whether the file at `path` exists. A HEAD's reply has no body, so a refusal answered with a
-/// 400 (`InvalidToken`) names no code there: a failed check that is not already a refusal reads
-/// one byte of the file (one GET) to learn it.
+/// Whether the file at `path` exists. A refused HEAD is a refusal, not a missing file: the
+/// table files' storage learns its code ([`crate::catalog::table_io`]).
 async fn exists(io: &FileIO, path: &str, what: &str) -> Result<bool, FilesError> {
-    let context = || format!("cannot check {what} {path}");
-    let failed = match io.exists(path).await {
-        Ok(found) => return Ok(found),
-        Err(e) => crate::table::from_iceberg(context(), e),
-    };
-    if matches!(failed, TableError::AccessDenied { .. }) {
-        return Err(failed.into());
-    }
-    let probe = async { io.new_input(path)?.reader().await?.read(0..1).await };
-    if let Err(e) = probe.await
-        && let refused @ TableError::AccessDenied { .. } = crate::table::from_iceberg(context(), e)
-    {
-        return Err(refused.into());
-    }
-    Err(failed.into())
+    io.exists(path)
+        .await
+        .map_err(|e| crate::table::from_iceberg(format!("cannot check {what} {path}"), e).into())
 }
 
 /// One table of a [`ReplicaReport`].

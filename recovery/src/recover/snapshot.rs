@@ -150,10 +150,11 @@ pub async fn choose(
     let data_entries: Vec<DataFile> = files.data.iter().map(|f| f.file.clone()).collect();
     let record_count = files.record_count();
     for path in data_files.iter().chain(files.deletes.iter().map(|f| &f.path)) {
-        let exists = io.exists(path).await.map_err(|e| RecoverError::Iceberg {
-            context: format!("check data file {path}"),
-            message: e.to_string(),
-        })?;
+        // Through the table-error classification: refused credentials exit 8 (issue 34).
+        let exists = io
+            .exists(path)
+            .await
+            .map_err(crate::table::iceberg_err(format!("check data file {path}")))?;
         if !exists {
             return Err(RecoverError::MissingFile {
                 path: path.clone(),

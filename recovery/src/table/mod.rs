@@ -174,10 +174,28 @@ async fn create_with(
         // "format-version" as a property is refused by iceberg-rust; the builder field is the way.
         .format_version(FormatVersion::V2)
         .build();
-    catalog
+    let table = catalog
         .create_table(ns, creation)
         .await
-        .map_err(iceberg_err(format!("create table {id}")))
+        .map_err(iceberg_err(format!("create table {id}")))?;
+    // iceberg-catalog-sql ignores a failed commit: the row it reported written is made sure of
+    // (a full disk is named instead of a table that "does not exist" a step later).
+    // Its first metadata file, which no row names then, is removed (or named as left behind).
+    if let (Some(sql), Some(location)) = (handle.sql(), table.metadata_location())
+        && let Err(e) = sql.ensure_table_row(id, location).await
+    {
+        return Err(match (table.file_io().delete(location).await, e) {
+            (Err(_), TableError::CatalogWriteFailed { uri, action, cause }) => TableError::CatalogWriteFailed {
+                uri,
+                action: format!(
+                    "{action} (its metadata file was left behind, referenced by nothing; delete it: {location})"
+                ),
+                cause,
+            },
+            (_, e) => e,
+        });
+    }
+    Ok(table)
 }
 
 /// Creates the namespace `ns`; one that exists (made by another process meanwhile) is no
