@@ -511,6 +511,80 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
     }
 }
 
+/// The finding (issue 34): `replica check` and the warm follower kept a refused credential as a
+/// table's error text and exited 4 ("behind or inconsistent", a table "failed"), as for a
+/// replica that lacks files. The replica's table files refused (the listing answered): both
+/// exit 8, the follower's table standing is `refused`, and `replica status` agrees.
+#[test]
+fn refused_credentials_exit_8_in_replica_check_and_the_follower() {
+    if !s3_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let (journal, warehouse) = (unique("cred-replica-journal"), unique("cred-replica-wh"));
+    journal_at(&s, &journal, "in", 20, 10);
+    apply_in(&s, &journal, &s.path_str("catalog.db"), &warehouse, "shop.orders");
+    let (dr, state) = (s.path_str("dr.db"), s.path_str("follower-state"));
+    for (fault, code) in [("token", "InvalidToken"), ("403", "AccessDenied")] {
+        // Every request on the table files' metadata and data refused; the listing answers.
+        let proxy = Proxy::start(
+            &s,
+            &[
+                "--rate",
+                "1",
+                "--faults",
+                fault,
+                "--path-regex",
+                "shop/orders/.+",
+                "--max-faults",
+                "100000",
+            ],
+        );
+        let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
+        let check = run_env(&s, &env, &["replica", "check", "--warehouse", &warehouse, "--json"])
+            .fails(8, &["refused the credentials for shop.orders", "check the credentials"]);
+        assert_eq!(
+            check.json()["tables"][0]["access_denied"],
+            true,
+            "{fault}: {}",
+            check.stdout
+        );
+        let follow = run_env(
+            &s,
+            &env,
+            &[
+                "replica",
+                "follow",
+                "--warehouse",
+                &warehouse,
+                "--catalog",
+                &dr,
+                "--state",
+                &state,
+                "--once",
+                "--json",
+            ],
+        )
+        .fails(8, &["shop.orders"]);
+        let t = &follow.json()["tables"][0];
+        assert_eq!(t["status"], "refused", "{fault}: {}", follow.stdout);
+        assert!(
+            t["reason"].as_str().unwrap().contains("check the credentials"),
+            "{fault}: {t}"
+        );
+        if fault == "token" {
+            assert!(
+                check.stderr.contains(code) || check.stdout.contains(code),
+                "{}",
+                check.stdout
+            );
+        }
+        drop(proxy);
+        // `replica status` reads the follower's state (a local file): the same code.
+        s.run(&["replica", "status", "--state", &state, "--json"]).fails(8, &[]);
+    }
+}
+
 /// `catalog restore --json` on S3 reports the S3 requests it made (as every command that talks
 /// to S3 does); a local restore leaves `s3_requests` out.
 #[test]

@@ -27,6 +27,16 @@ pub fn is_refused_credentials(code: &str) -> bool {
     REFUSED_CREDENTIAL_CODES.contains(&code)
 }
 
+/// The end of every refused-credentials message (the store's, the table files', a snapshot
+/// source's): what to check. A report that keeps an error as text (a table of `replica check`,
+/// of the warm follower) tells a refusal by it ([`is_refusal_text`]), and exits 8 for it.
+pub const REFUSED_HINT: &str = "check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)";
+
+/// Whether an error's text is a refusal of the credentials (it ends with [`REFUSED_HINT`]).
+pub fn is_refusal_text(message: &str) -> bool {
+    message.contains(REFUSED_HINT)
+}
+
 /// Errors of the object-store layer. Each names the object it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -38,7 +48,7 @@ pub enum StoreError {
     },
     #[error("conditional write of {key} in {store} refused: {reason}")]
     Conflict { store: String, key: String, reason: String },
-    #[error("access to {store} refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)")]
+    #[error("access to {store} refused ({detail}); {REFUSED_HINT}")]
     AccessDenied { store: String, detail: String },
     #[error("store {store} does not exist: {detail}")]
     NoSuchStore { store: String, detail: String },

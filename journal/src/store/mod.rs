@@ -67,7 +67,9 @@ pub mod resolve;
 #[cfg(feature = "s3")]
 pub mod s3;
 
-pub use error::{NO_S3, REFUSED_CREDENTIAL_CODES, Result, StoreError, is_refused_credentials};
+pub use error::{
+    NO_S3, REFUSED_CREDENTIAL_CODES, REFUSED_HINT, Result, StoreError, is_refusal_text, is_refused_credentials,
+};
 pub use listing::{delete_all, list_all};
 pub use object::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, VersionEntry};
 pub use open_url::{open, open_or_create, s3_request_stats};

@@ -226,6 +226,21 @@ pub async fn run_replica(cmd: ReplicaCommand) -> anyhow::Result<()> {
                     }
                 }
             }
+            let refused = report.refused_tables();
+            if !refused.is_empty() {
+                let first = report
+                    .tables
+                    .iter()
+                    .find_map(|t| t.error.as_deref().filter(|_| t.access_denied));
+                return Err(exit_error(
+                    tidemark_recovery::exit::ACCESS_DENIED,
+                    format!(
+                        "the replica's store refused the credentials for {}: {}",
+                        refused.join(", "),
+                        first.unwrap_or_default()
+                    ),
+                ));
+            }
             if !report.is_current() {
                 return Err(exit_error(
                     VERIFY_FAILED,

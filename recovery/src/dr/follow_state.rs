@@ -45,6 +45,9 @@ pub enum TableStatus {
     Conflict,
     /// Reading the replica or the catalog failed (see `reason`).
     Failed,
+    /// The replica's store or the DR catalog refused the credentials (see `reason`): nothing
+    /// moved; `replica follow --once` and `replica status` exit 8 for it.
+    Refused,
 }
 
 /// A file the newest version references that the replica lacks, and since when.

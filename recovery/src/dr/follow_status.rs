@@ -8,7 +8,8 @@
 //! The maximum age is `--max-age`, else three intervals of the follower, else 15 minutes.
 //!
 //! Exit codes ([`StatusReport::exit_code`]): 0 the follower is running or idle and every table is
-//! OK; 4 a table is behind, missing files, held, in conflict or failed; 10 every table was OK at
+//! OK; 4 a table is behind, missing files, held, in conflict or failed; 8 a table's credentials
+//! were refused (the replica's store or the DR catalog); 10 every table was OK at
 //! the last scan but the follower is stale, stopped or fenced; 7 no state was ever written; with
 //! `--audit`, 12 when a table's DR copy holds a divergence ([`attach_audits`]).
 //! `replica follow --once` exits with the tables' part of it ([`tables_code`]).
@@ -138,6 +139,7 @@ pub fn status(
                 TableStatus::Held => "held".into(),
                 TableStatus::Conflict => "conflict".into(),
                 TableStatus::Failed => "failed".into(),
+                TableStatus::Refused => "credentials refused".into(),
             },
             reason: t.reason.clone(),
             versions_behind: t.versions_behind,
@@ -163,7 +165,7 @@ pub fn status(
         })
         .collect();
     let exit_code = if tables_code(state) != crate::exit::OK {
-        crate::exit::VERIFY_FAILED
+        tables_code(state)
     } else if matches!(follower, FollowerHealth::Running | FollowerHealth::Idle) {
         crate::exit::OK
     } else {
@@ -208,10 +210,13 @@ pub fn attach_audits(report: &mut StatusReport, audits: Vec<(String, super::repl
 
 /// The code for the tables of one cycle's state, as `replica status` judges them: 4
 /// ([`crate::exit::VERIFY_FAILED`]) when a table is behind, missing files, held, in conflict or
-/// failed, else 0. `replica follow --once` exits with it, so a cron job alerts as `replica status`
+/// failed, 8 ([`crate::exit::ACCESS_DENIED`]) before that when a table's credentials were refused,
+/// else 0. `replica follow --once` exits with it, so a cron job alerts as `replica status`
 /// would.
 pub fn tables_code(state: &FollowerState) -> u8 {
-    if state.tables.iter().any(|t| t.status != TableStatus::Ok) {
+    if state.tables.iter().any(|t| t.status == TableStatus::Refused) {
+        crate::exit::ACCESS_DENIED
+    } else if state.tables.iter().any(|t| t.status != TableStatus::Ok) {
         crate::exit::VERIFY_FAILED
     } else {
         crate::exit::OK

@@ -97,6 +97,10 @@ pub struct ReplicaTable {
     /// Why no head was chosen, when none was.
     pub refused: Option<String>,
     pub error: Option<String>,
+    /// The table could not be checked because the replica's store refused the credentials
+    /// (`error` says which request): `replica check` exits 8 for it.
+    #[serde(default)]
+    pub access_denied: bool,
     /// Metadata files a `replica resync` walked over (named by the resync records beside them),
     /// and those descending from one: no candidates for the head.
     pub walked_over: Vec<String>,
@@ -117,6 +121,7 @@ impl ReplicaTable {
             unparsable_metadata: Vec::new(),
             refused: None,
             error: None,
+            access_denied: false,
             walked_over: Vec::new(),
         }
     }
@@ -137,6 +142,15 @@ pub struct ReplicaReport {
 }
 
 impl ReplicaReport {
+    /// The tables whose check the replica's store refused (credentials): exit 8.
+    pub fn refused_tables(&self) -> Vec<&str> {
+        self.tables
+            .iter()
+            .filter(|t| t.access_denied)
+            .map(|t| t.table.as_str())
+            .collect()
+    }
+
     /// Every table's newest metadata file has all its files.
     pub fn is_current(&self) -> bool {
         self.tables.iter().all(ReplicaTable::is_current)
@@ -162,6 +176,7 @@ pub async fn check(
     for files in &found {
         let mut out = ReplicaTable::new(files.ident());
         if let Err(e) = check_table(store.as_ref(), &base, &io, prefix_map, files, &mut out).await {
+            out.access_denied = tidemark_journal::store::is_refusal_text(&e);
             out.error = Some(e);
         }
         tables.push(out);

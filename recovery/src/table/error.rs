@@ -82,7 +82,8 @@ pub enum TableError {
     EmptyCommit { table: String },
 
     #[error(
-        "{context}: access to the warehouse refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)"
+        "{context}: access to the warehouse refused ({detail}); {hint}",
+        hint = tidemark_journal::store::REFUSED_HINT
     )]
     AccessDenied { context: String, detail: String },
 

@@ -18,7 +18,8 @@ pub enum SourceError {
     /// The warehouse's store refused the credentials ([`super::refused`]): exit 8, as
     /// [`super::TableError::AccessDenied`].
     #[error(
-        "{context}: access to the warehouse refused ({detail}); check the credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...)"
+        "{context}: access to the warehouse refused ({detail}); {hint}",
+        hint = tidemark_journal::store::REFUSED_HINT
     )]
     AccessDenied { context: String, detail: String },
     #[error("{context}: {message}")]

@@ -152,7 +152,12 @@ pub(crate) fn stamp(t: DateTime<Utc>) -> String {
 /// A table whose scan failed keeps what the DR catalog holds.
 fn failed(table: String, prev: Option<&TableState>, reason: String, now: DateTime<Utc>) -> TableState {
     let mut t = prev.cloned().unwrap_or_else(|| blank(table, now));
-    t.status = TableStatus::Failed;
+    // A refusal of the credentials is its own standing (exit 8), not a failed read.
+    t.status = if tidemark_journal::store::is_refusal_text(&reason) {
+        TableStatus::Refused
+    } else {
+        TableStatus::Failed
+    };
     t.reason = reason;
     t.last_scan_at = stamp(now);
     t
