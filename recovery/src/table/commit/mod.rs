@@ -17,8 +17,9 @@
 //!   and changes nothing in the table: the caller reloads the table and redoes its batch against
 //!   the new state ([`TableError::is_retryable_commit`]). [`TableError::CommitUnknown`] (not even
 //!   a reload answered) stops the command; the next run finds the commit by its snapshot.
-//! - Files written before a lost swap (data files, manifest, manifest list, metadata file) stay
-//!   in storage unreferenced. Cleaning orphans is out of scope here; they never become visible.
+//! - A commit that changed nothing (a conflict, not applied, failed before it was sent) removes
+//!   the manifests and manifest list it wrote ([`written_by`]); an unknown outcome keeps them.
+//!   Its data files stay with the caller, unreferenced; they never become visible.
 //!
 //! The children: [`checks`] (what a commit refuses before writing anything), [`write`] (data
 //! files written as the table's Parquet settings say), [`publish`] (the catalog commit of the
@@ -374,6 +375,7 @@ pub async fn commit_row_delta(
         .await
         .map_err(io_err("open the manifest list"))?;
     let mut list = ManifestListWriter::v2(list_out, snapshot_id, meta.current_snapshot_id(), sequence_number);
+    let written = written_by(&stamp, &list_path, data_manifests.iter().chain(&delete_manifests));
     list.add_manifests(data_manifests.into_iter().chain(delete_manifests))
         .map_err(io_err("list the manifests"))?;
     list.close().await.map_err(io_err("write the manifest list"))?;
@@ -389,6 +391,7 @@ pub async fn commit_row_delta(
         id: snapshot_id,
         sequence_number,
         manifest_list: list_path,
+        written,
         operation,
         properties,
     };
@@ -415,11 +418,29 @@ fn delete_manifest_writer(
     .build_v2_deletes())
 }
 
+/// The files this commit wrote into the metadata folder (its manifests and manifest list, each
+/// named with the commit's own id), as opposed to the manifests it carries from the table.
+fn written_by<'a>(
+    stamp: &CommitStamp,
+    list_path: &str,
+    manifests: impl Iterator<Item = &'a iceberg::spec::ManifestFile>,
+) -> Vec<String> {
+    let id = stamp.id.to_string();
+    manifests
+        .map(|m| m.manifest_path.clone())
+        .filter(|p| p.rsplit('/').next().is_some_and(|name| name.starts_with(&id)))
+        .chain(std::iter::once(list_path.to_string()))
+        .collect()
+}
+
 /// A snapshot to publish on `main` ([`publish_snapshot`]).
 struct NewSnapshot {
     id: i64,
     sequence_number: i64,
     manifest_list: String,
+    /// The manifests and the manifest list this commit wrote ([`written_by`]): removed when the
+    /// commit is refused or found not applied, since nothing references them then.
+    written: Vec<String>,
     operation: Operation,
     properties: HashMap<String, String>,
 }
@@ -437,13 +458,14 @@ async fn publish_snapshot(
     // The metadata builder refuses a snapshot more than a minute older than the table's last
     // update, and time travel by timestamp needs snapshot times that increase: a clock behind
     // the table's history is raised to just after it.
+    let written = new.written.clone();
     let timestamp_ms = stamp.at.timestamp_millis().max(meta.last_updated_ms() + 1);
     let snapshot = Snapshot::builder()
         .with_snapshot_id(new.id)
         .with_parent_snapshot_id(meta.current_snapshot_id())
         .with_sequence_number(new.sequence_number)
         .with_timestamp_ms(timestamp_ms)
-        .with_manifest_list(new.manifest_list)
+        .with_manifest_list(new.manifest_list.clone())
         .with_summary(Summary {
             operation: new.operation,
             additional_properties: new.properties,
@@ -458,7 +480,18 @@ async fn publish_snapshot(
             table.identifier()
         )))?
         .metadata;
-    publish(handle, table, expected, new_metadata).await
+    let published = publish(handle, table, expected, new_metadata).await;
+    // A commit that changed nothing (refused, found not applied, failed before anything was
+    // sent) leaves its manifests and manifest list referenced by nothing: removed, so that they
+    // do not take the room a re-run needs. An unknown outcome keeps them: the commit may be in.
+    if let Err(e) = &published
+        && !matches!(e, TableError::CommitUnknown { .. })
+    {
+        for path in &written {
+            let _ = table.file_io().delete(path).await;
+        }
+    }
+    published
 }
 
 /// Test support: commits a snapshot that adds `deletes` (position or equality delete files) in a
@@ -513,6 +546,7 @@ pub(crate) async fn commit_delete_files(
         .await
         .map_err(io_err("open"))?;
     let mut list = ManifestListWriter::v2(out, snapshot_id, meta.current_snapshot_id(), sequence_number);
+    let written = written_by(&stamp, &list_path, std::iter::once(&manifest));
     list.add_manifests(existing.into_iter().chain(std::iter::once(manifest)))
         .map_err(io_err("list"))?;
     list.close().await.map_err(io_err("close"))?;
@@ -526,6 +560,7 @@ pub(crate) async fn commit_delete_files(
         id: snapshot_id,
         sequence_number,
         manifest_list: list_path,
+        written,
         operation: Operation::Delete,
         properties: summary,
     };

@@ -292,6 +292,53 @@ async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
     assert_eq!(tb.metadata().current_snapshot().unwrap().sequence_number(), 3);
 }
 
+/// The files in the table's metadata folder named with a commit's id (its manifests and manifest
+/// list).
+fn metadata_files_of(dir: &std::path::Path, id: Uuid) -> Vec<String> {
+    let metadata = dir.join("warehouse/shop/orders/metadata");
+    std::fs::read_dir(metadata)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(&id.to_string()))
+        .collect()
+}
+
+/// A refused commit (issue 34) removes the manifests and manifest list it wrote: nothing
+/// references them, and they would take the room a re-run needs. The winner's stay.
+#[tokio::test]
+async fn a_refused_commit_removes_the_manifests_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = catalog_in(dir.path()).await;
+    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+        .await
+        .unwrap();
+    let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
+        .await
+        .unwrap();
+    let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
+        .await
+        .unwrap();
+    let removed = [f1[0].file_path().to_string()];
+    let fa = write_data_file(&t1, &[orders(&[("a", 2)])], stamp(2).id).await.unwrap();
+    let fb = write_data_file(&t1, &[orders(&[("a", 3)])], stamp(3).id).await.unwrap();
+    commit_overwrite(&handle, &t1, &removed, fa, HashMap::new(), stamp(2))
+        .await
+        .unwrap();
+    let err = commit_overwrite(&handle, &t1, &removed, fb, HashMap::new(), stamp(3))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, TableError::CommitConflict { .. }), "{err}");
+    assert_eq!(metadata_files_of(dir.path(), stamp(3).id), Vec::<String>::new());
+    // The winner's manifest and manifest list are where its snapshot says.
+    assert_eq!(
+        metadata_files_of(dir.path(), stamp(2).id).len(),
+        2,
+        "{:?}",
+        metadata_files_of(dir.path(), stamp(2).id)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_concurrent_commits_exactly_one_wins() {
     let dir = tempfile::tempdir().unwrap();
