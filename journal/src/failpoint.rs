@@ -72,7 +72,9 @@ pub fn hit(name: &str) {
 /// exists. Tests use it to land another writer's commit between a read and the write it guards.
 /// The boundaries: `resync:before-move` (per table `replica resync` moves, after reading the
 /// demoted pointer and before the swap or commit from it), `resync:before-record` (per write of
-/// a table's resync record, after reading the record and before the conditional write of it).
+/// a table's resync record, after reading the record and before the conditional write of it),
+/// `apply:before-commit` (per commit attempt of `apply`, after its files are written and before
+/// the commit that publishes them).
 pub fn pause(name: &str) {
     static PAUSED: OnceLock<()> = OnceLock::new();
     if std::env::var("TIDEMARK_PAUSEPOINT").ok().as_deref() != Some(name) {

@@ -2,6 +2,7 @@
 //! message where mounting is not permitted): the error names the full disk, never "cannot be
 //! reached" nor a later `NamespaceNotFound` that hid it.
 
+use super::super::support::faults::files_ending;
 use super::super::support::*;
 
 /// A tmpfs of `kib` KiB at a fresh folder, unmounted on drop.
@@ -137,24 +138,6 @@ fn a_full_warehouse_disk_is_named_once() {
     assert_eq!(r.stderr.matches("no storage space").count(), 1, "{}", r.stderr);
 }
 
-/// Every `.parquet` file under `dir`, with its size.
-fn parquet_files(dir: &std::path::Path) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
-                out.push((p.display().to_string(), e.metadata().unwrap().len()));
-            }
-        }
-    }
-    out
-}
-
 /// A data file whose write fails on a full disk is removed (issue 34): nothing half-written
 /// takes the room the re-run needs, and the re-run after freeing space succeeds.
 #[test]
@@ -190,7 +173,7 @@ fn a_data_file_cut_short_by_a_full_disk_is_removed() {
     let r = s.run(&apply);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
-    let left = parquet_files(std::path::Path::new(&warehouse));
+    let left = files_ending(std::path::Path::new(&warehouse), ".parquet");
     assert!(
         left.is_empty(),
         "half-written data files left behind: {left:?}\n{}",

@@ -6,6 +6,7 @@
 
 mod commands;
 mod crashes;
+mod debris;
 mod disk_full;
 mod follow;
 mod reruns;

@@ -475,3 +475,23 @@ pub fn recover_args<'a>(
         "--json",
     ]
 }
+
+/// Every file under `dir` whose name ends with `suffix` (`.parquet`, `.metadata.json`), with
+/// its size, in path order.
+pub fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.to_string_lossy().ends_with(suffix) {
+                out.push((p.display().to_string(), e.metadata().unwrap().len()));
+            }
+        }
+    }
+    out.sort();
+    out
+}

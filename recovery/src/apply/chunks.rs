@@ -30,6 +30,7 @@ use iceberg::table::Table;
 
 use crate::apply::ApplyError;
 use crate::merge::MergeError;
+use crate::table::TableError;
 
 /// Chunks merged at the same time (the machines this is tuned for have two cores).
 pub const CHUNKS_IN_FLIGHT: usize = 2;
@@ -78,12 +79,12 @@ pub(crate) struct ChunksFailed<U> {
 /// delete is tried), and returns `error`, which stays the error: unchanged when every file was
 /// deleted, else wrapped with each file left and why ([`ApplyError::Uncleaned`]).
 pub(crate) async fn discard(table: &Table, error: ApplyError, files: Vec<DataFile>) -> ApplyError {
-    let mut left = Vec::new();
-    for f in files {
-        if let Err(e) = table.file_io().delete(f.file_path()).await {
-            left.push(format!("{}: {e}", f.file_path()));
-        }
-    }
+    let left = remove_files(table, written_paths(&files)).await;
+    with_left(error, left)
+}
+
+/// `error`, wrapped with the files left behind when there are any ([`ApplyError::Uncleaned`]).
+pub(crate) fn with_left(error: ApplyError, left: Vec<String>) -> ApplyError {
     if left.is_empty() {
         error
     } else {
@@ -91,6 +92,45 @@ pub(crate) async fn discard(table: &Table, error: ApplyError, files: Vec<DataFil
             error: Box::new(error),
             left,
         }
+    }
+}
+
+/// Deletes `paths` best effort (each delete is tried) and names each one left and why.
+async fn remove_files(table: &Table, paths: Vec<String>) -> Vec<String> {
+    let mut left = Vec::new();
+    for path in paths {
+        if let Err(e) = table.file_io().delete(&path).await {
+            left.push(format!("{path}: {e}"));
+        }
+    }
+    left
+}
+
+/// The data and delete files an attempt wrote for a commit that failed with `error`: removed
+/// when the commit certainly did not go in (a conflict, not applied, a failure before it was
+/// sent), so that a retry or a re-run needs no more room than the first attempt; kept when its
+/// outcome is unknown (the commit may be in; the next run resolves it). Returns the files that
+/// could not be removed, each with why.
+pub(crate) async fn discard_attempt(table: &Table, error: &TableError, written: Vec<String>) -> Vec<String> {
+    if matches!(error, TableError::CommitUnknown { .. }) {
+        return Vec::new();
+    }
+    remove_files(table, written).await
+}
+
+/// The paths of the files an attempt wrote (its data and delete files), before the commit takes
+/// them.
+pub(crate) fn written_paths<'a>(files: impl IntoIterator<Item = &'a DataFile>) -> Vec<String> {
+    files.into_iter().map(|f| f.file_path().to_string()).collect()
+}
+
+/// Files a retried attempt could not remove: named on stderr, since the command goes on (and
+/// may succeed); they are in no snapshot.
+pub(crate) fn warn_left(left: &[String]) {
+    for l in left {
+        eprintln!(
+            "tidemark: warning: a file written for a commit that did not go in could not be removed (in no snapshot; delete it): {l}"
+        );
     }
 }
 

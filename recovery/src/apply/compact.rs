@@ -13,6 +13,7 @@ use serde::Serialize;
 use tidemark_journal::clock::Clock;
 use tidemark_schemas::FORMAT_VERSION;
 
+use crate::apply::chunks::{discard, discard_attempt, warn_left, with_left, written_paths};
 use crate::apply::error::ApplyError;
 use crate::apply::mor::WriteStats;
 use crate::apply::rules::{MERGE_CHUNK_ROWS, ROWS_PER_FILE, sort_by_key};
@@ -146,19 +147,28 @@ pub async fn compact(
         let (mut read, mut before) = (0u64, 0u64);
         for chunk in &chunks {
             before += chunk.iter().map(|f| f.record_count()).sum::<u64>();
-            let rows = read_files(&table, chunk, &schema, None, &deletes).await?;
-            read += rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-            let sorted = match &key_name {
-                Some(k) => sort_by_key(&schema, &rows, k)?,
-                None => rows,
-            };
-            for batch in &sorted {
-                let mut offset = 0;
-                while offset < batch.num_rows() {
-                    let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-                    added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
-                    offset += len;
+            let rewritten = async {
+                let rows = read_files(&table, chunk, &schema, None, &deletes).await?;
+                let n = rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+                let sorted = match &key_name {
+                    Some(k) => sort_by_key(&schema, &rows, k)?,
+                    None => rows,
+                };
+                for batch in &sorted {
+                    let mut offset = 0;
+                    while offset < batch.num_rows() {
+                        let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
+                        added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
+                        offset += len;
+                    }
                 }
+                Ok::<_, ApplyError>(n)
+            }
+            .await;
+            match rewritten {
+                Ok(n) => read += n,
+                // What the compaction wrote before it stopped is in no snapshot: removed.
+                Err(e) => return Err(discard(&table, e, added).await),
             }
         }
         writes.count_data(&added);
@@ -170,6 +180,7 @@ pub async fn compact(
             at: clock.now(),
         };
         let parent = table.metadata().current_snapshot_id();
+        let written = written_paths(&added);
         match commit_overwrite(handle, &table, &removed, added, summary, stamp).await {
             Ok(t) => {
                 report.snapshot_id = parent;
@@ -182,10 +193,14 @@ pub async fn compact(
                 return Ok((report, t));
             }
             Err(e) if e.is_retryable_commit() && attempt < opts.max_attempts => {
+                warn_left(&discard_attempt(&table, &e, written).await);
                 report.retries += 1;
                 table = table::load_table(handle, &name).await?;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                let left = discard_attempt(&table, &e, written).await;
+                return Err(with_left(e.into(), left));
+            }
         }
     }
     Err(ApplyError::Contended {

@@ -9,7 +9,7 @@ use arrow::array::RecordBatch;
 use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
-use crate::apply::chunks::discard;
+use crate::apply::chunks::{discard, discard_attempt, warn_left, with_left, written_paths};
 use crate::apply::cow::{UnitFiles, copy_on_write};
 use crate::apply::error::ApplyError;
 use crate::apply::guard::CommitGuard;
@@ -251,6 +251,8 @@ pub async fn merge_and_commit_unit(
             let written = f.added.into_iter().chain(f.deletes).collect();
             return Err(discard(&table, ApplyError::Fenced(e), written).await);
         }
+        tidemark_journal::failpoint::pause("apply:before-commit");
+        let written = written_paths(f.added.iter().chain(&f.deletes));
         let t0 = std::time::Instant::now();
         let committed = commit_row_delta(handle, &table, &f.removed, f.added, f.deletes, summary.clone(), stamp).await;
         times.commit_us += micros(t0);
@@ -268,6 +270,7 @@ pub async fn merge_and_commit_unit(
                 });
             }
             Err(e) if e.is_retryable_commit() && attempt < max_attempts => {
+                warn_left(&discard_attempt(&table, &e, written).await);
                 retries += 1;
                 table = table::load_table(handle, &name).await?;
                 if let Some(to) = unit.skip_if_applied
@@ -283,7 +286,10 @@ pub async fn merge_and_commit_unit(
                     });
                 }
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                let left = discard_attempt(&table, &e, written).await;
+                return Err(with_left(e.into(), left));
+            }
         }
     }
     Err(ApplyError::Contended {

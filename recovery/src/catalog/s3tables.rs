@@ -50,7 +50,8 @@ use iceberg::{Catalog, CatalogBuilder, MetadataLocation, TableIdent};
 use iceberg_catalog_s3tables::{S3TablesCatalog, S3TablesCatalogBuilder};
 
 use super::contract::{
-    Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
+    Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, drop_unpublished,
+    resolve_unknown,
 };
 use crate::table::error::{TableError, iceberg_err};
 
@@ -388,7 +389,7 @@ impl CatalogBackend for S3TablesBackend {
 
         if let Err(e) = self.update_pointer(ident, &token, &new_location).await {
             let detail = DisplayErrorContext(&e).to_string();
-            return match outcome(&e) {
+            let failed = match outcome(&e) {
                 Outcome::Conflict => Err(CommitError::Conflict {
                     table,
                     detail: format!("version token {token} is stale: the table moved on from {current}"),
@@ -408,6 +409,7 @@ impl CatalogBackend for S3TablesBackend {
                     .await
                 }
             };
+            return drop_unpublished(&self.file_io, &new_location, failed).await;
         }
         Table::builder()
             .identifier(ident.clone())
