@@ -60,7 +60,10 @@ pub async fn recover(
         &range,
         &snap,
         &spill_dir_for("replay"),
-        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
+        match opts.partition_rows {
+            Some(n) => replay::InMemory::Events(n),
+            None => replay::InMemory::Bytes(replay::replay_memory_budget()),
+        },
     )
     .await?;
     crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
