@@ -60,10 +60,7 @@ pub async fn recover(
         &range,
         &snap,
         &spill_dir_for("replay"),
-        match opts.partition_rows {
-            Some(n) => replay::InMemory::Events(n),
-            None => replay::InMemory::Bytes(replay::replay_memory_budget()),
-        },
+        opts.partition_rows.unwrap_or(validate::PARTITION_ROWS),
     )
     .await?;
     crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;

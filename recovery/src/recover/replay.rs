@@ -5,9 +5,9 @@
 //! holds H.
 //!
 //! Memory does not grow with the range: the events are read one manifest at a time and, beyond
-//! a bound ([`replay_memory_budget`] of decoded events, or
-//! [`super::RecoverOptions::partition_rows`] events when it is set), spilled to disk and merged
-//! in key ranges ([`crate::apply::spill`]).
+//! a bound ([`super::RecoverOptions::partition_rows`], default
+//! [`super::validate::PARTITION_ROWS`]), spilled to disk and merged in key ranges of about that
+//! many events ([`crate::apply::spill`]).
 
 use std::collections::HashMap;
 
@@ -29,92 +29,27 @@ use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::MergeStats;
 
-/// How many of the replay's events are held in memory before they are spilled to disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InMemory {
-    /// At most this many events (`RecoverOptions::partition_rows`, which tests set small).
-    Events(u64),
-    /// At most this many bytes of decoded events ([`replay_memory_budget`]).
-    Bytes(u64),
-}
-
-impl InMemory {
-    fn exceeded(self, rows: u64, bytes: u64) -> bool {
-        match self {
-            InMemory::Events(n) => rows > n,
-            InMemory::Bytes(n) => bytes > n,
-        }
-    }
-}
-
-/// The most the largest budget of [`replay_memory_budget`] holds.
-pub const REPLAY_MEMORY_CAP: u64 = 512 << 20;
-
-/// The memory the replay may hold its events in before it spills them (issue 33): an eighth of
-/// the memory available when the recovery starts (`MemAvailable`), at most
-/// [`REPLAY_MEMORY_CAP`] (so that the replay's peak stays bounded whatever the range: at 100M
-/// rows + 10M events the events spill), and 64 MiB where the available memory cannot be read.
-/// `TIDEMARK_REPLAY_MEMORY` (bytes, or with a `K`, `M` or `G` suffix) sets it; 0 spills always.
-pub fn replay_memory_budget() -> u64 {
-    if let Some(v) = std::env::var("TIDEMARK_REPLAY_MEMORY")
-        .ok()
-        .and_then(|v| parse_bytes(&v))
-    {
-        return v;
-    }
-    match available_memory() {
-        Some(avail) => (avail / 8).min(REPLAY_MEMORY_CAP),
-        None => 64 << 20,
-    }
-}
-
-/// `123`, `64K`, `512M`, `2G` (powers of 1024) as bytes.
-fn parse_bytes(v: &str) -> Option<u64> {
-    let v = v.trim();
-    let (digits, unit) = match v.char_indices().last()? {
-        (i, c) if c.is_ascii_alphabetic() => (&v[..i], c.to_ascii_uppercase()),
-        _ => (v, 'B'),
-    };
-    let shift = match unit {
-        'B' => 0,
-        'K' => 10,
-        'M' => 20,
-        'G' => 30,
-        _ => return None,
-    };
-    digits.trim().parse::<u64>().ok()?.checked_mul(1 << shift)
-}
-
-/// `MemAvailable` of `/proc/meminfo`, in bytes (Linux).
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// The verified events `(snap.position, h]` and the manifest that holds H (sequence, digest): in
-/// memory while they are within `in_memory`, else spilled under `spill_dir` (the spill folder
+/// memory while they are at most `in_memory`, else spilled under `spill_dir` (the spill folder
 /// is removed when the events are dropped).
 pub async fn verified_replay_events(
     journal: &Journal,
     verified: &VerifiedRange,
     snap: &TrustedSnapshot,
     spill_dir: &std::path::Path,
-    in_memory: InMemory,
+    in_memory: u64,
 ) -> Result<(UnitEvents, u64, String), RecoverError> {
     let (h, (sequence, digest)) = (verified.h, verified.holder(snap));
     let mut stream = events_of(journal, &verified.chain, snap.position, h).await?;
-    let (mut held, mut rows, mut bytes, mut spill) = (Vec::new(), 0u64, 0u64, None::<EventSpill>);
+    let (mut held, mut rows, mut spill) = (Vec::new(), 0u64, None::<EventSpill>);
     while let Some(batches) = stream.next().await {
         for b in batches? {
             rows += b.num_rows() as u64;
-            bytes += b.get_array_memory_size() as u64;
             match &mut spill {
                 Some(s) => s.write(&b).map_err(RecoverError::from_apply)?,
                 None => {
                     held.push(b);
-                    if in_memory.exceeded(rows, bytes) {
+                    if rows > in_memory {
                         let mut s = EventSpill::create(&journal.spec, spill_dir).map_err(RecoverError::from_apply)?;
                         for b in held.drain(..) {
                             s.write(&b).map_err(RecoverError::from_apply)?;
@@ -345,28 +280,4 @@ pub async fn replay(
     .await
     .map_err(RecoverError::from_apply)?;
     Ok((table, stats, false))
-}
-
-#[cfg(test)]
-mod budget_tests {
-    use super::{InMemory, parse_bytes};
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_bytes("0"), Some(0));
-        assert_eq!(parse_bytes("123"), Some(123));
-        assert_eq!(parse_bytes("64k"), Some(64 << 10));
-        assert_eq!(parse_bytes(" 512M"), Some(512 << 20));
-        assert_eq!(parse_bytes("2G"), Some(2 << 30));
-        assert_eq!(parse_bytes("2T"), None);
-        assert_eq!(parse_bytes("M"), None);
-    }
-
-    #[test]
-    fn a_budget_is_exceeded_past_its_bound() {
-        assert!(!InMemory::Events(10).exceeded(10, u64::MAX));
-        assert!(InMemory::Events(10).exceeded(11, 0));
-        assert!(!InMemory::Bytes(100).exceeded(u64::MAX, 100));
-        assert!(InMemory::Bytes(0).exceeded(1, 1));
-    }
 }
