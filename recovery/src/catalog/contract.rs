@@ -40,10 +40,6 @@
 //!   - AWS S3 Tables: write the new metadata file in the table's warehouse location, then
 //!     `UpdateTableMetadataLocation` with the version token read with the table. A stale token
 //!     (ConflictException) is a conflict.
-//! - **No debris.** A backend that writes the new metadata file before its swap removes it when
-//!   the swap certainly did not happen (a conflict, not applied, refused): [`drop_unpublished`].
-//!   An unknown outcome keeps it. The conformance suite's stale commit checks that every
-//!   metadata file is the table's current one or on its metadata log.
 //!
 //! # Other operations
 //! - `load` reads the current metadata; `pointer` the current metadata location (None: no table).
@@ -244,23 +240,6 @@ fn ancestors(meta: &TableMetadata, from: i64) -> impl Iterator<Item = i64> + '_ 
 /// Resolves a commit whose outcome is unknown: reloads the table and looks for what `request`
 /// added. `Ok(Some(table))`: it was applied (tidemark's own success). `Err(NotApplied)`: it was
 /// not. `Err(Unknown)`: the reload failed as well.
-/// The end of a backend's commit that wrote `location` (its new metadata file) before the
-/// pointer swap: when the swap certainly did not happen (a conflict, not applied, refused),
-/// nothing references the file, so it is removed (best effort) and does not take the room a
-/// re-run needs; an unknown outcome keeps it (the commit may be in), as does a success.
-pub async fn drop_unpublished<T>(
-    io: &iceberg::io::FileIO,
-    location: &str,
-    result: Result<T, CommitError>,
-) -> Result<T, CommitError> {
-    if let Err(e) = &result
-        && !matches!(e, CommitError::Unknown { .. })
-    {
-        let _ = io.delete(location).await;
-    }
-    result
-}
-
 pub async fn resolve_unknown(
     backend: &dyn CatalogBackend,
     base: &Table,

@@ -50,8 +50,7 @@ use iceberg::{Catalog, CatalogBuilder, MetadataLocation, TableIdent};
 use iceberg_catalog_s3tables::{S3TablesCatalog, S3TablesCatalogBuilder};
 
 use super::contract::{
-    Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, drop_unpublished,
-    resolve_unknown,
+    Capabilities, CatalogBackend, CatalogKind, CatalogRef, CommitError, CommitRequest, resolve_unknown,
 };
 use crate::table::error::{TableError, iceberg_err};
 
@@ -389,7 +388,7 @@ impl CatalogBackend for S3TablesBackend {
 
         if let Err(e) = self.update_pointer(ident, &token, &new_location).await {
             let detail = DisplayErrorContext(&e).to_string();
-            let failed = match outcome(&e) {
+            return match outcome(&e) {
                 Outcome::Conflict => Err(CommitError::Conflict {
                     table,
                     detail: format!("version token {token} is stale: the table moved on from {current}"),
@@ -409,7 +408,6 @@ impl CatalogBackend for S3TablesBackend {
                     .await
                 }
             };
-            return drop_unpublished(&self.file_io, &new_location, failed).await;
         }
         Table::builder()
             .identifier(ident.clone())

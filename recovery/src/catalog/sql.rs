@@ -31,9 +31,7 @@ use iceberg::{Catalog, MetadataLocation, NamespaceIdent, Runtime, TableIdent, Ta
 use iceberg_catalog_sql::SqlCatalog;
 use sqlx::{AnyPool, Row};
 
-use super::contract::{
-    Capabilities, CatalogBackend, CatalogRef, CommitError, CommitRequest, drop_unpublished, resolve_unknown,
-};
+use super::contract::{Capabilities, CatalogBackend, CatalogRef, CommitError, CommitRequest, resolve_unknown};
 use crate::table::error::{TableError, iceberg_err};
 
 /// The SQL dialect of the catalog database; it decides the bind-parameter style.
@@ -301,24 +299,21 @@ impl CatalogBackend for SqlBackend {
         let new_metadata = apply_updates(&name, base.metadata(), &expected, &request)?;
         let location = write_next_metadata(base, &expected, &new_metadata).await?;
 
-        let swapped = match self.swap(ident, &expected, &location).await {
-            Ok(true) => Ok(None),
-            Ok(false) => match self.pointer(ident).await {
-                Ok(actual) => Err(CommitError::Conflict {
-                    table: name.clone(),
-                    detail: format!(
-                        "expected metadata {expected}, the catalog now points at {}",
-                        actual.as_deref().unwrap_or("nothing (the table was dropped)")
-                    ),
-                }),
-                Err(e) => Err(e.into()),
-            },
-            Err(e) => resolve_unknown(self, base, &request, format!("swapping the metadata pointer: {e}"))
-                .await
-                .map(Some),
-        };
-        if let Some(current) = drop_unpublished(base.file_io(), &location, swapped).await? {
-            return Ok(current);
+        match self.swap(ident, &expected, &location).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let actual = self
+                    .pointer(ident)
+                    .await?
+                    .unwrap_or_else(|| "nothing (the table was dropped)".into());
+                return Err(CommitError::Conflict {
+                    table: name,
+                    detail: format!("expected metadata {expected}, the catalog now points at {actual}"),
+                });
+            }
+            Err(e) => {
+                return resolve_unknown(self, base, &request, format!("swapping the metadata pointer: {e}")).await;
+            }
         }
         let runtime = Runtime::try_current().map_err(io_err("find the tokio runtime"))?;
         Ok(Table::builder()
