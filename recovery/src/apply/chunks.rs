@@ -84,7 +84,7 @@ pub(crate) async fn discard(table: &Table, error: ApplyError, files: Vec<DataFil
 }
 
 /// `error`, wrapped with the files left behind when there are any ([`ApplyError::Uncleaned`]).
-pub(crate) fn with_left(error: ApplyError, left: Vec<String>) -> ApplyError {
+fn with_left(error: ApplyError, left: Vec<String>) -> ApplyError {
     if left.is_empty() {
         error
     } else {
@@ -106,32 +106,37 @@ async fn remove_files(table: &Table, paths: Vec<String>) -> Vec<String> {
     left
 }
 
-/// The data and delete files an attempt wrote for a commit that failed with `error`: removed
+/// A commit that failed with `error`, and the data and delete files its attempt wrote: removed
 /// when the commit certainly did not go in (a conflict, not applied, a failure before it was
 /// sent), so that a retry or a re-run needs no more room than the first attempt; kept when its
-/// outcome is unknown (the commit may be in; the next run resolves it). Returns the files that
-/// could not be removed, each with why.
-pub(crate) async fn discard_attempt(table: &Table, error: &TableError, written: Vec<String>) -> Vec<String> {
-    if matches!(error, TableError::CommitUnknown { .. }) {
-        return Vec::new();
+/// outcome is unknown (the commit may be in; the next run resolves it). With `retry` (the caller
+/// tries again) a file that could not be removed is named on stderr, since the command goes on;
+/// else the error is returned, naming each file left ([`ApplyError::Uncleaned`]).
+pub(crate) async fn after_failed_commit(
+    table: &Table,
+    error: TableError,
+    written: Vec<String>,
+    retry: bool,
+) -> Result<(), ApplyError> {
+    let left = match error {
+        TableError::CommitUnknown { .. } => Vec::new(),
+        _ => remove_files(table, written).await,
+    };
+    if !retry {
+        return Err(with_left(error.into(), left));
     }
-    remove_files(table, written).await
+    for l in &left {
+        eprintln!(
+            "tidemark: warning: a file written for a commit that did not go in could not be removed (in no snapshot; delete it): {l}"
+        );
+    }
+    Ok(())
 }
 
 /// The paths of the files an attempt wrote (its data and delete files), before the commit takes
 /// them.
 pub(crate) fn written_paths<'a>(files: impl IntoIterator<Item = &'a DataFile>) -> Vec<String> {
     files.into_iter().map(|f| f.file_path().to_string()).collect()
-}
-
-/// Files a retried attempt could not remove: named on stderr, since the command goes on (and
-/// may succeed); they are in no snapshot.
-pub(crate) fn warn_left(left: &[String]) {
-    for l in left {
-        eprintln!(
-            "tidemark: warning: a file written for a commit that did not go in could not be removed (in no snapshot; delete it): {l}"
-        );
-    }
 }
 
 /// [`discard`] of what a failed [`in_order`] wrote, plus `earlier` (files the unit wrote before).

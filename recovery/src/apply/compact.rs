@@ -13,7 +13,7 @@ use serde::Serialize;
 use tidemark_journal::clock::Clock;
 use tidemark_schemas::FORMAT_VERSION;
 
-use crate::apply::chunks::{discard, discard_attempt, warn_left, with_left, written_paths};
+use crate::apply::chunks::{after_failed_commit, discard, written_paths};
 use crate::apply::error::ApplyError;
 use crate::apply::mor::WriteStats;
 use crate::apply::rules::{MERGE_CHUNK_ROWS, ROWS_PER_FILE, sort_by_key};
@@ -192,14 +192,11 @@ pub async fn compact(
                 report.elapsed_ms = started.elapsed().as_millis() as u64;
                 return Ok((report, t));
             }
-            Err(e) if e.is_retryable_commit() && attempt < opts.max_attempts => {
-                warn_left(&discard_attempt(&table, &e, written).await);
+            Err(e) => {
+                let retry = e.is_retryable_commit() && attempt < opts.max_attempts;
+                after_failed_commit(&table, e, written, retry).await?;
                 report.retries += 1;
                 table = table::load_table(handle, &name).await?;
-            }
-            Err(e) => {
-                let left = discard_attempt(&table, &e, written).await;
-                return Err(with_left(e.into(), left));
             }
         }
     }

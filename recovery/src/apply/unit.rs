@@ -9,7 +9,7 @@ use arrow::array::RecordBatch;
 use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
-use crate::apply::chunks::{discard, discard_attempt, warn_left, with_left, written_paths};
+use crate::apply::chunks::{after_failed_commit, discard, written_paths};
 use crate::apply::cow::{UnitFiles, copy_on_write};
 use crate::apply::error::ApplyError;
 use crate::apply::guard::CommitGuard;
@@ -269,8 +269,9 @@ pub async fn merge_and_commit_unit(
                     committed: true,
                 });
             }
-            Err(e) if e.is_retryable_commit() && attempt < max_attempts => {
-                warn_left(&discard_attempt(&table, &e, written).await);
+            Err(e) => {
+                let retry = e.is_retryable_commit() && attempt < max_attempts;
+                after_failed_commit(&table, e, written, retry).await?;
                 retries += 1;
                 table = table::load_table(handle, &name).await?;
                 if let Some(to) = unit.skip_if_applied
@@ -285,10 +286,6 @@ pub async fn merge_and_commit_unit(
                         committed: false,
                     });
                 }
-            }
-            Err(e) => {
-                let left = discard_attempt(&table, &e, written).await;
-                return Err(with_left(e.into(), left));
             }
         }
     }
