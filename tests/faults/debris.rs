@@ -27,9 +27,7 @@ fn a_commit_that_lost_its_race_leaves_no_files() {
     let wh = Path::new(&warehouse);
     let before = names(wh, ".parquet");
 
-    let mut args = vec!["apply", "--journal", story.journal.as_str()];
-    args.extend(story.catalog_args());
-    args.extend(["--table", story.table.as_str(), "--json"]);
+    let args = story.args("apply", &["--json"]);
     let (mut lost, mut fault) = (BTreeSet::new(), BTreeSet::new());
     let r = s.run_paused("apply:before-commit", &args, || {
         let paused = names(wh, ".parquet");

@@ -140,11 +140,17 @@ impl<'s> Story<'s> {
     /// commands that take the story's journal, catalog and table (`apply`, `recover`, `audit`,
     /// `drill`, …).
     pub fn run(&self, verb: &str, extra: &[&str]) -> Run {
+        self.s.run(&self.args(verb, extra))
+    }
+
+    /// The arguments [`Story::run`] passes, for a caller that runs them otherwise
+    /// ([`Scratch::run_paused`]).
+    pub fn args<'a>(&'a self, verb: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
         let mut args = vec![verb, "--journal", self.journal.as_str()];
         args.extend(self.catalog_args());
         args.extend(["--table", self.table.as_str()]);
         args.extend(extra);
-        self.s.run(&args)
+        args
     }
 
     /// `tidemark VERB --catalog C [--warehouse W] --table T EXTRA…` (no journal: `fault
