@@ -1,6 +1,6 @@
 //! What a write that did not go in leaves behind (issue 34): nothing. A commit that lost its
-//! race to another writer wrote data files, delete files, and manifests that no snapshot
-//! references; each is removed before the retry, so that the table's folders hold
+//! race to another writer wrote data files, delete files, manifests and a metadata file that no
+//! snapshot references; each is removed before the retry, so that the table's folders hold
 //! only what the table references and a re-run needs no more room than the first run.
 
 use std::collections::BTreeSet;
@@ -17,7 +17,8 @@ fn names(dir: &Path, suffix: &str) -> BTreeSet<String> {
 /// `apply` paused just before its commit (`apply:before-commit`) while `fault delete` commits
 /// to the same table: the applier's commit is refused as a conflict and retried. Afterwards
 /// the data and delete files of the lost attempt are gone, the table's new files are exactly
-/// the fault's and the retry's.
+/// the fault's and the retry's, and every metadata file is the table's current one or on its
+/// metadata log.
 #[test]
 fn a_commit_that_lost_its_race_leaves_no_files() {
     let s = Scratch::new();
@@ -59,4 +60,27 @@ fn a_commit_that_lost_its_race_leaves_no_files() {
         expected,
         "new files {retry:?}, the report: {written}"
     );
+
+    // The current metadata file is the highest version; every other is on its metadata log.
+    let metadata = names(wh, ".metadata.json");
+    let current = metadata
+        .iter()
+        .max_by_key(|p| Path::new(p).file_name().unwrap().to_string_lossy().into_owned())
+        .unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(current).unwrap()).unwrap();
+    let logged: BTreeSet<String> = parsed["metadata-log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| file_name(l["metadata-file"].as_str().unwrap()))
+        .collect();
+    let stray: Vec<_> = metadata
+        .iter()
+        .filter(|p| *p != current && !logged.contains(&file_name(p)))
+        .collect();
+    assert!(stray.is_empty(), "metadata files no commit references: {stray:?}");
+}
+
+fn file_name(p: &str) -> String {
+    p.rsplit('/').next().unwrap_or(p).to_string()
 }

@@ -40,6 +40,12 @@
 //!   - AWS S3 Tables: write the new metadata file in the table's warehouse location, then
 //!     `UpdateTableMetadataLocation` with the version token read with the table. A stale token
 //!     (ConflictException) is a conflict.
+//! - **No debris.** A backend that writes the new metadata file before its swap removes it when
+//!   the swap certainly did not happen (a conflict, not applied, refused); an unknown outcome
+//!   keeps it (SQL: `sql::drop_unpublished`). The conformance suite's stale commit checks that
+//!   every metadata file is the table's current one or on its metadata log. Not checked: REST
+//!   (the server writes its own files) and S3 Tables (its warehouse refuses deletes and lists;
+//!   the service's unreferenced-file removal takes such a file away).
 //!
 //! # Other operations
 //! - `load` reads the current metadata; `pointer` the current metadata location (None: no table).

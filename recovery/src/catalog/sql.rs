@@ -299,21 +299,24 @@ impl CatalogBackend for SqlBackend {
         let new_metadata = apply_updates(&name, base.metadata(), &expected, &request)?;
         let location = write_next_metadata(base, &expected, &new_metadata).await?;
 
-        match self.swap(ident, &expected, &location).await {
-            Ok(true) => {}
-            Ok(false) => {
-                let actual = self
-                    .pointer(ident)
-                    .await?
-                    .unwrap_or_else(|| "nothing (the table was dropped)".into());
-                return Err(CommitError::Conflict {
-                    table: name,
-                    detail: format!("expected metadata {expected}, the catalog now points at {actual}"),
-                });
-            }
-            Err(e) => {
-                return resolve_unknown(self, base, &request, format!("swapping the metadata pointer: {e}")).await;
-            }
+        let swapped = match self.swap(ident, &expected, &location).await {
+            Ok(true) => Ok(None),
+            Ok(false) => match self.pointer(ident).await {
+                Ok(actual) => Err(CommitError::Conflict {
+                    table: name.clone(),
+                    detail: format!(
+                        "expected metadata {expected}, the catalog now points at {}",
+                        actual.as_deref().unwrap_or("nothing (the table was dropped)")
+                    ),
+                }),
+                Err(e) => Err(e.into()),
+            },
+            Err(e) => resolve_unknown(self, base, &request, format!("swapping the metadata pointer: {e}"))
+                .await
+                .map(Some),
+        };
+        if let Some(current) = drop_unpublished(base.file_io(), &location, swapped).await? {
+            return Ok(current);
         }
         let runtime = Runtime::try_current().map_err(io_err("find the tokio runtime"))?;
         Ok(Table::builder()
@@ -400,6 +403,44 @@ pub(crate) async fn write_next_metadata(
     Ok(location.to_string())
 }
 
+/// The end of a commit that wrote `location` (its new metadata file) before the pointer swap:
+/// when the swap certainly did not happen (a conflict, not applied, refused), nothing
+/// references the file, so it is removed (best effort) and does not take the room a re-run
+/// needs; an unknown outcome keeps it (the commit may be in), as does a success.
+async fn drop_unpublished<T>(
+    io: &iceberg::io::FileIO,
+    location: &str,
+    result: Result<T, CommitError>,
+) -> Result<T, CommitError> {
+    if let Err(e) = &result
+        && !matches!(e, CommitError::Unknown { .. })
+    {
+        let _ = io.delete(location).await;
+    }
+    result
+}
+
+/// Writes the metadata file a commit on `base` would publish (setting the table property
+/// `tidemark.stray` to `note`; stamped like a references-only commit, see [`apply_updates`])
+/// and stops before the swap: what a writer that dies between its
+/// write and its swap leaves in the table's metadata folder, a stray at the next version forked
+/// from `base`. The game day and the head-choice tests build their strays with it. Returns the
+/// file's location.
+pub async fn write_stray(base: &Table, note: &str) -> Result<String, TableError> {
+    let name = base.identifier().to_string();
+    let expected = base.metadata_location().ok_or_else(|| TableError::Unsupported {
+        table: name.clone(),
+        reason: "the table has no metadata file to fork from".into(),
+    })?;
+    let mut json = serde_json::to_value(base.metadata()).map_err(|e| TableError::Unsupported {
+        table: name.clone(),
+        reason: format!("cannot serialize the metadata: {e}"),
+    })?;
+    json["properties"]["tidemark.stray"] = note.into();
+    let new_metadata = next_from_json(&name, base.metadata(), expected, json)?;
+    write_next_metadata(base, expected, &new_metadata).await
+}
+
 /// The metadata `request`'s updates make of `base` (loaded from `expected`).
 ///
 /// `TableUpdate::apply` on a `TableMetadataBuilder`, except for a commit that only sets
@@ -446,6 +487,18 @@ pub(crate) fn apply_updates(
                 .map_err(|e| invalid(format!("cannot serialize reference {ref_name}: {e}")))?;
         }
     }
+    next_from_json(table, base, expected, json)
+}
+
+/// The metadata whose spec JSON form is `json` (made from `base`, loaded from `expected`), as
+/// the next version: `expected` appended to the metadata log, stamped now or just after
+/// `base`'s last update when the clock is behind it; validated by the parse.
+fn next_from_json(
+    table: &str,
+    base: &TableMetadata,
+    expected: &str,
+    mut json: serde_json::Value,
+) -> Result<TableMetadata, TableError> {
     // The metadata's last-updated time is the time of the commit itself, as iceberg-rust's
     // builder stamps it for every other commit; it takes no part in what the table holds.
     #[allow(clippy::disallowed_methods)]
@@ -456,7 +509,10 @@ pub(crate) fn apply_updates(
         None => json["metadata-log"] = serde_json::Value::Array(vec![log_entry]),
     }
     json["last-updated-ms"] = now.max(base.last_updated_ms() + 1).into();
-    serde_json::from_value(json).map_err(|e| invalid(format!("the updated metadata does not parse: {e}")))
+    serde_json::from_value(json).map_err(|e| TableError::Unsupported {
+        table: table.to_string(),
+        reason: format!("the updated metadata does not parse: {e}"),
+    })
 }
 
 /// How iceberg-catalog-sql 0.10.1 stores a namespace in `table_namespace`: its levels joined

@@ -1,7 +1,7 @@
 //! `tidemark gameday`: the catalog- and region-loss rehearsal, timed per step and per table.
 //!
 //! On a scratch namespace of several tables, each with a few commits, a tag and a branch (and
-//! one stray metadata file left by a commit that lost its race):
+//! one stray metadata file left by a writer that died before its swap):
 //!
 //! 1. **record** the tables' history (rows, snapshots, refs, schema);
 //! 2. **lose** the region: the tables were copied to the DR warehouse in the consistent order

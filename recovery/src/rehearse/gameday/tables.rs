@@ -12,6 +12,7 @@ use tidemark_journal::spec::CompiledSpec;
 use super::place::{GamedayOptions, NAMESPACE};
 use crate::benchdata::order_columns;
 use crate::catalog::CatalogHandle;
+use crate::catalog::sql::write_stray;
 use crate::dr::rebuild::file_name;
 use crate::ids::Ids;
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, write_data_file};
@@ -41,7 +42,7 @@ pub(super) async fn commit(
 }
 
 /// The scratch tables: `commits` commits each, tag `eod` on the first, branch `audit` on the
-/// second; the first table also gets a stray metadata file from a commit that lost its race.
+/// second; the first table also gets a stray metadata file from a writer that died before its swap.
 pub(super) async fn build_tables(
     handle: &CatalogHandle,
     opts: &GamedayOptions,
@@ -62,13 +63,13 @@ pub(super) async fn build_tables(
                 .await
                 .map_err(|e| e.to_string())?;
             if i == 0 && n == commits - 1 {
-                // A writer holding the table as of one commit ago loses its race: its metadata
-                // file stays behind as a stray (a fork at one version, which the next commit's
-                // longer chain decides).
-                match commit(handle, &before, 99, 1, clock, ids).await {
-                    Err(TableError::CommitConflict { .. }) => {}
-                    other => return Err(format!("the stale commit should lose its race, got {other:?}")),
-                }
+                // A writer holding the table as of one commit ago wrote its metadata file and
+                // died before its swap: the file stays behind as a stray (a fork at one version,
+                // which the next commit's longer chain decides). A commit that loses its race
+                // removes its file; a crash cannot.
+                write_stray(&before, "a game day's writer that died before its swap")
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             let retention = match n {
                 1 => Some(("eod", SnapshotRetention::Tag { max_ref_age_ms: None })),
