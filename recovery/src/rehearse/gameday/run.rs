@@ -84,10 +84,15 @@ pub async fn run(
         "setup",
         t,
         format!(
-            "{} tables x {} commits x {} rows, tag eod and branch audit on each, one stray, in {src_wh}",
+            "{} tables x {} commits x {} rows, tag eod and branch audit on each, {}, in {src_wh}",
             opts.tables,
             opts.commits.max(3),
-            opts.rows_per_commit
+            opts.rows_per_commit,
+            if source.kind() == crate::catalog::CatalogKind::Rest {
+                "no stray (the REST server writes the metadata files)"
+            } else {
+                "one stray"
+            }
         ),
         false,
     );

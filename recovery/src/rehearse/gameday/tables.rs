@@ -11,8 +11,8 @@ use tidemark_journal::spec::CompiledSpec;
 
 use super::place::{GamedayOptions, NAMESPACE};
 use crate::benchdata::order_columns;
-use crate::catalog::CatalogHandle;
 use crate::catalog::sql::write_stray;
+use crate::catalog::{CatalogHandle, CatalogKind};
 use crate::dr::rebuild::file_name;
 use crate::ids::Ids;
 use crate::table::{self, CommitStamp, TableError, arrow_schema, commit_overwrite, commit_refs, write_data_file};
@@ -42,7 +42,8 @@ pub(super) async fn commit(
 }
 
 /// The scratch tables: `commits` commits each, tag `eod` on the first, branch `audit` on the
-/// second; the first table also gets a stray metadata file from a writer that died before its swap.
+/// second; the first table also gets a stray metadata file from a writer that died before its
+/// swap (not on a REST catalog, whose server writes the metadata files).
 pub(super) async fn build_tables(
     handle: &CatalogHandle,
     opts: &GamedayOptions,
@@ -62,11 +63,12 @@ pub(super) async fn build_tables(
             t = commit(handle, &t, n, opts.rows_per_commit, clock, ids)
                 .await
                 .map_err(|e| e.to_string())?;
-            if i == 0 && n == commits - 1 {
+            if i == 0 && n == commits - 1 && handle.kind() != CatalogKind::Rest {
                 // A writer holding the table as of one commit ago wrote its metadata file and
                 // died before its swap: the file stays behind as a stray (a fork at one version,
                 // which the next commit's longer chain decides). A commit that loses its race
-                // removes its file; a crash cannot.
+                // removes its file; a crash cannot. A REST catalog's server writes the metadata
+                // files (its own names, `vN.metadata.json` on SeaweedFS): its clients leave none.
                 write_stray(&before, "a game day's writer that died before its swap")
                     .await
                     .map_err(|e| e.to_string())?;
