@@ -256,15 +256,8 @@ fn an_unknown_scheme_is_refused_without_its_password() {
     let s = Scratch::new();
     let journal = journal_with(&s, "journal", 5, 5);
     let r = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            "mysql://u:mySECRETpw@h/db",
-            "--table",
-            "shop.orders",
-        ])
+        .story(&journal, "mysql://u:mySECRETpw@h/db", "shop.orders")
+        .run("apply", &[])
         .fails(3, &["mysql"]);
     assert!(
         !r.stderr.contains("mySECRETpw") && !r.stdout.contains("mySECRETpw"),

@@ -404,15 +404,7 @@ fn a_rest_servers_vended_endpoint_beats_the_environment() {
     s.env
         .push(("PYICEBERG_CATALOG__SW__S3__ENDPOINT".into(), elsewhere.clone()));
     let journal = s.path_str("journal");
-    let r = s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        "sw",
-        "--table",
-        &format!("{namespace}.other"),
-    ]);
+    let r = s.story(&journal, "sw", format!("{namespace}.other")).run("apply", &[]);
     assert_ne!(r.code, 0, "the definition's endpoint was not used: {}", r.stdout);
     let port = elsewhere.rsplit(':').next().unwrap();
     assert!(r.stderr.contains(port), "{}", r.stderr);

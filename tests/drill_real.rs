@@ -62,18 +62,9 @@ fn production() -> Production {
     let journal = s.path_str("prod/journal");
     crate::support::journal_at(&s, &journal, "first", 60, 7);
     let catalog = s.path_str("prod/catalog.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--batches-per-commit",
-        "1",
-    ])
-    .ok();
+    s.story(&journal, &catalog, "shop.orders")
+        .run("apply", &["--batches-per-commit", "1"])
+        .ok();
     let route = s.path_str("prod/route");
     std::fs::create_dir_all(&route).unwrap();
     crate::support::faults::flip(&s, &route, &catalog, "shop.orders", 60, &[]).ok();
@@ -300,18 +291,9 @@ fn a_drill_from_a_snapshot_inside_a_batch_replays_the_rest_of_that_batch() {
     let journal = s.path_str("prod/journal");
     crate::support::journal_at(&s, &journal, "first", 60, 7);
     let catalog = s.path_str("prod/catalog.db");
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--until",
-        "58",
-    ])
-    .ok();
+    s.story(&journal, &catalog, "shop.orders")
+        .run("apply", &["--until", "58"])
+        .ok();
     let more = s.write("more.ndjson", &events(61, 73));
     s.append(&journal, more.to_str().unwrap());
     let r = s
@@ -591,18 +573,9 @@ fn real_drill_on_s3(
         format!("{root}/history"),
     );
     crate::support::journal_at(&s, &journal, "first", 60, 7);
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        catalog,
-        "--table",
-        &table,
-        "--batches-per-commit",
-        "1",
-    ])
-    .ok();
+    s.story(&journal, catalog, &table)
+        .run("apply", &["--batches-per-commit", "1"])
+        .ok();
     crate::support::faults::flip(&s, &route, catalog, &table, 60, &[]);
     let more = s.write("more.ndjson", &events(61, 73));
     s.append(&journal, more.to_str().unwrap());
@@ -738,18 +711,9 @@ fn a_drill_with_a_postgresql_catalog_changes_nothing() {
         s.path_str("drills"),
     );
     crate::support::journal_at(&s, &journal, "first", 60, 7);
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        "pg",
-        "--table",
-        &table,
-        "--batches-per-commit",
-        "1",
-    ])
-    .ok();
+    s.story(&journal, "pg", &table)
+        .run("apply", &["--batches-per-commit", "1"])
+        .ok();
     std::fs::create_dir_all(&route).unwrap();
     crate::support::faults::flip(&s, &route, "pg", &table, 60, &[]).ok();
     let more = s.write("more.ndjson", &events(61, 73));

@@ -559,18 +559,8 @@ fn tidemark_applies_into_a_table_pyiceberg_created() {
     ])
     .ok();
     let applied = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-            "--batches-per-commit",
-            "1",
-            "--json",
-        ])
+        .story(&journal, &catalog, "shop.orders")
+        .run("apply", &["--batches-per-commit", "1", "--json"])
         .ok()
         .json();
     assert_eq!(applied["applied_to_position"], events.len(), "{applied}");

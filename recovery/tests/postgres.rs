@@ -65,6 +65,43 @@ fn unique_name(test: &str, dir: &Path) -> String {
     format!("tm_{test}_{}_{random}", std::process::id()).to_lowercase()
 }
 
+/// One test's place on the server: the URI, a temporary folder (journal and warehouse) and a
+/// catalog name no other test or run uses.
+struct Pg {
+    uri: String,
+    dir: tempfile::TempDir,
+    name: String,
+}
+
+impl Pg {
+    /// `None` (after printing why) when the tests are to be skipped.
+    fn new(test: &str, purpose: &str) -> Option<Pg> {
+        let uri = pg_uri(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let name = unique_name(purpose, dir.path());
+        Some(Pg { uri, dir, name })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The catalog `name` on this server with this test's warehouse.
+    fn config(&self, name: &str) -> CatalogConfig {
+        config(&self.uri, self.path(), name)
+    }
+
+    /// The test's own catalog.
+    async fn open(&self) -> CatalogHandle {
+        open(&self.config(&self.name)).await
+    }
+
+    /// The test's journal, holding `text` in batches of `batch`.
+    async fn journal(&self, text: &str, batch: usize) -> Journal {
+        journal_in(&self.path().join("journal"), text, batch).await
+    }
+}
+
 /// The catalog `name` on `uri` with a warehouse in `dir`.
 fn config(uri: &str, dir: &Path, name: &str) -> CatalogConfig {
     CatalogConfig {
@@ -143,6 +180,23 @@ async fn table_rows(handle: &CatalogHandle, name: &str) -> BTreeMap<Cell, RefRow
     rows_by_key(&table_batches(&t).await)
 }
 
+/// The paths of `table`'s live data files.
+async fn live_paths(table: &Table) -> Vec<String> {
+    live_data_files(table)
+        .await
+        .unwrap()
+        .iter()
+        .map(|f| f.file_path().to_string())
+        .collect()
+}
+
+/// Rewrites every live data file of `base` as one new file, committed with `stamp(n)`.
+async fn rewrite_all(handle: &CatalogHandle, base: &Table, n: u128) -> Result<Table, TableError> {
+    let removed = live_paths(base).await;
+    let files = write_data_file(base, &table_batches(base).await, stamp(n).id).await?;
+    commit_overwrite(handle, base, &removed, files, HashMap::new(), stamp(n)).await
+}
+
 /// Applies the whole journal into `name`.
 async fn apply_all(j: &Journal, handle: &CatalogHandle, name: &str, seed: u64) -> ApplyReport {
     apply(
@@ -182,17 +236,15 @@ async fn columns(uri: &str, schema: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_create_reopen_and_load() {
-    let Some(uri) = pg_uri("open_create_reopen_and_load") else {
+    let Some(pg) = Pg::new("open_create_reopen_and_load", "reopen") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("reopen", dir.path());
-    let cfg = config(&uri, dir.path(), &name);
+    let cfg = pg.config(&pg.name);
     let spec = CompiledSpec::orders();
 
     let handle = open(&cfg).await;
     // The password stays out of messages.
-    if let Some((_, pass_and_host)) = uri.split_once("://").and_then(|(_, r)| r.split_once(':'))
+    if let Some((_, pass_and_host)) = pg.uri.split_once("://").and_then(|(_, r)| r.split_once(':'))
         && let Some((pass, _)) = pass_and_host.split_once('@')
         && !pass.is_empty()
     {
@@ -230,7 +282,7 @@ async fn open_create_reopen_and_load() {
     assert_eq!(listed, vec![ident.clone()]);
 
     // Another catalog name in the same database does not see it.
-    let other = open(&config(&uri, dir.path(), &format!("{name}_other"))).await;
+    let other = open(&pg.config(&format!("{}_other", pg.name))).await;
     let err = load_table(&other, TABLE).await.unwrap_err();
     assert!(matches!(err, TableError::TableNotFound { .. }), "{err}");
     assert_eq!(other.metadata_pointer(&ident).await.unwrap(), None);
@@ -238,13 +290,11 @@ async fn open_create_reopen_and_load() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applied_journal_equals_the_reference() {
-    let Some(uri) = pg_uri("applied_journal_equals_the_reference") else {
+    let Some(pg) = Pg::new("applied_journal_equals_the_reference", "apply") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("apply", dir.path());
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(11, 40, 1, 250), 50).await;
-    let handle = open(&config(&uri, dir.path(), &name)).await;
+    let j = pg.journal(&generate::ndjson(11, 40, 1, 250), 50).await;
+    let handle = pg.open().await;
 
     let r = apply(
         &j,
@@ -270,7 +320,7 @@ async fn applied_journal_equals_the_reference() {
     assert_eq!(table_rows(&handle, TABLE).await, want);
 
     // Through a fresh connection too, and nothing is left to apply.
-    let reopened = open(&config(&uri, dir.path(), &name)).await;
+    let reopened = pg.open().await;
     assert_eq!(table_rows(&reopened, TABLE).await, want);
     let t = load_table(&reopened, TABLE).await.unwrap();
     assert_eq!(applied_state(&t).position, 250);
@@ -280,24 +330,17 @@ async fn applied_journal_equals_the_reference() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_second_of_two_overwrites_from_one_base_conflicts() {
-    let Some(uri) = pg_uri("the_second_of_two_overwrites_from_one_base_conflicts") else {
+    let Some(pg) = Pg::new("the_second_of_two_overwrites_from_one_base_conflicts", "cas") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("cas", dir.path());
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(12, 20, 1, 60), 30).await;
-    let handle = open(&config(&uri, dir.path(), &name)).await;
+    let j = pg.journal(&generate::ndjson(12, 20, 1, 60), 30).await;
+    let handle = pg.open().await;
     apply_all(&j, &handle, TABLE, 1).await;
 
     // Two writers load the same table and each rewrites all of its live files.
     let base = load_table(&handle, TABLE).await.unwrap();
     let before = rows_by_key(&table_batches(&base).await);
-    let removed: Vec<String> = live_data_files(&base)
-        .await
-        .unwrap()
-        .iter()
-        .map(|f| f.file_path().to_string())
-        .collect();
+    let removed: Vec<String> = live_paths(&base).await;
     assert!(!removed.is_empty());
     let batches = table_batches(&base).await;
     let fa = write_data_file(&base, &batches, stamp(1).id).await.unwrap();
@@ -332,18 +375,7 @@ async fn the_second_of_two_overwrites_from_one_base_conflicts() {
     assert_eq!(handle.metadata_pointer(&ident).await.unwrap(), Some(current));
 
     // The loser reloads and redoes its work on the new state.
-    let live: Vec<String> = live_data_files(&now)
-        .await
-        .unwrap()
-        .iter()
-        .map(|f| f.file_path().to_string())
-        .collect();
-    let fb2 = write_data_file(&now, &table_batches(&now).await, stamp(3).id)
-        .await
-        .unwrap();
-    let tb = commit_overwrite(&handle, &now, &live, fb2, HashMap::new(), stamp(3))
-        .await
-        .unwrap();
+    let tb = rewrite_all(&handle, &now, 3).await.unwrap();
     assert_eq!(
         load_table(&handle, TABLE).await.unwrap().metadata_location(),
         tb.metadata_location()
@@ -353,22 +385,15 @@ async fn the_second_of_two_overwrites_from_one_base_conflicts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_concurrent_overwrites_exactly_one_wins() {
-    let Some(uri) = pg_uri("of_concurrent_overwrites_exactly_one_wins") else {
+    let Some(pg) = Pg::new("of_concurrent_overwrites_exactly_one_wins", "race") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("race", dir.path());
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(13, 10, 1, 30), 30).await;
-    let cfg = config(&uri, dir.path(), &name);
+    let j = pg.journal(&generate::ndjson(13, 10, 1, 30), 30).await;
+    let cfg = pg.config(&pg.name);
     let handle = open(&cfg).await;
     apply_all(&j, &handle, TABLE, 1).await;
     let base = load_table(&handle, TABLE).await.unwrap();
-    let removed: Vec<String> = live_data_files(&base)
-        .await
-        .unwrap()
-        .iter()
-        .map(|f| f.file_path().to_string())
-        .collect();
+    let removed: Vec<String> = live_paths(&base).await;
     let batches = table_batches(&base).await;
 
     // Each writer has its own connection pool, as separate processes would.
@@ -400,23 +425,21 @@ async fn of_concurrent_overwrites_exactly_one_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pyiceberg_catalog_gets_the_iceberg_type_column() {
-    let Some(uri) = pg_uri("a_pyiceberg_catalog_gets_the_iceberg_type_column") else {
+    let Some(pg) = Pg::new("a_pyiceberg_catalog_gets_the_iceberg_type_column", "pyice") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("pyice", dir.path());
     // The catalog tables of the other tests (with `iceberg_type`) are in the default schema;
     // make sure they exist, so that the migration must look at the right schema's table.
-    open(&config(&uri, dir.path(), &format!("{name}_default"))).await;
+    open(&pg.config(&format!("{}_default", pg.name))).await;
 
     // A schema of its own holding `iceberg_tables` as PyIceberg's SqlCatalog creates it.
-    let schema = name.clone();
-    let mut admin = PgConnection::connect(&uri).await.unwrap();
+    let schema = pg.name.clone();
+    let mut admin = PgConnection::connect(&pg.uri).await.unwrap();
     sqlx::raw_sql(&format!("CREATE SCHEMA {schema}"))
         .execute(&mut admin)
         .await
         .unwrap();
-    let scoped = with_search_path(&uri, &schema);
+    let scoped = with_search_path(&pg.uri, &schema);
     let mut conn = PgConnection::connect(&scoped).await.unwrap();
     let current: String = sqlx::query("SELECT current_schema()")
         .fetch_one(&mut conn)
@@ -436,13 +459,13 @@ async fn a_pyiceberg_catalog_gets_the_iceberg_type_column() {
     .execute(&mut conn)
     .await
     .unwrap();
-    assert!(!columns(&uri, &schema).await.contains(&"iceberg_type".to_string()));
+    assert!(!columns(&pg.uri, &schema).await.contains(&"iceberg_type".to_string()));
 
     // Opening the catalog adds the column; the catalog then works.
-    let cfg = config(&scoped, dir.path(), &name);
+    let cfg = config(&scoped, pg.path(), &pg.name);
     let handle = open(&cfg).await;
     assert_eq!(
-        columns(&uri, &schema).await,
+        columns(&pg.uri, &schema).await,
         [
             "catalog_name",
             "table_namespace",
@@ -452,12 +475,12 @@ async fn a_pyiceberg_catalog_gets_the_iceberg_type_column() {
             "iceberg_type"
         ]
     );
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(14, 20, 1, 80), 40).await;
+    let j = pg.journal(&generate::ndjson(14, 20, 1, 80), 40).await;
     apply_all(&j, &handle, TABLE, 1).await;
     let want = reference_of(&j).await.rows;
     assert_eq!(table_rows(&handle, TABLE).await, want);
     let kind: Option<String> = sqlx::query("SELECT iceberg_type FROM iceberg_tables WHERE catalog_name = $1")
-        .bind(&name)
+        .bind(&pg.name)
         .fetch_one(&mut conn)
         .await
         .unwrap()
@@ -466,23 +489,12 @@ async fn a_pyiceberg_catalog_gets_the_iceberg_type_column() {
 
     // A row PyIceberg wrote has no iceberg_type: such a table loads and commits too.
     sqlx::query("UPDATE iceberg_tables SET iceberg_type = NULL WHERE catalog_name = $1")
-        .bind(&name)
+        .bind(&pg.name)
         .execute(&mut conn)
         .await
         .unwrap();
     let base = load_table(&handle, TABLE).await.unwrap();
-    let removed: Vec<String> = live_data_files(&base)
-        .await
-        .unwrap()
-        .iter()
-        .map(|f| f.file_path().to_string())
-        .collect();
-    let files = write_data_file(&base, &table_batches(&base).await, stamp(1).id)
-        .await
-        .unwrap();
-    let t = commit_overwrite(&handle, &base, &removed, files, HashMap::new(), stamp(1))
-        .await
-        .unwrap();
+    let t = rewrite_all(&handle, &base, 1).await.unwrap();
     drop(handle);
 
     // Opening it again is a no-op for the migration, and sees the commit.
@@ -508,13 +520,11 @@ async fn a_pyiceberg_catalog_gets_the_iceberg_type_column() {
 async fn history_backup_rebuild_and_restore_on_postgres() {
     use tidemark_recovery::dr::backup::{self, Expected, RestoreAction};
     use tidemark_recovery::dr::{history, rebuild};
-    let Some(uri) = pg_uri("history_backup_rebuild_and_restore_on_postgres") else {
+    let Some(pg) = Pg::new("history_backup_rebuild_and_restore_on_postgres", "dr") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("dr", dir.path());
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 30, 1, 120), 40).await;
-    let handle = open(&config(&uri, dir.path(), &name)).await;
+    let j = pg.journal(&generate::ndjson(5, 30, 1, 120), 40).await;
+    let handle = pg.open().await;
     apply_all(&j, &handle, TABLE, 1).await;
     apply_all(&j, &handle, "a.b.nested", 2).await;
 
@@ -523,14 +533,14 @@ async fn history_backup_rebuild_and_restore_on_postgres() {
     assert_eq!(names, ["a.b.nested", TABLE]);
     assert!(rec.tables.iter().all(|t| t.row_count > 0));
 
-    let backups = LocalStore::create(dir.path().join("backups")).unwrap();
+    let backups = LocalStore::create(pg.path().join("backups")).unwrap();
     let out = backup::backup(&handle, None, &backups).await.unwrap();
     assert_eq!(out.tables, 2);
     let b = backup::load(&backups, &out.id).await.unwrap();
 
-    let rebuilt = open(&config(&uri, dir.path(), &format!("{name}_rb"))).await;
+    let rebuilt = open(&pg.config(&format!("{}_rb", pg.name))).await;
     let r = rebuild::rebuild(
-        &dir.path().join("warehouse").display().to_string(),
+        &pg.path().join("warehouse").display().to_string(),
         &rebuilt,
         None,
         &HashMap::new(),
@@ -541,7 +551,7 @@ async fn history_backup_rebuild_and_restore_on_postgres() {
     let after = history::record(&rebuilt, None).await.unwrap();
     assert!(history::compare(&rec, &after).iter().all(|d| d.informational));
 
-    let restored = open(&config(&uri, dir.path(), &format!("{name}_rs"))).await;
+    let restored = open(&pg.config(&format!("{}_rs", pg.name))).await;
     let report = backup::restore(&restored, &b, &Expected::Empty, false).await.unwrap();
     assert!(report.applied, "{report:?}");
     assert!(report.tables.iter().all(|t| t.action == RestoreAction::Register));
@@ -553,21 +563,19 @@ async fn history_backup_rebuild_and_restore_on_postgres() {
 /// advisory lock, so every open succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_catalog_opened_by_many_at_once() {
-    let Some(uri) = pg_uri("a_new_catalog_opened_by_many_at_once") else {
+    let Some(pg) = Pg::new("a_new_catalog_opened_by_many_at_once", "race") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("race", dir.path());
-    let mut c = PgConnection::connect(&uri).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {name}"))
+    let mut c = PgConnection::connect(&pg.uri).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {}", pg.name))
         .execute(&mut c)
         .await
         .unwrap();
     c.close().await.unwrap();
-    let scoped = with_search_path(&uri, &name);
+    let scoped = with_search_path(&pg.uri, &pg.name);
     let opens: Vec<_> = (0..6)
         .map(|i| {
-            let cfg = config(&scoped, dir.path(), &format!("{name}_{i}"));
+            let cfg = config(&scoped, pg.path(), &format!("{}_{i}", pg.name));
             tokio::spawn(async move { open_catalog(&cfg).await.map(|_| ()) })
         })
         .collect();
@@ -576,18 +584,16 @@ async fn a_new_catalog_opened_by_many_at_once() {
             .unwrap()
             .unwrap_or_else(|e| panic!("a concurrent first open failed: {e}"));
     }
-    assert!(columns(&uri, &name).await.contains(&"iceberg_type".to_string()));
+    assert!(columns(&pg.uri, &pg.name).await.contains(&"iceberg_type".to_string()));
 }
 
 /// The catalog conformance suite (`catalog::conformance`) on the SQL backend on PostgreSQL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_postgres_backend_conforms() {
-    let Some(uri) = pg_uri("the_postgres_backend_conforms") else {
+    let Some(pg) = Pg::new("the_postgres_backend_conforms", "conform") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let name = unique_name("conform", dir.path());
-    let handle = open(&config(&uri, dir.path(), &name)).await;
+    let handle = pg.open().await;
     tidemark_recovery::catalog::conformance::run_all(&handle, "conf").await;
 }
 

@@ -68,17 +68,10 @@ on_place!(on_s3tables, Place::S3Tables);
 impl Shared {
     /// `tidemark audit --json` of the table (no records: every snapshot each time).
     fn audit(&self) -> (i32, Value) {
-        let r = self.s.run(&[
-            "audit",
-            "--journal",
-            &self.journal,
-            "--catalog",
-            &self.catalog,
-            "--table",
-            &self.table,
-            "--no-records",
-            "--json",
-        ]);
+        let r = self
+            .s
+            .story(&self.journal, &self.catalog, &self.table)
+            .run("audit", &["--no-records", "--json"]);
         assert!(r.code == 0 || r.code == 12, "audit failed: {}", r.stderr);
         (r.code, r.json())
     }

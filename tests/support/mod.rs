@@ -95,6 +95,17 @@ impl Scratch {
         self.run_with(&[], args)
     }
 
+    /// The [`story::Story`] of `journal`, `catalog` and `table` on this scratch: its `run(VERB,
+    /// EXTRA)` passes `VERB --journal J --catalog C --table T EXTRA…`.
+    pub fn story(
+        &self,
+        journal: impl Into<String>,
+        catalog: impl Into<String>,
+        table: impl Into<String>,
+    ) -> story::Story<'_> {
+        story::Story::new(self).journal(journal).catalog(catalog).table(table)
+    }
+
     /// [`Scratch::run`] with extra environment variables (after the scratch's own).
     pub fn run_with(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
         let mut cmd = tidemark();

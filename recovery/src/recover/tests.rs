@@ -187,6 +187,24 @@ impl Story {
             .to_string()
     }
 
+    /// `recover` of this story's journal into `target` with `opts`, ids seeded with `seed`.
+    pub(crate) async fn recover(
+        &self,
+        target: &CatalogHandle,
+        opts: &RecoverOptions,
+        seed: u64,
+    ) -> Result<(crate::recover::RecoveryReport, iceberg::table::Table), RecoverError> {
+        recover(
+            &self.journal,
+            target,
+            opts,
+            &clock(),
+            &SeededIds::new(seed),
+            &mut |_| {},
+        )
+        .await
+    }
+
     pub(crate) fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
         RecoverOptions {
             recovery_id: format!("rec-{into}"),
@@ -201,6 +219,13 @@ impl Story {
     }
 }
 
+/// Damage a recovered table behind recovery's back: row F07 disappears.
+async fn lose_f07(target: &CatalogHandle, table: &str, seed: u64) {
+    delete_rows(target, table, "order_id = 'F07'", &clock(), &SeededIds::new(seed))
+        .await
+        .unwrap();
+}
+
 pub(crate) fn key(s: &str) -> Cell {
     Cell::Str(s.into())
 }
@@ -210,16 +235,10 @@ async fn the_a_to_e_story_recovers_from_the_dr_replica() {
     let s = story().await;
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
-    let (report, table) = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.orders_recovered", None),
-        &clock(),
-        &SeededIds::new(4),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let (report, table) = s
+        .recover(&target, &s.opts(&meta, "shop.orders_recovered", None), 4)
+        .await
+        .unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
     assert_eq!((report.snapshot_position, report.h), (20, 26));
     assert_eq!(report.seed_rows, 20);
@@ -242,16 +261,10 @@ async fn the_a_to_e_story_recovers_from_the_dr_replica() {
     assert!(rows.contains_key(&key("F01")), "every row the bad job deleted is back");
     assert_eq!(rows.len(), 22, "nothing the journal does not prove");
     // Resumable: the same recovery again redoes nothing and still validates.
-    let (again, _) = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.orders_recovered", None),
-        &clock(),
-        &SeededIds::new(5),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let (again, _) = s
+        .recover(&target, &s.opts(&meta, "shop.orders_recovered", None), 5)
+        .await
+        .unwrap();
     assert!(again.seed_resumed && again.replay_resumed && again.validation.ok);
     // The next writer starts after H.
     let r = apply(
@@ -290,16 +303,10 @@ async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
     let s = story().await;
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
-    let (report, table) = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.orders_copied", None),
-        &clock(),
-        &SeededIds::new(4),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let (report, table) = s
+        .recover(&target, &s.opts(&meta, "shop.orders_copied", None), 4)
+        .await
+        .unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
     let detail = &report.steps.iter().find(|st| st.step == "seed").unwrap().detail;
     let n = detail.split(", ").nth(1).unwrap();
@@ -347,18 +354,11 @@ async fn recovery_refuses_what_it_cannot_prove() {
     let s = story().await;
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
-    let ids = SeededIds::new(7);
     // H past the verified range.
-    let err = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.r1", Some(27)),
-        &clock(),
-        &ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .recover(&target, &s.opts(&meta, "shop.r1", Some(27)), 7)
+        .await
+        .unwrap_err();
     assert!(matches!(err, RecoverError::BeyondVerified { h: 27, .. }), "{err}");
     assert!(err.to_string().contains("21..=26"), "{err}");
     // A data file of the trusted snapshot missing on the replica: named, nothing seeded.
@@ -383,16 +383,10 @@ async fn recovery_refuses_what_it_cannot_prove() {
     );
     let saved = std::fs::read(list_on_dr.trim_start_matches("file://")).unwrap();
     std::fs::remove_file(list_on_dr.trim_start_matches("file://")).unwrap();
-    let err = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.r2", Some(26)),
-        &clock(),
-        &ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .recover(&target, &s.opts(&meta, "shop.r2", Some(26)), 71)
+        .await
+        .unwrap_err();
     assert!(matches!(err, RecoverError::MissingFile { .. }), "{err}");
     assert!(
         err.to_string().contains(list_on_dr.trim_start_matches("file://")),
@@ -403,16 +397,10 @@ async fn recovery_refuses_what_it_cannot_prove() {
     // that check would hold it).
     let conflicting = ev(27, "D", 1, "placed-differently", false, "2026-11-20T09:10:00Z");
     append_unchecked(&s.journal, &conflicting).await;
-    let err = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.r3", Some(27)),
-        &clock(),
-        &ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .recover(&target, &s.opts(&meta, "shop.r3", Some(27)), 72)
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains("key D version 1") && err.to_string().contains("positions 23 and 27"),
         "{err}"
@@ -427,16 +415,10 @@ async fn recovery_refuses_what_it_cannot_prove() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[60] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let err = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.r4", Some(26)),
-        &clock(),
-        &ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .recover(&target, &s.opts(&meta, "shop.r4", Some(26)), 73)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, RecoverError::ChainBroken { ref kind, .. } if kind == "checksum_mismatch"),
         "{err}"
@@ -466,22 +448,10 @@ async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let opts = s.opts(&meta, "shop.orders_recovered", None);
-    recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(8), &mut |_| {})
-        .await
-        .unwrap();
+    s.recover(&target, &opts, 8).await.unwrap();
     // The recovered table is damaged; validating it again refuses it (and marks it).
-    delete_rows(
-        &target,
-        "shop.orders_recovered",
-        "order_id = 'F07'",
-        &clock(),
-        &SeededIds::new(9),
-    )
-    .await
-    .unwrap();
-    let (refused, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(10), &mut |_| {})
-        .await
-        .unwrap();
+    lose_f07(&target, "shop.orders_recovered", 9).await;
+    let (refused, _) = s.recover(&target, &opts, 10).await.unwrap();
     assert!(!refused.validation.ok);
     // A rerun of the same recovery under a new id (the CLI's default) replaces the refused table
     // instead of stopping at "exists and is not this recovery's".
@@ -489,9 +459,7 @@ async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
         recovery_id: "rec-rerun".into(),
         ..opts.clone()
     };
-    let (report, t) = recover(&s.journal, &target, &rerun, &clock(), &SeededIds::new(11), &mut |_| {})
-        .await
-        .unwrap();
+    let (report, t) = s.recover(&target, &rerun, 11).await.unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
     assert!(!report.seed_resumed);
     assert_ne!(report.table_uuid, refused.table_uuid);
@@ -507,9 +475,7 @@ async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
         recovery_id: "rec-other".into(),
         ..opts
     };
-    let err = recover(&s.journal, &target, &other, &clock(), &SeededIds::new(12), &mut |_| {})
-        .await
-        .unwrap_err();
+    let err = s.recover(&target, &other, 12).await.unwrap_err();
     assert!(matches!(err, RecoverError::TargetExists { .. }), "{err}");
 }
 
@@ -519,22 +485,10 @@ async fn validation_names_an_injected_wrong_row() {
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let opts = s.opts(&meta, "shop.orders_recovered", None);
-    recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(8), &mut |_| {})
-        .await
-        .unwrap();
+    s.recover(&target, &opts, 8).await.unwrap();
     // Damage the recovered table behind recovery's back: one row disappears.
-    delete_rows(
-        &target,
-        "shop.orders_recovered",
-        "order_id = 'F07'",
-        &clock(),
-        &SeededIds::new(9),
-    )
-    .await
-    .unwrap();
-    let (report, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(10), &mut |_| {})
-        .await
-        .unwrap();
+    lose_f07(&target, "shop.orders_recovered", 9).await;
+    let (report, _) = s.recover(&target, &opts, 10).await.unwrap();
     assert!(!report.validation.ok);
     assert_eq!(report.validation.missing, 1);
     assert_eq!(report.validation.first_mismatches[0].key, "F07");
@@ -549,16 +503,7 @@ async fn validation_names_an_injected_wrong_row() {
             trust: Default::default(),
             ..opts.clone()
         };
-        let (p, _) = recover(
-            &s.journal,
-            &target,
-            &partitioned,
-            &clock(),
-            &SeededIds::new(11),
-            &mut |_| {},
-        )
-        .await
-        .unwrap();
+        let (p, _) = s.recover(&target, &partitioned, 11).await.unwrap();
         assert_eq!(p.validation.split, name);
         assert!(p.validation.partitions > 1, "{name}");
         assert!(!p.validation.ok);
@@ -590,17 +535,12 @@ async fn a_part_with_too_many_events_falls_back_to_the_key_hash_split_with_every
         partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_crowded", None)
     };
-    let (ranged, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(33), &mut |_| {})
-        .await
-        .unwrap();
+    let (ranged, _) = s.recover(&target, &opts, 33).await.unwrap();
     assert_eq!(ranged.validation.split, "key_range");
     assert!(ranged.validation.ok, "{:?}", ranged.validation);
     // One event a part at most: the story's first part has more.
     let (crowded, _) = crate::recover::validate::MAX_PART_EVENTS
-        .scope(
-            1,
-            recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(34), &mut |_| {}),
-        )
+        .scope(1, s.recover(&target, &opts, 34))
         .await
         .unwrap();
     assert_eq!(crowded.validation.split, "key_hash");
@@ -631,27 +571,12 @@ async fn key_range_parts_larger_than_the_rows_in_flight_run_alone_with_the_same_
         partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_budget", None)
     };
-    recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(40), &mut |_| {})
-        .await
-        .unwrap();
-    delete_rows(
-        &target,
-        "shop.orders_budget",
-        "order_id = 'F07'",
-        &clock(),
-        &SeededIds::new(41),
-    )
-    .await
-    .unwrap();
-    let (free, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(42), &mut |_| {})
-        .await
-        .unwrap();
+    s.recover(&target, &opts, 40).await.unwrap();
+    lose_f07(&target, "shop.orders_budget", 41).await;
+    let (free, _) = s.recover(&target, &opts, 42).await.unwrap();
     let (tight, _) = tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        crate::recover::validate::ROWS_IN_FLIGHT.scope(
-            1,
-            recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(43), &mut |_| {}),
-        ),
+        crate::recover::validate::ROWS_IN_FLIGHT.scope(1, s.recover(&target, &opts, 43)),
     )
     .await
     .expect("a part larger than the budget must not wait for ever")
@@ -690,9 +615,7 @@ async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_valida
         partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_bounds", None)
     };
-    let (report, table) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(30), &mut |_| {})
-        .await
-        .unwrap();
+    let (report, table) = s.recover(&target, &opts, 30).await.unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
     assert_eq!(report.validation.split, "key_range");
     let key_id = table.metadata().current_schema().field_by_name("order_id").unwrap().id;
@@ -728,10 +651,7 @@ async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_valida
     )
     .await
     .unwrap();
-    let err = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(31), &mut |_| {})
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = s.recover(&target, &opts, 31).await.unwrap_err().to_string();
     assert!(
         err.contains(&lying) && err.contains("outside the key bounds its manifest records"),
         "{err}"
@@ -742,9 +662,7 @@ async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_valida
         trust: Default::default(),
         ..opts.clone()
     };
-    let (h, _) = recover(&s.journal, &target, &hashed, &clock(), &SeededIds::new(32), &mut |_| {})
-        .await
-        .unwrap();
+    let (h, _) = s.recover(&target, &hashed, 32).await.unwrap();
     assert_eq!(h.validation.split, "key_hash");
     assert!(h.validation.ok, "{:?}", h.validation);
 }
@@ -755,16 +673,12 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let whole = s.opts(&meta, "shop.orders_whole", None);
-    let (a, _) = recover(&s.journal, &target, &whole, &clock(), &SeededIds::new(12), &mut |_| {})
-        .await
-        .unwrap();
+    let (a, _) = s.recover(&target, &whole, 12).await.unwrap();
     let mut splits = std::collections::BTreeSet::new();
     for rows in [1, 2, 5, 7] {
         let mut opts = s.opts(&meta, &format!("shop.orders_p{rows}"), None);
         opts.partition_rows = Some(rows);
-        let (b, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(13), &mut |_| {})
-            .await
-            .unwrap();
+        let (b, _) = s.recover(&target, &opts, 13).await.unwrap();
         assert!(b.validation.ok, "{rows}: {:?}", b.validation);
         splits.insert(b.validation.split.clone());
         // Split by key hash instead: the same verdict and counts.
@@ -773,9 +687,7 @@ async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
             trust: Default::default(),
             ..opts.clone()
         };
-        let (h, _) = recover(&s.journal, &target, &hashed, &clock(), &SeededIds::new(13), &mut |_| {})
-            .await
-            .unwrap();
+        let (h, _) = s.recover(&target, &hashed, 13).await.unwrap();
         assert_eq!(h.validation.split, "key_hash", "{rows}");
         assert!(h.validation.ok, "{rows}: {:?}", h.validation);
         assert_eq!(
@@ -833,9 +745,7 @@ async fn validation_partitions_count_the_range_events() {
     let meta = s.source_metadata().await;
     let target = catalog_in(&s.root.join("dr")).await;
     let whole = s.opts(&meta, "shop.orders_whole", None);
-    let (a, _) = recover(&s.journal, &target, &whole, &clock(), &SeededIds::new(14), &mut |_| {})
-        .await
-        .unwrap();
+    let (a, _) = s.recover(&target, &whole, 14).await.unwrap();
     assert_eq!(a.validation.partitions, 1);
     let rows = a.seed_rows.max(a.validation.rows_found);
     let events = a.h - a.snapshot_position;
@@ -843,9 +753,7 @@ async fn validation_partitions_count_the_range_events() {
     let mut opts = s.opts(&meta, "shop.orders_sized", None);
     opts.partition_rows = Some(rows);
     opts.validation_split = Split::KeyHash;
-    let (b, _) = recover(&s.journal, &target, &opts, &clock(), &SeededIds::new(15), &mut |_| {})
-        .await
-        .unwrap();
+    let (b, _) = s.recover(&target, &opts, 15).await.unwrap();
     assert!(b.validation.ok, "{:?}", b.validation);
     assert_eq!(
         b.validation.partitions,
@@ -956,16 +864,10 @@ async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
         .put(&key, serde_json::to_vec(&lie).unwrap().into(), PutMode::Overwrite)
         .await
         .unwrap();
-    let err = recover(
-        &s.journal,
-        &target,
-        &s.opts(&meta, "shop.orders_lied", None),
-        &clock(),
-        &SeededIds::new(20),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = s
+        .recover(&target, &s.opts(&meta, "shop.orders_lied", None), 20)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, RecoverError::CheckpointMismatch { ref field, .. } if field == "position"),
         "{err}"
@@ -983,9 +885,7 @@ async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
     // The snapshot itself, chosen by id, is recovered by its own record (position 15).
     let mut by_id = s.opts(&meta, "shop.orders_by_id", None);
     by_id.choice = SnapshotChoice::SnapshotId(lie.snapshot_id);
-    let (report, _) = recover(&s.journal, &target, &by_id, &clock(), &SeededIds::new(21), &mut |_| {})
-        .await
-        .unwrap();
+    let (report, _) = s.recover(&target, &by_id, 21).await.unwrap();
     assert_eq!(report.snapshot_position, 15);
     assert!(report.validation.ok, "{:?}", report.validation);
 }
