@@ -245,10 +245,15 @@ async fn follow_table(ctx: &Ctx<'_>, files: &TableFiles, prev: Option<&TableStat
         not_candidate: Some(is_own_rewrite),
     };
     let folder = choose_folder_head(ctx.store, files, how).await?;
+    // A file named as this follower's rewrite of a replica file here is its own, torn by a run
+    // stopped while writing it (before its pointer moved): written again when that version is
+    // published, never a head. Any other file that does not parse may be the newest head.
+    let own_rewrites: Vec<String> = folder.parsed.iter().filter_map(|(k, _)| rewrite_name(k)).collect();
     let unknown: Vec<&str> = folder
         .unparsable_off_chain()
         .into_iter()
         .map(|(k, _)| k.as_str())
+        .filter(|k| !own_rewrites.iter().any(|r| r == file_name(k)))
         .collect();
     let chain = folder.chain_names();
     let FolderHead {

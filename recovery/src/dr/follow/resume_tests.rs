@@ -104,3 +104,32 @@ async fn a_commit_on_the_dr_table_is_a_conflict_not_adopted() {
         Some(theirs_at.as_str())
     );
 }
+
+/// A run killed while it wrote its rewrite of a replica file (the rewrite is written before the
+/// pointer moves) leaves a torn file beside the replica's files: the next run knows it by its
+/// name as its own rewrite, writes it again and moves on; the table is not held for it.
+#[tokio::test]
+async fn a_rewrite_torn_by_a_crash_is_written_again_not_held() {
+    let site = Site::new().await;
+    let mut orders = table_with(&site.src, "shop.orders", &site.ids, 1..=2).await;
+    site.replicate(true);
+    let c = clock();
+    let opts = site.opts(FollowMode::Strict, "f1");
+    let (dr, state) = site.dr("dr").await;
+    once(&opts, &dr, &state, &c).await.unwrap();
+    orders = append(&site.src, &orders, &site.ids, 3).await;
+    site.replicate(true);
+    let head = rebuild::file_name(orders.metadata_location().unwrap()).to_string();
+    let ident = parse_ident("shop.orders").unwrap();
+    let pointer = dr.metadata_pointer(&ident).await.unwrap().unwrap();
+    let folder = pointer.trim_start_matches("file://").rsplit_once('/').unwrap().0.to_string();
+    let torn = format!("{folder}/{}", crate::dr::follow::step::rewrite_name(&head).unwrap());
+    std::fs::write(&torn, b"{\"format-version\": 2, \"table-uu").unwrap();
+
+    let next = once(&opts, &dr, &state, &c).await.unwrap();
+    let t = next.table("shop.orders").unwrap();
+    assert_eq!(t.status, TableStatus::Ok, "{t:?}");
+    assert_eq!(t.verified_metadata.as_deref().map(rebuild::file_name), Some(head.as_str()));
+    let whole: serde_json::Value = serde_json::from_slice(&std::fs::read(&torn).unwrap()).unwrap();
+    assert!(whole["metadata-log"].is_array(), "{whole}");
+}
