@@ -45,17 +45,8 @@ fn commands_on(definition: Vec<(String, String)>, catalog: &str, purpose: &str) 
     // history record / compare: a commit between two records is a difference (exit 4).
     let (h1, h2) = (s.path_str("h1.json"), s.path_str("h2.json"));
     let record = |out: &str| {
-        s.run(&[
-            "history",
-            "record",
-            "--catalog",
-            catalog,
-            "--namespace",
-            &namespace,
-            "--out",
-            out,
-        ])
-        .ok()
+        s.record_history(catalog, &["--namespace", &namespace, "--out", out])
+            .ok()
     };
     record(&h1);
     s.run(&["history", "compare", &h1, &h1]).ok();
@@ -102,64 +93,36 @@ fn commands_on(definition: Vec<(String, String)>, catalog: &str, purpose: &str) 
     s.apply(&journal, &local, "l.orders");
     let route = s.path_str("route");
     let into = format!("{namespace}.fixed");
-    s.run(&[
-        "recover",
-        "--journal",
+    s.recover(
         &journal,
-        "--catalog",
         catalog,
-        "--into",
         &into,
-        "--source-catalog",
-        &local,
-        "--source-table",
-        "l.orders",
-        "--route",
-        &route,
-    ])
-    .ok();
-    let q = s
-        .run(&[
-            "query",
+        &[
+            "--source-catalog",
+            &local,
+            "--source-table",
+            "l.orders",
             "--route",
             &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders",
-        ])
-        .ok();
+        ],
+    )
+    .ok();
+    let q = s.query(&route, "csv", "SELECT count(*) AS n FROM orders").ok();
     assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
     let from_file = format!("{namespace}.from_file");
     let metadata = s.run(&["catalog", "state", "--catalog", &local, "--json"]).ok().json()["tables"]["l.orders"]
         .as_str()
         .unwrap()
         .to_string();
-    s.run(&[
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        catalog,
-        "--into",
-        &from_file,
-        "--source-metadata",
-        &metadata,
-    ])
-    .ok();
+    s.recover(&journal, catalog, &from_file, &["--source-metadata", &metadata])
+        .ok();
     // The snapshot's files are read with this catalog's S3 settings, not the environment's.
-    s.run(&[
-        "recover",
-        "--journal",
+    s.recover(
         &journal,
-        "--catalog",
         &local,
-        "--into",
         "l.back",
-        "--source-catalog",
-        catalog,
-        "--source-table",
-        &table,
-    ])
+        &["--source-catalog", catalog, "--source-table", &table],
+    )
     .ok();
 }
 
@@ -239,19 +202,17 @@ fn backup_and_restore_on_a_rest_catalog() {
         .ok()
         .json();
     let head = copied["tables"][0]["head"].as_str().expect("a head").to_string();
-    s.run(&[
-        "recover",
-        "--journal",
+    s.recover(
         &s.path_str("journal"),
-        "--catalog",
         "sw",
-        "--into",
         &format!("{namespace}.from_dr"),
-        "--source-metadata",
-        &format!("{location}/{head}"),
-        "--prefix-map",
-        &format!("{location}=file://{dr}"),
-    ])
+        &[
+            "--source-metadata",
+            &format!("{location}/{head}"),
+            "--prefix-map",
+            &format!("{location}=file://{dr}"),
+        ],
+    )
     .ok();
 
     s.fault_delete("sw", &table, "order_version = 2");
@@ -356,30 +317,14 @@ fn a_rest_servers_vended_endpoint_beats_the_environment() {
     let table = format!("{namespace}.orders");
     let expected = apply_and_fault(&s, "sw", &table);
     let route = s.path_str("route");
-    s.run(&[
-        "recover",
-        "--journal",
+    s.recover(
         &s.path_str("journal"),
-        "--catalog",
         "sw",
-        "--into",
         &format!("{namespace}.fixed"),
-        "--source-table",
-        &table,
-        "--route",
-        &route,
-    ])
+        &["--source-table", &table, "--route", &route],
+    )
     .ok();
-    let q = s
-        .run(&[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders",
-        ])
-        .ok();
+    let q = s.query(&route, "csv", "SELECT count(*) AS n FROM orders").ok();
     assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
     assert!(expected.len() > 10);
     let work = s.path_str("drill");
@@ -428,32 +373,16 @@ fn query_through_a_route_written_with_an_s3tables_arn() {
     let table = format!("{namespace}.orders");
     apply_and_fault(&s, &arn, &table);
     let route = s.path_str("route");
-    s.run(&[
-        "recover",
-        "--journal",
+    s.recover(
         &s.path_str("journal"),
-        "--catalog",
         &arn,
-        "--into",
         &format!("{namespace}.fixed"),
-        "--source-table",
-        &table,
-        "--route",
-        &route,
-    ])
+        &["--source-table", &table, "--route", &route],
+    )
     .ok();
     let shown = s.run(&["route", "show", "--route", &route, "--json"]).ok().json();
     assert_eq!(shown[0]["route"]["catalog"]["uri"], arn.as_str(), "{shown}");
-    let q = s
-        .run(&[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders",
-        ])
-        .ok();
+    let q = s.query(&route, "csv", "SELECT count(*) AS n FROM orders").ok();
     assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
 }
 

@@ -181,14 +181,7 @@ fn drill_in(definition: Vec<(String, String)>, catalog: &str) {
     let text = routed.to_string();
     assert!(!text.contains("secret") && !text.contains("credential"), "{text}");
     let q = s
-        .run(&[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders WHERE order_id = 'C'",
-        ])
+        .query(&route, "csv", "SELECT count(*) AS n FROM orders WHERE order_id = 'C'")
         .ok();
     assert!(q.stdout.contains("n\n0"), "tombstones are not visible: {}", q.stdout);
 }

@@ -69,17 +69,8 @@ fn production() -> Production {
     std::fs::create_dir_all(&route).unwrap();
     crate::support::faults::flip(&s, &route, &catalog, "shop.orders", 60, &[]).ok();
     let more = s.write("more.ndjson", &events(61, 73));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        more.to_str().unwrap(),
-        "--batch-size",
-        "5",
-    ])
-    .ok();
+    s.append_with(&journal, more.to_str().unwrap(), &["--batch-size", "5"])
+        .ok();
     let history = s.path_str("drills");
     Production {
         s,
@@ -297,18 +288,8 @@ fn a_drill_from_a_snapshot_inside_a_batch_replays_the_rest_of_that_batch() {
     let more = s.write("more.ndjson", &events(61, 73));
     s.append(&journal, more.to_str().unwrap());
     let r = s
-        .run(&[
-            "drill",
-            "--source-table",
-            "shop.orders",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--scratch",
-            "drills",
-            "--json",
-        ])
+        .story(&journal, &catalog, "shop.orders")
+        .drill_table("drills", &["--json"])
         .ok()
         .json();
     let rec = &r["record"];
@@ -508,17 +489,9 @@ fn a_drill_of_a_replica_missing_a_file_fails_naming_it() {
     );
     p.assert_no_scratch_left();
     // Without --history the drill says it wrote no record.
-    let ok = p.s.run(&[
-        "drill",
-        "--source-table",
-        "shop.orders",
-        "--journal",
-        &p.journal,
-        "--catalog",
-        &p.catalog,
-        "--scratch",
-        "drills",
-    ]);
+    let ok =
+        p.s.story(&p.journal, &p.catalog, "shop.orders")
+            .drill_table("drills", &[]);
     assert!(
         ok.stdout.contains("no --history: no record was written"),
         "{}",

@@ -28,17 +28,7 @@ fn journal_round_trip(s: &Scratch, journal: &str) {
         .ok();
     let input = s.write("in.ndjson", &events(1, 25));
     let append = s
-        .run(&[
-            "journal",
-            "append",
-            "--journal",
-            journal,
-            "--input",
-            input.to_str().unwrap(),
-            "--batch-size",
-            "10",
-            "--json",
-        ])
+        .append_with(journal, input.to_str().unwrap(), &["--batch-size", "10", "--json"])
         .ok();
     let r = append.json();
     assert_eq!(
@@ -95,25 +85,11 @@ fn bad_input_is_refused_with_line_and_exit_code() {
         "bad.ndjson",
         &format!("{}\n{{\"position\": 2,\n", event(1, "o-1", 1, false)),
     );
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-    ])
-    .fails(BAD_INPUT, &["bad.ndjson:2: malformed JSON"]);
+    s.append_with(&journal, input.to_str().unwrap(), &[])
+        .fails(BAD_INPUT, &["bad.ndjson:2: malformed JSON"]);
     let gap = s.write("gap.ndjson", &format!("{}\n", event(3, "o-1", 1, false)));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        gap.to_str().unwrap(),
-    ])
-    .fails(BAD_INPUT, &["gap.ndjson:1: position 3", "expected position 1"]);
+    s.append_with(&journal, gap.to_str().unwrap(), &[])
+        .fails(BAD_INPUT, &["gap.ndjson:1: position 3", "expected position 1"]);
     let status = s
         .run(&["journal", "status", "--journal", &journal, "--json"])
         .ok()
@@ -198,15 +174,8 @@ fn store_check_on_s3_and_an_unversioned_bucket() {
     let journal = format!("s3://tidemark-unversioned/j-{}-{run_id}", std::process::id());
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 3));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-    ])
-    .fails(CAPABILITY, &["versioning", "tidemark store check"]);
+    s.append_with(&journal, input.to_str().unwrap(), &[])
+        .fails(CAPABILITY, &["versioning", "tidemark store check"]);
     s.run(&["journal", "status", "--journal", "s3://no-such-bucket-tm/j"])
         .fails(NOT_FOUND, &["no-such-bucket-tm"]);
 }
@@ -547,17 +516,8 @@ fn tidemark_applies_into_a_table_pyiceberg_created() {
     let expected: Vec<_> = state.into_values().collect();
 
     s.run(&["journal", "init", "--journal", &journal]).ok();
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        "4",
-    ])
-    .ok();
+    s.append_with(&journal, input.to_str().unwrap(), &["--batch-size", "4"])
+        .ok();
     let applied = s
         .story(&journal, &catalog, "shop.orders")
         .run("apply", &["--batches-per-commit", "1", "--json"])
@@ -630,14 +590,11 @@ fn a_to_e_story_drill_on_a_folder() {
     ])
     .fails(5, &["generation 2, not 1"]);
     let q = s
-        .run(&[
-            "query",
-            "--route",
+        .query(
             &route,
-            "--format",
             "json",
             "SELECT order_id, is_deleted FROM orders_with_tombstones WHERE order_id IN ('A','C') ORDER BY order_id",
-        ])
+        )
         .ok();
     let rows: serde_json::Value = serde_json::from_str(&q.stdout).unwrap();
     assert_eq!(
@@ -645,14 +602,7 @@ fn a_to_e_story_drill_on_a_folder() {
         serde_json::json!([{"order_id": "A", "is_deleted": false}, {"order_id": "C", "is_deleted": true}])
     );
     let visible = s
-        .run(&[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders WHERE order_id = 'C'",
-        ])
+        .query(&route, "csv", "SELECT count(*) AS n FROM orders WHERE order_id = 'C'")
         .ok();
     assert!(
         visible.stdout.contains("n\n0"),
@@ -738,7 +688,7 @@ fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
     let journal = s.path_str("journal");
     let catalog = applied(&s, &journal, None, 1000).catalog;
     let (a, b) = (s.path_str("a.json"), s.path_str("b.json"));
-    s.run(&["history", "record", "--catalog", &catalog, "--out", &a]).ok();
+    s.record_history(&catalog, &["--out", &a]).ok();
     s.run(&["history", "compare", &a, &a]).ok();
     let same = s.run(&["history", "compare", &a, &a, "--json"]).ok().json();
     assert_eq!(
@@ -747,7 +697,7 @@ fn history_compare_names_a_change_and_replica_check_finds_missing_files() {
         "{same}"
     );
     s.fault_delete(&catalog, "shop.orders", "order_version = 1");
-    s.run(&["history", "record", "--catalog", &catalog, "--out", &b]).ok();
+    s.record_history(&catalog, &["--out", &b]).ok();
     // People get one line per difference; --json one versioned object (schema
     // history-comparison) naming both records.
     let human = s.run(&["history", "compare", &a, &b]).fails(4, &["differences"]);
@@ -835,30 +785,16 @@ fn recover_from_the_cli_dry_run_then_flip() {
     assert_eq!(done["route"]["generation"], 1);
     assert_eq!(done["route"]["applied_position"], 50);
     let q = s
-        .run(&[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders WHERE order_id = 'o-3'",
-        ])
+        .query(&route, "csv", "SELECT count(*) AS n FROM orders WHERE order_id = 'o-3'")
         .ok();
     assert!(q.stdout.contains("n\n1"), "the deleted order is back: {}", q.stdout);
     // H past the verified range is refused with the range (exit 3), and nothing is flipped.
-    s.run(&[
-        "recover",
-        "--journal",
+    s.recover(
         &journal,
-        "--catalog",
         &catalog,
-        "--into",
         "shop.other",
-        "--source-table",
-        "shop.orders",
-        "--to",
-        "99",
-    ])
+        &["--source-table", "shop.orders", "--to", "99"],
+    )
     .fails(3, &["H = 99", "41..=50"]);
 }
 
@@ -986,17 +922,7 @@ fn region_loss(s: &Scratch, root: &str) {
     assert_eq!(r["totals"]["registered"], 1, "{r}");
     assert_eq!(r["tables"][0]["metadata_file"], rw["new_metadata"]);
     let record_b = s.path_str("b.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
-        &dr,
-        "--warehouse",
-        &dst,
-        "--out",
-        &record_b,
-    ])
-    .ok();
+    s.record_history(&dr, &["--warehouse", &dst, "--out", &record_b]).ok();
     s.run(&["history", "compare", &record_a, &record_b]).ok();
     // The applier reads the rebuilt table from the replica: every position is applied.
     let again = s

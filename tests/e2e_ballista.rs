@@ -16,17 +16,8 @@ fn damaged(s: &Scratch, root: Option<&str>) -> (String, String, Vec<String>) {
             let journal = format!("{r}/journal");
             s.run(&["journal", "init", "--journal", &journal]).ok();
             let input = s.write("first.ndjson", &events(1, 40));
-            s.run(&[
-                "journal",
-                "append",
-                "--journal",
-                &journal,
-                "--input",
-                input.to_str().unwrap(),
-                "--batch-size",
-                "10",
-            ])
-            .ok();
+            s.append_with(&journal, input.to_str().unwrap(), &["--batch-size", "10"])
+                .ok();
             (journal, format!("{r}/warehouse"))
         }
     };
@@ -50,15 +41,7 @@ fn damaged(s: &Scratch, root: Option<&str>) -> (String, String, Vec<String>) {
     )
     .ok();
     let more = s.write("more.ndjson", &events(41, 50));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        more.to_str().unwrap(),
-    ])
-    .ok();
+    s.append(&journal, more.to_str().unwrap());
     (journal, catalog, at)
 }
 
@@ -82,7 +65,7 @@ fn recover_args<'a>(journal: &'a str, at: &'a [String], into: &'a str, engine: &
 }
 
 fn count(s: &Scratch, route: &str, sql: &str) -> String {
-    s.run(&["query", "--route", route, "--format", "csv", sql]).ok().stdout
+    s.query(route, "csv", sql).ok().stdout
 }
 
 /// Recovers locally and on `engine`; both validate, agree, resume, and flip.

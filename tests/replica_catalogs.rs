@@ -118,17 +118,8 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         s.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let record = |out: &str| {
-        s.run(&[
-            "history",
-            "record",
-            "--catalog",
-            dr,
-            "--namespace",
-            namespace,
-            "--out",
-            &s.path_str(out),
-        ])
-        .ok();
+        s.record_history(dr, &["--namespace", namespace, "--out", &s.path_str(out)])
+            .ok();
         serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(s.path(out)).unwrap()).unwrap()
     };
 
@@ -192,18 +183,10 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     assert_eq!(snap(&h_theirs, &other), snap(&h_after, &other), "{h_after}");
     // The DR table's snapshot is the primary's own (same id), on every kind.
     let hp = s.path_str("hp.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
+    s.record_history(
         primary,
-        "--warehouse",
-        &primary_wh,
-        "--namespace",
-        namespace,
-        "--out",
-        &hp,
-    ])
+        &["--warehouse", &primary_wh, "--namespace", namespace, "--out", &hp],
+    )
     .ok();
     let hp: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp).unwrap()).unwrap();
     assert_eq!(snap(&hp, &orders), snap(&h_after, &orders), "{h_after}");
@@ -415,18 +398,10 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         assert_eq!(snap(&after, aside), theirs, "{after}");
     }
     let hp2 = s.path_str("hp2.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
+    s.record_history(
         primary,
-        "--warehouse",
-        &primary_wh,
-        "--namespace",
-        namespace,
-        "--out",
-        &hp2,
-    ])
+        &["--warehouse", &primary_wh, "--namespace", namespace, "--out", &hp2],
+    )
     .ok();
     let hp2: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp2).unwrap()).unwrap();
     assert_ne!(snap(&after, &orders), snap(&before, &orders), "{after}");
@@ -589,13 +564,8 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     // A SQL DR catalog's commits land beside the replica's files, so there the walked-over files
     // are in the followed warehouse: strays, never the head (S3 Tables and REST keep theirs in
     // the table's own bucket, which the follower does not read).
-    let strays = t["strays"].as_array().unwrap();
-    for w in walked.iter().filter(|_| kind == Kind::Postgres) {
-        let name = w.rsplit('/').next().unwrap();
-        assert!(
-            strays.iter().any(|x| x.as_str().unwrap().ends_with(name)),
-            "{name} walked over but not a stray: {back}"
-        );
+    if kind == Kind::Postgres {
+        assert_strays(t, walked.iter().map(String::as_str), &back);
     }
     // Every kind advances from where the resync left it to the new primary's head, never onto
     // the walked-over branch (REST: the resync created the table again at the common snapshot,
@@ -607,18 +577,10 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         "{back}"
     );
     let hp3 = s.path_str("hp3.json");
-    s.run(&[
-        "history",
-        "record",
-        "--catalog",
+    s.record_history(
         primary,
-        "--warehouse",
-        &primary_wh,
-        "--namespace",
-        namespace,
-        "--out",
-        &hp3,
-    ])
+        &["--warehouse", &primary_wh, "--namespace", namespace, "--out", &hp3],
+    )
     .ok();
     let hp3: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp3).unwrap()).unwrap();
     let now = record("h9.json");
@@ -647,13 +609,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     // one of them ends a chain as long as the new primary's head: the record of that walk came
     // with them (one record per walk, each under its own name, so a replication that never
     // overwrites a key brings it), and they are strays, never the head.
-    for w in &first_walked {
-        let name = w.rsplit('/').next().unwrap();
-        assert!(
-            strays.iter().any(|x| x.as_str().unwrap().ends_with(name)),
-            "{name} walked over by the first resync but not a stray: {back}"
-        );
-    }
+    assert_strays(t, first_walked.iter().map(String::as_str), &back);
     // In step: the next cycle moves nothing.
     let again = followed(follow_back());
     assert_eq!(table(&again, &orders)["verified_position"], 400, "{again}");

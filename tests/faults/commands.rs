@@ -17,21 +17,10 @@ use super::super::support::*;
 fn applied_on_s3(s: &Scratch, env: &[(&str, &str)], name: &str, catalog: &str) -> (String, String) {
     let journal = journal_with(s, &format!("{name}-journal"), 60, 20);
     let warehouse = unique(name);
-    let args = [
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-        // A commit per batch, as the fault tests were made for (the default groups the three).
-        "--batches-per-commit",
-        "1",
-    ];
-    s.run_with(env, &args).ok();
+    // A commit per batch, as the fault tests were made for (the default groups the three).
+    let story = s.story(&journal, catalog, "shop.orders").warehouse(&warehouse);
+    s.run_with(env, &story.args("apply", &["--batches-per-commit", "1"]))
+        .ok();
     (journal, warehouse)
 }
 
@@ -70,21 +59,11 @@ fn lost_replies_on_every_route_write_on_s3() {
     let journal = journal_with(&s, "journal", 30, 10);
     let catalog = s.path_str("catalog.db");
     s.apply(&journal, &catalog, "shop.orders");
-    let proxy = Proxy::start(
-        &s,
-        &[
-            "--rate",
-            "1",
-            "--faults",
-            "lost",
-            "--methods",
-            "PUT",
-            "--path-regex",
-            "route.json",
-            "--max-faults",
-            "40",
-        ],
-    );
+    let proxy = Faults::every("lost")
+        .methods("PUT")
+        .paths("route.json")
+        .max(40)
+        .start(&s);
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "2")];
     let route = unique("lost-route");
     let flip_args = |position: &str| {
@@ -132,18 +111,8 @@ fn apply_through_10_percent_faults_reports_its_retries() {
     let proxy = Proxy::mixed(&s, 61, 40);
     let apply = |env: &[(&str, &str)], name: &str| {
         let (catalog, warehouse) = (s.path_str(&format!("{name}.db")), unique(name));
-        let args = [
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--json",
-        ];
+        let story = s.story(&journal, &catalog, "shop.orders").warehouse(&warehouse);
+        let args = story.args("apply", &["--json"]);
         let first = s.run_with(env, &args).ok().json();
         let again = s.run_with(env, &args).ok().json();
         assert_eq!(again["commits"], 0, "{again}");
@@ -213,22 +182,7 @@ fn backup_and_restore_through_10_percent_faults() {
     let id = backup_with(&s, &proxy.env(), &catalog, &warehouse, &backups);
     std::fs::create_dir_all(s.path("new")).unwrap();
     let new = s.path_str("new/catalog.db");
-    let restore = [
-        "catalog",
-        "restore",
-        "--catalog",
-        &new,
-        "--warehouse",
-        &warehouse,
-        "--from",
-        &backups,
-        "--id",
-        &id,
-        "--expect",
-        "empty",
-        "--json",
-    ];
-    let done = s.run_with(&proxy.env(), &restore).ok().json();
+    let done = restore_into_empty(&s, &proxy.env(), &new, &warehouse, &backups, &id);
     assert_eq!(done["applied"], true, "{done}");
     assert!(proxy.faults() > 0, "no fault was injected");
     let source = record(&s, &[], &catalog, &warehouse, &s.path_str("source.json"));
@@ -470,19 +424,7 @@ fn table_file_requests_and_retries_are_counted() {
     assert!(requests >= 4 * commits, "{applied}");
     // Half of the requests fail (503 or 500), at most 6: `fault delete` makes about a dozen
     // requests, so some are retried whatever order concurrent requests arrive in.
-    let proxy = Proxy::start(
-        &s,
-        &[
-            "--seed",
-            "71",
-            "--rate",
-            "0.5",
-            "--faults",
-            "503,500",
-            "--max-faults",
-            "6",
-        ],
-    );
+    let proxy = Faults::share("0.5", "503,500").max(6).seed(71).start(&s);
     let deleted = fault_delete_in(
         &s,
         &proxy.env(),

@@ -72,17 +72,8 @@ fn a_full_disk_under_the_sqlite_catalog_is_named() {
     let journal = journal_with(&s, "journal", 200, 200);
     let catalog = fs.path("catalog.db");
     let warehouse = s.path_str("warehouse");
-    let apply = [
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-    ];
+    let story = s.story(&journal, &catalog, "shop.orders").warehouse(&warehouse);
+    let apply = story.args("apply", &[]);
     let mut failed = 0;
     // From no room at all to room for everything: every failure names the full disk, whichever
     // write it hit (creating the catalog's tables, the namespace, the table's row).
@@ -158,18 +149,8 @@ fn a_data_file_cut_short_by_a_full_disk_is_removed() {
     let warehouse = fs.path("warehouse");
     // Room for the table's metadata, not for its data files.
     fs.fill_but(256);
-    let apply = [
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-        "--json",
-    ];
+    let story = s.story(&journal, &catalog, "shop.orders").warehouse(&warehouse);
+    let apply = story.args("apply", &["--json"]);
     let r = s.run(&apply);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);

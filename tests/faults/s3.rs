@@ -15,23 +15,12 @@ fn lost_replies_on_every_manifest_write_on_s3() {
         return;
     }
     let s = Scratch::new();
-    let proxy = Proxy::start(
-        &s,
-        &[
-            "--seed",
-            "5",
-            "--rate",
-            "1",
-            "--faults",
-            "lost",
-            "--methods",
-            "PUT",
-            "--path-regex",
-            "manifests/|journal.json|_probe/",
-            "--max-faults",
-            "40",
-        ],
-    );
+    let proxy = Faults::every("lost")
+        .methods("PUT")
+        .paths("manifests/|journal.json|_probe/")
+        .max(40)
+        .seed(5)
+        .start(&s);
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "3")];
     let journal = unique("manifests");
     run_env(&s, &env, &["journal", "init", "--journal", &journal]).ok();
@@ -80,21 +69,11 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
     let journal = unique("errors");
     journal_at(&s, &journal, "in", 30, 10);
     {
-        let proxy = Proxy::start(
-            &s,
-            &[
-                "--rate",
-                "1",
-                "--faults",
-                "503",
-                "--methods",
-                "GET",
-                "--path-regex",
-                "manifests/",
-                "--max-faults",
-                "1000",
-            ],
-        );
+        let proxy = Faults::every("503")
+            .methods("GET")
+            .paths("manifests/")
+            .max(1000)
+            .start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "2")];
         let run = run_env(&s, &env, &["journal", "verify", "--journal", &journal]);
         let run = run.fails(
@@ -114,23 +93,12 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
         run_env(&s, &env, &["journal", "verify", "--journal", &journal]).fails(3, &["AWS_MAX_ATTEMPTS"]);
     }
     for fault in ["delay", "stall"] {
-        let proxy = Proxy::start(
-            &s,
-            &[
-                "--rate",
-                "1",
-                "--faults",
-                fault,
-                "--delay",
-                "60",
-                "--methods",
-                "GET",
-                "--path-regex",
-                "manifests/",
-                "--max-faults",
-                "2",
-            ],
-        );
+        let proxy = Faults::every(fault)
+            .methods("GET")
+            .paths("manifests/")
+            .delay(60)
+            .max(2)
+            .start(&s);
         let env = [
             ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
             ("TIDEMARK_S3_READ_TIMEOUT", "1"),
@@ -162,23 +130,12 @@ fn a_stalled_read_ends_at_the_default_operation_timeout() {
     let s = Scratch::new();
     let journal = unique("stalled");
     s.run(&["journal", "init", "--journal", &journal]).ok();
-    let proxy = Proxy::start(
-        &s,
-        &[
-            "--rate",
-            "1",
-            "--faults",
-            "delay",
-            "--delay",
-            "600",
-            "--methods",
-            "GET",
-            "--path-regex",
-            "journal.json",
-            "--max-faults",
-            "1000",
-        ],
-    );
+    let proxy = Faults::every("delay")
+        .methods("GET")
+        .paths("journal.json")
+        .delay(600)
+        .max(1000)
+        .start(&s);
     // Only the endpoint: every timeout at its default.
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
     run_env(&s, &env, &["journal", "status", "--journal", &journal]).fails(
@@ -395,7 +352,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         ],
     ];
     for (fault, code) in [("token", "InvalidToken"), ("403", "AccessDenied")] {
-        let proxy = Proxy::start(&s, &["--rate", "1", "--faults", fault, "--max-faults", "100000"]);
+        let proxy = Faults::every(fault).max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
         for args in &commands {
             let before = proxy.requests();
@@ -408,19 +365,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
             );
         }
         // A table file refused while the route was read: the query's table-file client.
-        let proxy = Proxy::start(
-            &s,
-            &[
-                "--rate",
-                "1",
-                "--faults",
-                fault,
-                "--path-regex",
-                "cred-wh",
-                "--max-faults",
-                "100000",
-            ],
-        );
+        let proxy = Faults::every(fault).paths("cred-wh").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
         run_env(&s, &env, &["query", "--route", &route, "SELECT count(*) FROM orders"])
             .fails(8, &["access to the warehouse refused", code]);
@@ -441,19 +386,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         // `catalog backup` checks that every file the table references exists: a data file
         // refused is refused credentials, not a missing file. A HEAD's reply has no body: a 400
         // is read again (one GET) to learn its code.
-        let proxy = Proxy::start(
-            &s,
-            &[
-                "--rate",
-                "1",
-                "--faults",
-                fault,
-                "--path-regex",
-                "cred-wh.*/data/",
-                "--max-faults",
-                "100000",
-            ],
-        );
+        let proxy = Faults::every(fault).paths("cred-wh.*/data/").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
         let backup = run_env(
             &s,
@@ -527,19 +460,7 @@ fn refused_credentials_exit_8_in_replica_check_and_the_follower() {
     let (dr, state) = (s.path_str("dr.db"), s.path_str("follower-state"));
     for (fault, code) in [("token", "InvalidToken"), ("403", "AccessDenied")] {
         // Every request on the table files' metadata and data refused; the listing answers.
-        let proxy = Proxy::start(
-            &s,
-            &[
-                "--rate",
-                "1",
-                "--faults",
-                fault,
-                "--path-regex",
-                "shop/orders/.+",
-                "--max-faults",
-                "100000",
-            ],
-        );
+        let proxy = Faults::every(fault).paths("shop/orders/.+").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
         let check = run_env(&s, &env, &["replica", "check", "--warehouse", &warehouse, "--json"])
             .fails(8, &["refused the credentials for shop.orders", "check the credentials"]);
@@ -601,24 +522,7 @@ fn catalog_restore_on_s3_reports_its_requests() {
     let id = backup(&s, &catalog, &warehouse, &backups);
     std::fs::create_dir_all(s.path("new")).unwrap();
     let new = s.path_str("new/catalog.db");
-    let done = s
-        .run(&[
-            "catalog",
-            "restore",
-            "--catalog",
-            &new,
-            "--warehouse",
-            &warehouse,
-            "--from",
-            &backups,
-            "--id",
-            &id,
-            "--expect",
-            "empty",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let done = restore_into_empty(&s, &[], &new, &warehouse, &backups, &id);
     assert_eq!(done["applied"], true, "{done}");
     let counts = &done["s3_requests"];
     assert!(
@@ -636,24 +540,7 @@ fn catalog_restore_on_s3_reports_its_requests() {
     let id = backup(&local, &catalog, &warehouse, &local.path_str("backups"));
     std::fs::create_dir_all(local.path("new")).unwrap();
     let new = local.path_str("new/catalog.db");
-    let done = local
-        .run(&[
-            "catalog",
-            "restore",
-            "--catalog",
-            &new,
-            "--warehouse",
-            &warehouse,
-            "--from",
-            &local.path_str("backups"),
-            "--id",
-            &id,
-            "--expect",
-            "empty",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let done = restore_into_empty(&local, &[], &new, &warehouse, &local.path_str("backups"), &id);
     assert_eq!(done["applied"], true, "{done}");
     assert!(done.get("s3_requests").is_none(), "{done}");
 }

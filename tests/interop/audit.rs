@@ -68,29 +68,14 @@ on_place!(on_s3tables, Place::S3Tables);
 impl Shared {
     /// `tidemark audit --json` of the table (no records: every snapshot each time).
     fn audit(&self) -> (i32, Value) {
-        let r = self
-            .s
-            .story(&self.journal, &self.catalog, &self.table)
-            .run("audit", &["--no-records", "--json"]);
+        let r = self.story().run("audit", &["--no-records", "--json"]);
         assert!(r.code == 0 || r.code == 12, "audit failed: {}", r.stderr);
         (r.code, r.json())
     }
 
     /// Journals `ndjson`, then `tidemark apply`, which stops at a divergence (the default).
     fn apply_strict(&mut self, ndjson: &str) -> super::super::support::Run {
-        let n = self.events.lines().count();
-        let input = self.s.write(&format!("events-{n}.ndjson"), ndjson);
-        self.s
-            .run(&[
-                "journal",
-                "append",
-                "--journal",
-                &self.journal,
-                "--input",
-                input.to_str().unwrap(),
-            ])
-            .ok();
-        self.events.push_str(ndjson);
+        self.journal_events(ndjson);
         self.run_apply(&[])
     }
 }
@@ -219,15 +204,7 @@ fn audit_another_applier(mut t: Shared) {
     // Positions 5..=6 journaled; PyIceberg applies them, with the protocol's summary.
     let more = ev(5, "o-1", 2, "paid", "EUR") + &ev(6, "o-5", 1, "placed", "EUR");
     let input = t.s.write("more.ndjson", &more);
-    t.s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        &t.journal,
-        "--input",
-        input.to_str().unwrap(),
-    ])
-    .ok();
+    t.s.append(&t.journal, input.to_str().unwrap());
     t.events.push_str(&more);
     let status =
         t.s.run(&["journal", "status", "--journal", &t.journal, "--json"])

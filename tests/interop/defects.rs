@@ -148,17 +148,8 @@ fn history_compare_names_a_spec_and_a_property_pyiceberg_changed() {
     t.apply(&ev(1, "o-3", 1, "placed", "EUR"));
     let record = |out: &str| {
         let out = t.s.path_str(out);
-        t.s.run(&[
-            "history",
-            "record",
-            "--catalog",
-            &t.catalog,
-            "--namespace",
-            "shop",
-            "--out",
-            &out,
-        ])
-        .ok();
+        t.s.record_history(&t.catalog, &["--namespace", "shop", "--out", &out])
+            .ok();
         out
     };
     let h1 = record("h1.json");

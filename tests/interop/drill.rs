@@ -8,20 +8,9 @@ use serde_json::Value;
 use super::{Shared, ev};
 
 impl Shared {
-    /// `tidemark drill --source-table shop.orders --scratch drills --json`.
+    /// `tidemark drill --source-table TABLE --scratch drills --json`.
     fn drill(&self) -> (i32, Value) {
-        let r = self.s.run(&[
-            "drill",
-            "--source-table",
-            "shop.orders",
-            "--journal",
-            &self.journal,
-            "--catalog",
-            &self.catalog,
-            "--scratch",
-            "drills",
-            "--json",
-        ]);
+        let r = self.story().drill_table("drills", &["--json"]);
         assert!(r.code == 0 || r.code == 12, "drill failed: {}\n{}", r.stderr, r.stdout);
         (r.code, r.json())
     }

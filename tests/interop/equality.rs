@@ -53,20 +53,7 @@ fn equality_deletes_of_another_writer_hold_under_apply_fault_delete_and_recover(
 
     // fault delete of o-3 rewrites the first file; the delete still applies to the second
     // (o-6 stays deleted) and is kept; tidemark's summary counts it.
-    let r =
-        t.s.run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            &t.catalog,
-            "--table",
-            "shop.orders",
-            "--where",
-            "order_id = 'o-3'",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = t.fault_delete(&["--where", "order_id = 'o-3'", "--json"]).ok().json();
     assert_eq!(
         (r["rows_deleted"].as_u64(), r["files_rewritten"].as_u64()),
         (Some(1), Some(1)),

@@ -65,18 +65,8 @@ fn fault_delete_across_a_schema_change_by_another_writer() {
             })
             .collect()
     };
-    let r =
-        t.s.run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            &t.catalog,
-            "--table",
-            "shop.orders",
-            "--where",
-            "state = 'st-3' OR note = 'gift'",
-            "--json",
-        ])
+    let r = t
+        .fault_delete(&["--where", "state = 'st-3' OR note = 'gift'", "--json"])
         .ok()
         .json();
     assert_eq!(r["rows_deleted"], 2, "{r}");
@@ -144,18 +134,8 @@ fn fault_delete_across_a_partition_spec_change_by_another_writer() {
     // The bad write hits both specs: o-3 beside the position-deleted o-2 (spec 0), o-9 beside
     // the position-deleted o-8 (spec 1). Neither deleted row comes back; both delete files are
     // spent (their files rewritten) and dropped.
-    let r =
-        t.s.run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            &t.catalog,
-            "--table",
-            "shop.orders",
-            "--where",
-            "order_id IN ('o-3', 'o-9')",
-            "--json",
-        ])
+    let r = t
+        .fault_delete(&["--where", "order_id IN ('o-3', 'o-9')", "--json"])
         .ok()
         .json();
     assert_eq!(

@@ -119,20 +119,8 @@ fn a_manifest_codec_this_build_does_not_write_is_refused_before_anything_is_writ
     let input = t.s.write("more.ndjson", &ev(3, "o-3", 1, "placed", "EUR"));
     t.s.append(&t.journal, input.to_str().unwrap());
     let says = ["write.avro.compression-codec", "bzip2"];
-    t.s.story(&t.journal, &t.catalog, "shop.orders")
-        .run("apply", &[])
-        .fails(3, &says);
-    t.s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        &t.catalog,
-        "--table",
-        "shop.orders",
-        "--where",
-        "order_id = 'o-1'",
-    ])
-    .fails(3, &says);
+    t.story().run("apply", &[]).fails(3, &says);
+    t.fault_delete(&["--where", "order_id = 'o-1'"]).fails(3, &says);
     t.s.run(&[
         "recover",
         "--journal",

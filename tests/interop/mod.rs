@@ -132,19 +132,7 @@ impl Shared {
 
     /// [`Shared::apply`] with more `tidemark apply` options.
     fn apply_with(&mut self, ndjson: &str, extra: &[&str]) -> Value {
-        let n = self.events.lines().count();
-        let input = self.s.write(&format!("events-{n}.ndjson"), ndjson);
-        self.s
-            .run(&[
-                "journal",
-                "append",
-                "--journal",
-                &self.journal,
-                "--input",
-                input.to_str().unwrap(),
-            ])
-            .ok();
-        self.events.push_str(ndjson);
+        self.journal_events(ndjson);
         let mut args = extra.to_vec();
         // These stories mix other writers' rows with tidemark's on purpose: the applier accepts
         // them (`--on-divergence continue`, recorded in its commit); `audit.rs` tests the stop.
@@ -159,20 +147,27 @@ impl Shared {
         self.run_apply(&args).ok().json()
     }
 
+    /// Appends `ndjson` to the journal (and to the events the expected state is folded from).
+    fn journal_events(&mut self, ndjson: &str) {
+        let n = self.events.lines().count();
+        let input = self.s.write(&format!("events-{n}.ndjson"), ndjson);
+        self.s.append(&self.journal, input.to_str().unwrap());
+        self.events.push_str(ndjson);
+    }
+
     /// `tidemark apply --json` of what the journal holds into the table, with `extra` options.
     fn run_apply(&self, extra: &[&str]) -> Run {
-        let mut args = vec![
-            "apply",
-            "--journal",
-            &self.journal,
-            "--catalog",
-            &self.catalog,
-            "--table",
-            &self.table,
-            "--json",
-        ];
-        args.extend(extra);
-        self.s.run(&args)
+        self.story().run("apply", &[&["--json"], extra].concat())
+    }
+
+    /// The scenario of this journal, catalog and table ([`Story`]).
+    fn story(&self) -> Story<'_> {
+        self.s.story(&self.journal, &self.catalog, &self.table)
+    }
+
+    /// `tidemark fault delete --catalog C --table T EXTRA…`, unchecked.
+    fn fault_delete(&self, extra: &[&str]) -> Run {
+        self.story().run_on_table(&["fault", "delete"], extra)
     }
 
     /// The journal's state by the merge rules, without the keys `gone`.

@@ -19,6 +19,62 @@ pub fn run_env(s: &Scratch, env: &[(&str, &str)], args: &[&str]) -> Run {
     }
 }
 
+/// What the fault proxy does to the requests it forwards (a builder; [`Faults::start`] starts
+/// the proxy): which faults, to every matching request or a share of them, narrowed by method
+/// and path, bounded by a count, seeded. Options left out keep the proxy's defaults.
+pub struct Faults {
+    args: Vec<String>,
+}
+
+impl Faults {
+    /// `--rate 1 --faults KINDS`: every matching request gets one of `kinds` (`lost`, `503`, …).
+    pub fn every(kinds: &str) -> Faults {
+        Faults::share("1", kinds)
+    }
+
+    /// `--rate RATE --faults KINDS`.
+    pub fn share(rate: &str, kinds: &str) -> Faults {
+        Faults {
+            args: ["--rate", rate, "--faults", kinds].map(String::from).to_vec(),
+        }
+    }
+
+    fn with(mut self, option: &str, value: impl ToString) -> Faults {
+        self.args.extend([option.to_string(), value.to_string()]);
+        self
+    }
+
+    /// `--methods M` (`PUT`, `GET`, …).
+    pub fn methods(self, methods: &str) -> Faults {
+        self.with("--methods", methods)
+    }
+
+    /// `--path-regex RE`: only requests whose path matches.
+    pub fn paths(self, regex: &str) -> Faults {
+        self.with("--path-regex", regex)
+    }
+
+    /// `--max-faults N`.
+    pub fn max(self, n: u64) -> Faults {
+        self.with("--max-faults", n)
+    }
+
+    /// `--seed N`.
+    pub fn seed(self, n: u64) -> Faults {
+        self.with("--seed", n)
+    }
+
+    /// `--delay SECONDS` of the `delay` fault.
+    pub fn delay(self, seconds: u64) -> Faults {
+        self.with("--delay", seconds)
+    }
+
+    pub fn start(self, s: &Scratch) -> Proxy {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Proxy::start(s, &args)
+    }
+}
+
 /// `sandbox/fault_proxy.py` in front of the S3 server of `sandbox/test.sh`, stopped on drop.
 pub struct Proxy {
     child: std::process::Child,
@@ -76,21 +132,11 @@ impl Proxy {
     /// delay before the request is forwarded (past the 1 s read timeout of [`Proxy::env`]),
     /// seeded by `seed`, at most `max_faults` in all.
     pub fn mixed(s: &Scratch, seed: u64, max_faults: u32) -> Proxy {
-        Proxy::start(
-            s,
-            &[
-                "--seed",
-                &seed.to_string(),
-                "--rate",
-                "0.1",
-                "--faults",
-                "503,500,reset,lost,delay",
-                "--delay",
-                "2",
-                "--max-faults",
-                &max_faults.to_string(),
-            ],
-        )
+        Faults::share("0.1", "503,500,reset,lost,delay")
+            .delay(2)
+            .max(max_faults.into())
+            .seed(seed)
+            .start(s)
     }
 
     /// The environment that sends a command's S3 requests (tidemark's client and the table
@@ -197,18 +243,7 @@ pub fn generation(s: &Scratch, route: &str) -> (u64, String) {
 
 /// `apply` of `journal` into `table` of `catalog`, the table files in `warehouse`; must succeed.
 pub fn apply_in(s: &Scratch, journal: &str, catalog: &str, warehouse: &str, table: &str) -> Run {
-    s.run(&[
-        "apply",
-        "--journal",
-        journal,
-        "--catalog",
-        catalog,
-        "--warehouse",
-        warehouse,
-        "--table",
-        table,
-    ])
-    .ok()
+    s.story(journal, catalog, table).warehouse(warehouse).apply(&[])
 }
 
 /// `catalog backup` of `catalog` (tables in `warehouse`) to `to`; returns the backup's id.
@@ -236,6 +271,33 @@ pub fn backup_with(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: 
         .ok()
         .json();
     b["id"].as_str().unwrap().to_string()
+}
+
+/// `catalog restore --expect empty --json` of backup `id` from `from` into `catalog` (its
+/// warehouse `warehouse`), which must succeed: what it printed.
+pub fn restore_into_empty(
+    s: &Scratch,
+    env: &[(&str, &str)],
+    catalog: &str,
+    warehouse: &str,
+    from: &str,
+    id: &str,
+) -> serde_json::Value {
+    let args = [
+        "catalog",
+        "restore",
+        "--catalog",
+        catalog,
+        "--warehouse",
+        warehouse,
+        "--from",
+        from,
+        "--id",
+        id,
+    ];
+    s.run_with(env, &[&args[..], &["--expect", "empty", "--json"]].concat())
+        .ok()
+        .json()
 }
 
 /// What a `history record` says of each table's contents, without what differs between two
@@ -425,11 +487,7 @@ pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u
         "{v}"
     );
     assert_eq!(generation(&s, &route), (1, "shop.fixed".into()));
-    let rows = s
-        .run(&[
-            "query", "--route", &route, "--format", "json",
-            "SELECT order_id, order_version, is_deleted, journal_position FROM orders_with_tombstones ORDER BY order_id",
-        ])
+    let rows = s.query(&route, "json", "SELECT order_id, order_version, is_deleted, journal_position FROM orders_with_tombstones ORDER BY order_id")
         .ok();
     let found: Vec<serde_json::Value> = serde_json::from_str(&rows.stdout).unwrap();
     let mut state = std::collections::BTreeMap::new();

@@ -155,8 +155,50 @@ impl Scratch {
     /// The steps most scenarios share, each required to succeed: `journal append`, `apply`,
     /// `fault delete` (the bad write).
     pub fn append(&self, journal: &str, input: &str) -> Run {
-        self.run(&["journal", "append", "--journal", journal, "--input", input])
-            .ok()
+        self.append_with(journal, input, &[]).ok()
+    }
+
+    /// `journal append --journal J --input FILE EXTRA…` (`--batch-size`, `--json`, …), unchecked.
+    pub fn append_with(&self, journal: &str, input: &str, extra: &[&str]) -> Run {
+        self.run(&[&["journal", "append", "--journal", journal, "--input", input], extra].concat())
+    }
+
+    /// `recover --journal J --catalog C --into INTO EXTRA…`, unchecked.
+    pub fn recover(&self, journal: &str, catalog: &str, into: &str, extra: &[&str]) -> Run {
+        let args = [
+            &["recover", "--journal", journal, "--catalog", catalog, "--into", into],
+            extra,
+        ]
+        .concat();
+        self.run(&args)
+    }
+
+    /// `history record --catalog C EXTRA…` (`--out`, `--warehouse`, `--namespace`, …), unchecked.
+    pub fn record_history(&self, catalog: &str, extra: &[&str]) -> Run {
+        self.run(&[&["history", "record", "--catalog", catalog], extra].concat())
+    }
+
+    /// The warm follower: `replica follow --warehouse W --catalog C --prefix-map M --state S
+    /// EXTRA…` (`--once`, `--mode`, `--holder`, …), unchecked.
+    pub fn follow(&self, warehouse: &str, catalog: &str, map: &str, state: &str, extra: &[&str]) -> Run {
+        let args = [
+            "replica",
+            "follow",
+            "--warehouse",
+            warehouse,
+            "--catalog",
+            catalog,
+            "--prefix-map",
+            map,
+            "--state",
+            state,
+        ];
+        self.run(&[&args[..], extra].concat())
+    }
+
+    /// A reader's `query --route R --format FORMAT SQL`, unchecked.
+    pub fn query(&self, route: &str, format: &str, sql: &str) -> Run {
+        self.run(&["query", "--route", route, "--format", format, sql])
     }
 
     pub fn apply(&self, journal: &str, catalog: &str, table: &str) -> Run {
@@ -176,6 +218,23 @@ impl Scratch {
             predicate,
         ])
         .ok()
+    }
+}
+
+/// Every file of `walked` (metadata locations a resync walked over) is among the `strays` of
+/// `table`, a table of the follow report `report`: the follower never chose one as the head.
+pub fn assert_strays<'a>(
+    table: &serde_json::Value,
+    walked: impl IntoIterator<Item = &'a str>,
+    report: &serde_json::Value,
+) {
+    let strays = table["strays"].as_array().unwrap();
+    for w in walked {
+        let name = w.rsplit('/').next().unwrap();
+        assert!(
+            strays.iter().any(|x| x.as_str().unwrap().ends_with(name)),
+            "{name} walked over but not a stray: {report}"
+        );
     }
 }
 

@@ -163,6 +163,22 @@ impl<'s> Story<'s> {
         self.s.run(&args)
     }
 
+    /// The drill of the story's real table: `drill --source-table T --journal J --catalog C
+    /// [--warehouse W] --scratch SCRATCH EXTRA…`, unchecked.
+    pub fn drill_table(&self, scratch: &str, extra: &[&str]) -> Run {
+        let mut args = vec![
+            "drill",
+            "--source-table",
+            self.table.as_str(),
+            "--journal",
+            self.journal.as_str(),
+        ];
+        args.extend(self.catalog_args());
+        args.extend(["--scratch", scratch]);
+        args.extend(extra);
+        self.s.run(&args)
+    }
+
     /// `apply` of everything journaled, which must succeed.
     pub fn apply(&self, extra: &[&str]) -> Run {
         self.run("apply", extra).ok()

@@ -122,14 +122,22 @@ async fn a_rewrite_torn_by_a_crash_is_written_again_not_held() {
     let head = rebuild::file_name(orders.metadata_location().unwrap()).to_string();
     let ident = parse_ident("shop.orders").unwrap();
     let pointer = dr.metadata_pointer(&ident).await.unwrap().unwrap();
-    let folder = pointer.trim_start_matches("file://").rsplit_once('/').unwrap().0.to_string();
+    let folder = pointer
+        .trim_start_matches("file://")
+        .rsplit_once('/')
+        .unwrap()
+        .0
+        .to_string();
     let torn = format!("{folder}/{}", crate::dr::follow::step::rewrite_name(&head).unwrap());
     std::fs::write(&torn, b"{\"format-version\": 2, \"table-uu").unwrap();
 
     let next = once(&opts, &dr, &state, &c).await.unwrap();
     let t = next.table("shop.orders").unwrap();
     assert_eq!(t.status, TableStatus::Ok, "{t:?}");
-    assert_eq!(t.verified_metadata.as_deref().map(rebuild::file_name), Some(head.as_str()));
+    assert_eq!(
+        t.verified_metadata.as_deref().map(rebuild::file_name),
+        Some(head.as_str())
+    );
     let whole: serde_json::Value = serde_json::from_slice(&std::fs::read(&torn).unwrap()).unwrap();
     assert!(whole["metadata-log"].is_array(), "{whole}");
 }
