@@ -184,6 +184,10 @@ pub fn print(apply: &Value) {
         );
     }
     let c = &apply["compaction"];
+    if let Some(failed) = c["failed"].as_str() {
+        println!("compaction of the merge-on-read table: FAILED, {failed}");
+        return;
+    }
     println!(
         "compaction of the merge-on-read table: {} s, {} data files rewritten, {} delete files dropped, {} MB written; full read {} s before, {} s after",
         n2(&c["seconds"]),
