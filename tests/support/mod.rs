@@ -202,22 +202,11 @@ impl Scratch {
     }
 
     pub fn apply(&self, journal: &str, catalog: &str, table: &str) -> Run {
-        self.run(&["apply", "--journal", journal, "--catalog", catalog, "--table", table])
-            .ok()
+        self.story(journal, catalog, table).apply(&[])
     }
 
     pub fn fault_delete(&self, catalog: &str, table: &str, predicate: &str) -> Run {
-        self.run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            catalog,
-            "--table",
-            table,
-            "--where",
-            predicate,
-        ])
-        .ok()
+        Story::new(self).catalog(catalog).table(table).bad_delete(predicate)
     }
 }
 

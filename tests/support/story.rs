@@ -112,18 +112,8 @@ impl<'s> Story<'s> {
 
     /// `journal append --input FILE --batch-size N`.
     pub fn append_file(&self, input: &str, batch: u64) -> Run {
-        let batch = batch.to_string();
         self.s
-            .run(&[
-                "journal",
-                "append",
-                "--journal",
-                &self.journal,
-                "--input",
-                input,
-                "--batch-size",
-                &batch,
-            ])
+            .append_with(&self.journal, input, &["--batch-size", &batch.to_string()])
             .ok()
     }
 

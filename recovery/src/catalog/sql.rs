@@ -422,9 +422,8 @@ async fn drop_unpublished<T>(
 
 /// Writes the metadata file a commit on `base` would publish (setting the table property
 /// `tidemark.stray` to `note`; stamped like a references-only commit, see [`apply_updates`])
-/// and stops before the swap: what a writer that dies between its
-/// write and its swap leaves in the table's metadata folder, a stray at the next version forked
-/// from `base`. The game day and the head-choice tests build their strays with it. Returns the
+/// and stops before the swap: what a writer that dies between its write and its swap leaves in
+/// the table's metadata folder, a stray at the next version forked from `base`. The game day and the head-choice tests build their strays with it. Returns the
 /// file's location.
 pub async fn write_stray(base: &Table, note: &str) -> Result<String, TableError> {
     let name = base.identifier().to_string();
@@ -432,10 +431,7 @@ pub async fn write_stray(base: &Table, note: &str) -> Result<String, TableError>
         table: name.clone(),
         reason: "the table has no metadata file to fork from".into(),
     })?;
-    let mut json = serde_json::to_value(base.metadata()).map_err(|e| TableError::Unsupported {
-        table: name.clone(),
-        reason: format!("cannot serialize the metadata: {e}"),
-    })?;
+    let mut json = metadata_json(&name, base.metadata())?;
     json["properties"]["tidemark.stray"] = note.into();
     let new_metadata = next_from_json(&name, base.metadata(), expected, json)?;
     write_next_metadata(base, expected, &new_metadata).await
@@ -474,7 +470,7 @@ pub(crate) fn apply_updates(
         table: table.to_string(),
         reason,
     };
-    let mut json = serde_json::to_value(base).map_err(|e| invalid(format!("cannot serialize the metadata: {e}")))?;
+    let mut json = metadata_json(table, base)?;
     for update in &request.updates {
         if let TableUpdate::SetSnapshotRef { ref_name, reference } = update {
             if base.snapshot_by_id(reference.snapshot_id).is_none() {
@@ -488,6 +484,14 @@ pub(crate) fn apply_updates(
         }
     }
     next_from_json(table, base, expected, json)
+}
+
+/// `meta` in the spec's JSON form, to be changed and parsed back by [`next_from_json`].
+fn metadata_json(table: &str, meta: &TableMetadata) -> Result<serde_json::Value, TableError> {
+    serde_json::to_value(meta).map_err(|e| TableError::Unsupported {
+        table: table.to_string(),
+        reason: format!("cannot serialize the metadata: {e}"),
+    })
 }
 
 /// The metadata whose spec JSON form is `json` (made from `base`, loaded from `expected`), as
