@@ -6,8 +6,12 @@
 //! A concurrent commit makes it reload and redo the work, like the applier.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
 use std::time::Instant;
 
+use iceberg::spec::DataFile;
 use iceberg::table::Table;
 use serde::Serialize;
 use tidemark_journal::clock::Clock;
@@ -16,14 +20,19 @@ use tidemark_schemas::FORMAT_VERSION;
 use crate::apply::chunks::{after_failed_commit, discard, written_paths};
 use crate::apply::error::ApplyError;
 use crate::apply::mor::WriteStats;
-use crate::apply::rules::{MERGE_CHUNK_ROWS, ROWS_PER_FILE, sort_by_key};
+use crate::apply::rules::ROWS_PER_FILE;
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
-use crate::table::read::{chunk_by_key, live_files, read_files};
+use crate::merge::MergeError;
+use crate::table::deletes::Deletes;
+use crate::table::read::{live_files, read_files};
 use crate::table::{self, CommitStamp, arrow_schema, commit_overwrite, write_data_file};
 
 /// Summary key a compaction commit sets (its value: the number of data files it rewrote).
 pub const PROP_COMPACTED: &str = "tidemark.compacted-files";
+
+/// The sort's memory when not told ([`CompactOptions::memory_bytes`]).
+pub const DEFAULT_MEMORY_BYTES: usize = 512 << 20;
 
 /// Which files a compaction rewrites.
 #[derive(Debug, Clone)]
@@ -34,6 +43,9 @@ pub struct CompactOptions {
     /// Files under this many rows are rewritten together when there are at least two of them.
     pub small_file_rows: u64,
     pub max_attempts: usize,
+    /// Memory the sort of the rewritten rows may hold; beyond it, sorted runs spill to files
+    /// under `$TIDEMARK_SPILL_DIR` (default the system's temporary folder) and are merged from there.
+    pub memory_bytes: usize,
 }
 
 impl Default for CompactOptions {
@@ -42,6 +54,7 @@ impl Default for CompactOptions {
             min_deleted_fraction: 0.0,
             small_file_rows: ROWS_PER_FILE as u64 / 4,
             max_attempts: 5,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
         }
     }
 }
@@ -61,6 +74,8 @@ pub struct CompactReport {
     pub delete_files_after: u64,
     pub retries: u64,
     pub writes: WriteStats,
+    /// Bytes of sorted runs the sort wrote to temporary files (0: it fitted in memory).
+    pub spilled_bytes: u64,
     pub elapsed_ms: u64,
 }
 
@@ -142,35 +157,26 @@ pub async fn compact(
             .iter()
             .find(|f| crate::table::files::field_id(f) == Some(key_field_id))
             .map(|f| f.name().clone());
-        let (chunks, _) = chunk_by_key(&chosen, key_field_id, MERGE_CHUNK_ROWS);
-        let (mut added, mut writes) = (Vec::new(), WriteStats::default());
-        let (mut read, mut before) = (0u64, 0u64);
-        for chunk in &chunks {
-            before += chunk.iter().map(|f| f.record_count()).sum::<u64>();
-            let rewritten = async {
-                let rows = read_files(&table, chunk, &schema, None, &deletes).await?;
-                let n = rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-                let sorted = match &key_name {
-                    Some(k) => sort_by_key(&schema, &rows, k)?,
-                    None => rows,
-                };
-                for batch in &sorted {
-                    let mut offset = 0;
-                    while offset < batch.num_rows() {
-                        let len = ROWS_PER_FILE.min(batch.num_rows() - offset);
-                        added.extend(write_data_file(&table, &[batch.slice(offset, len)], ids.uuid()).await?);
-                        offset += len;
-                    }
-                }
-                Ok::<_, ApplyError>(n)
-            }
-            .await;
-            match rewritten {
-                Ok(n) => read += n,
-                // What the compaction wrote before it stopped is in no snapshot: removed.
-                Err(e) => return Err(discard(&table, e, added).await),
-            }
-        }
+        let chosen_files: Vec<DataFile> = chosen.iter().map(|f| (*f).clone()).collect();
+        let before = chosen.iter().map(|f| f.record_count()).sum::<u64>();
+        let mut added = Vec::new();
+        let rewritten = rewrite_sorted(
+            &table,
+            chosen_files,
+            &schema,
+            key_name.as_deref(),
+            &deletes,
+            opts,
+            ids,
+            &mut added,
+        )
+        .await;
+        let (read, spilled) = match rewritten {
+            Ok(r) => r,
+            // What the compaction wrote before it stopped is in no snapshot: removed.
+            Err(e) => return Err(discard(&table, e, added).await),
+        };
+        let mut writes = WriteStats::default();
         writes.count_data(&added);
         writes.data_files_removed = chosen.len() as u64;
         let removed: Vec<String> = chosen.iter().map(|f| f.file_path().to_string()).collect();
@@ -187,6 +193,7 @@ pub async fn compact(
                 report.data_files_rewritten = removed.len() as u64;
                 report.rows_read = read;
                 report.rows_dropped = before - read;
+                report.spilled_bytes = spilled;
                 report.delete_files_after = crate::table::commit::current_files(&t).await?.deletes.len() as u64;
                 report.writes = writes;
                 report.elapsed_ms = started.elapsed().as_millis() as u64;
@@ -204,4 +211,175 @@ pub async fn compact(
         table: name,
         attempts: opts.max_attempts,
     })
+}
+
+/// Reads `files` one at a time (`deletes` applied), sorts their rows by `key` (when the table
+/// has a sort key) within [`CompactOptions::memory_bytes`], spilling sorted runs to temporary
+/// files beyond it (DataFusion's external sort), and writes the sorted rows as files of
+/// [`ROWS_PER_FILE`] rows into `added`. Memory holds one input file, the sort's budget and one
+/// output file's rows, whatever the number of rows rewritten. Returns the rows written and the
+/// bytes spilled.
+#[allow(clippy::too_many_arguments)]
+async fn rewrite_sorted(
+    table: &Table,
+    files: Vec<DataFile>,
+    schema: &arrow_schema::SchemaRef,
+    key: Option<&str>,
+    deletes: &Deletes,
+    opts: &CompactOptions,
+    ids: &dyn Ids,
+    added: &mut Vec<DataFile>,
+) -> Result<(u64, u64), ApplyError> {
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion::physical_plan::execute_stream;
+    use datafusion::prelude::{SessionConfig, SessionContext, ident};
+    use futures::TryStreamExt;
+
+    let df = |context| move |source| ApplyError::from(MergeError::DataFusion { context, source });
+    let failed: ReadFailure = Default::default();
+    let source = FileRows {
+        table: table.clone(),
+        files: Arc::new(files),
+        schema: schema.clone(),
+        deletes: deletes.clone(),
+        failed: failed.clone(),
+    };
+    use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+    let disk = DiskManagerBuilder::default()
+        .with_mode(DiskManagerMode::Directories(vec![crate::apply::spill::spill_root()]))
+        .with_max_temp_directory_size(u64::MAX);
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_limit(opts.memory_bytes.max(1 << 20), 1.0)
+        .with_disk_manager_builder(disk)
+        .build_arc()
+        .map_err(df("compaction memory pool"))?;
+    // Room for the merge of the spilled runs, out of the budget (DataFusion's default, 10 MB,
+    // would be all of a small one).
+    let config = SessionConfig::new()
+        .with_target_partitions(1)
+        .with_batch_size(8 * 1024)
+        .with_sort_spill_reservation_bytes(opts.memory_bytes / 4);
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    let provider = datafusion::catalog::streaming::StreamingTable::try_new(schema.clone(), vec![Arc::new(source)])
+        .map_err(df("compaction input"))?;
+    let mut frame = ctx.read_table(Arc::new(provider)).map_err(df("compaction input"))?;
+    if let Some(k) = key {
+        frame = frame
+            .sort(vec![ident(k).sort(true, true)])
+            .map_err(df("compaction sort"))?;
+    }
+    let plan = frame.create_physical_plan().await.map_err(df("compaction plan"))?;
+    let mut stream = execute_stream(plan.clone(), ctx.task_ctx()).map_err(df("compaction sort"))?;
+    let (mut pending, mut pending_rows, mut written) = (Vec::new(), 0usize, 0u64);
+    loop {
+        let next = stream.try_next().await;
+        let batch = match next {
+            Ok(b) => b,
+            // A read error inside the stream comes back as itself, naming its file.
+            Err(e) => {
+                return Err(failed
+                    .lock()
+                    .expect("not poisoned")
+                    .take()
+                    .map_or_else(|| df("compaction sort")(e), ApplyError::from));
+            }
+        };
+        let last = batch.is_none();
+        if let Some(b) = batch {
+            let b = RecordBatch::try_new(schema.clone(), b.columns().to_vec())
+                .map_err(|e| MergeError::Input(e.to_string()))?;
+            pending_rows += b.num_rows();
+            pending.push(b);
+        }
+        while pending_rows >= ROWS_PER_FILE || (last && pending_rows > 0) {
+            let n = ROWS_PER_FILE.min(pending_rows);
+            let (mut file, mut taken) = (Vec::new(), 0);
+            while taken < n {
+                let b = pending.remove(0);
+                let want = n - taken;
+                if b.num_rows() > want {
+                    file.push(b.slice(0, want));
+                    pending.insert(0, b.slice(want, b.num_rows() - want));
+                    taken = n;
+                } else {
+                    taken += b.num_rows();
+                    file.push(b);
+                }
+            }
+            pending_rows -= n;
+            written += n as u64;
+            added.extend(write_data_file(table, &file, ids.uuid()).await?);
+        }
+        if last {
+            break;
+        }
+    }
+    Ok((written, spilled_bytes(plan.as_ref()) as u64))
+}
+
+/// The bytes every operator of `plan` spilled.
+fn spilled_bytes(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> usize {
+    let own = plan.metrics().and_then(|m| m.spilled_bytes()).unwrap_or(0);
+    own + plan.children().iter().map(|c| spilled_bytes(c.as_ref())).sum::<usize>()
+}
+
+/// The first read error of a [`FileRows`] stream, kept as it is (DataFusion only carries text).
+type ReadFailure = Arc<std::sync::Mutex<Option<crate::table::TableError>>>;
+
+/// The live rows of data files, read one file at a time, as a DataFusion partition.
+struct FileRows {
+    table: Table,
+    files: Arc<Vec<DataFile>>,
+    schema: arrow_schema::SchemaRef,
+    deletes: Deletes,
+    failed: ReadFailure,
+}
+
+impl std::fmt::Debug for FileRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileRows({} files)", self.files.len())
+    }
+}
+
+impl datafusion::physical_plan::streaming::PartitionStream for FileRows {
+    fn schema(&self) -> &arrow_schema::SchemaRef {
+        &self.schema
+    }
+
+    fn execute(
+        &self,
+        _ctx: Arc<datafusion::execution::TaskContext>,
+    ) -> datafusion::execution::SendableRecordBatchStream {
+        use futures::StreamExt;
+        let (table, files, schema, deletes, failed) = (
+            self.table.clone(),
+            self.files.clone(),
+            self.schema.clone(),
+            self.deletes.clone(),
+            self.failed.clone(),
+        );
+        let per_file = futures::stream::iter(0..files.len()).then(move |i| {
+            let (table, files, schema, deletes, failed) = (
+                table.clone(),
+                files.clone(),
+                schema.clone(),
+                deletes.clone(),
+                failed.clone(),
+            );
+            async move {
+                match read_files(&table, &[&files[i]], &schema, None, &deletes).await {
+                    Ok(rows) => futures::stream::iter(rows.into_iter().map(Ok).collect::<Vec<_>>()),
+                    Err(e) => {
+                        let text = e.to_string();
+                        *failed.lock().expect("not poisoned") = Some(e);
+                        futures::stream::iter(vec![Err(datafusion::error::DataFusionError::Execution(text))])
+                    }
+                }
+            }
+        });
+        Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            per_file.flatten(),
+        ))
+    }
 }

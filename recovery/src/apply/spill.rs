@@ -47,6 +47,11 @@ use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, key_bounds, rea
 /// Keys the sample keeps at most (reservoir sampling; every key when there are fewer events).
 pub const SAMPLE_KEYS: usize = 8192;
 
+/// Where spill files go: `$TIDEMARK_SPILL_DIR`, or the system's temporary folder.
+pub(crate) fn spill_root() -> PathBuf {
+    std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, PathBuf::from)
+}
+
 /// Removes a spill folder when dropped.
 pub(crate) struct SpillDir(pub(crate) PathBuf);
 

@@ -266,6 +266,10 @@ pub enum TableCommand {
         /// 0: every file with a deleted row, so that every position delete file is dropped).
         #[arg(long, default_value_t = 0.0)]
         min_deleted_fraction: f64,
+        /// Memory the sort of the rewritten rows may hold, in MiB; beyond it sorted runs spill
+        /// under $TIDEMARK_SPILL_DIR (default the system's temporary folder) and are merged from there.
+        #[arg(long, default_value_t = tidemark_recovery::apply::compact::DEFAULT_MEMORY_BYTES >> 20)]
+        memory_mb: usize,
         #[command(flatten)]
         common: Common,
     },
@@ -291,12 +295,14 @@ pub async fn run_table(cmd: TableCommand) -> anyhow::Result<()> {
             catalog,
             table,
             min_deleted_fraction,
+            memory_mb,
             common,
         } => {
             let handle = catalog.open().await?;
             let t = tidemark_recovery::table::load_table(&handle, &table).await?;
             let opts = tidemark_recovery::apply::compact::CompactOptions {
                 min_deleted_fraction,
+                memory_bytes: memory_mb << 20,
                 ..Default::default()
             };
             let (report, _) =

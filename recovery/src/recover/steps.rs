@@ -213,6 +213,5 @@ pub(crate) async fn reference_snapshot(
 pub(crate) fn spill_dir_for(step: &str) -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let root = std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-    root.join(format!("tidemark-{step}-{}-{n}", std::process::id()))
+    crate::apply::spill::spill_root().join(format!("tidemark-{step}-{}-{n}", std::process::id()))
 }
