@@ -193,41 +193,9 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
 
     // Failover: the route readers use flips to the DR table; the follower is fenced.
     let route = s.path_str("route");
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        primary,
-        "--table",
-        &orders,
-        "--applied-position",
-        "400",
-        "--reason",
-        "primary",
-    ])
-    .ok();
+    s.flip(&route, primary, &orders, "400", "primary").ok();
     let p = s
-        .run(&[
-            "replica",
-            "failover",
-            "--warehouse",
-            &replica,
-            "--catalog",
-            dr,
-            "--namespace",
-            namespace,
-            "--prefix-map",
-            &map,
-            "--state",
-            &st,
-            "--route",
-            &route,
-            "--failover-id",
-            "fo-1",
-            "--json",
-        ])
+        .failover([&replica, dr, &map, &st], &route, "fo-1", &["--namespace", namespace])
         .ok()
         .json();
     assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
@@ -238,35 +206,12 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     // had. Resync walks it back and keeps what it walks over.
     s.run(&["apply", "--journal", journal, "--catalog", dr, "--route", &route])
         .ok();
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        primary,
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        &orders,
-        "--where",
-        "order_version % 3 = 0",
-    ])
-    .ok();
+    s.fault_delete_at(primary, &primary_wh, &orders, "order_version % 3 = 0");
     let resync = |dry: bool| {
-        let mut args = vec![
-            "replica",
-            "resync",
-            "--demote",
-            &primary,
-            "--primary",
-            dr,
-            "--namespace",
-            namespace,
-            "--json",
-        ];
-        if dry {
-            args.push("--dry-run");
-        }
-        s.run(&args).ok().json()
+        let dry: &[&str] = if dry { &["--dry-run"] } else { &[] };
+        s.resync(primary, dr, &[&["--namespace", namespace, "--json"], dry].concat())
+            .ok()
+            .json()
     };
     let plan = resync(true);
     let t = table(&plan, &orders);
@@ -294,21 +239,10 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     // The roles turn once more: the DR side's commits since the failover are abandoned and it is
     // demoted onto the resynced old primary: `resync --demote` of this catalog kind.
     let demote = |dry: bool| {
-        let mut args = vec![
-            "replica",
-            "resync",
-            "--demote",
-            dr,
-            "--primary",
-            &primary,
-            "--namespace",
-            namespace,
-            "--json",
-        ];
-        if dry {
-            args.push("--dry-run");
-        }
-        s.run(&args).ok().json()
+        let dry: &[&str] = if dry { &["--dry-run"] } else { &[] };
+        s.resync(dr, primary, &[&["--namespace", namespace, "--json"], dry].concat())
+            .ok()
+            .json()
     };
     let before = record("h4.json");
     let plan = demote(true);
@@ -536,19 +470,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     );
     // (The journal's checkpoint is at 500, from the DR side's writes: the new primary's commit is
     // one outside the journal.)
-    s.run(&[
-        "fault",
-        "delete",
-        "--catalog",
-        primary,
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        &orders,
-        "--where",
-        "order_version % 13 = 4",
-    ])
-    .ok();
+    s.fault_delete_at(primary, &primary_wh, &orders, "order_version % 13 = 4");
     replicate(&primary_wh, &replica, endpoint, true);
     let st_back = s.path_str("state-back");
     let follow_back = || {

@@ -232,41 +232,8 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
 
     // Failover: the route readers use flips from the primary's table to the DR table.
     let route = s.path_str("route");
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        primary,
-        "--table",
-        "shop.orders",
-        "--applied-position",
-        "500",
-        "--reason",
-        "primary",
-    ])
-    .ok();
-    let p = s
-        .run(&[
-            "replica",
-            "failover",
-            "--warehouse",
-            &replica,
-            "--catalog",
-            &dr,
-            "--prefix-map",
-            &map,
-            "--state",
-            &st,
-            "--route",
-            &route,
-            "--failover-id",
-            "fo-1",
-            "--json",
-        ])
-        .ok()
-        .json();
+    s.flip(&route, primary, "shop.orders", "500", "primary").ok();
+    let p = s.failover([&replica, &dr, &map, &st], &route, "fo-1", &[]).ok().json();
     assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
     assert_eq!(p["tables"][0]["positions_behind"], 0);
     s.run(&["replica", "status", "--state", &st])
@@ -284,33 +251,9 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
         "order_version % 7 = 1",
         "order_version % 11 = 3",
     ] {
-        s.run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            primary,
-            "--warehouse",
-            &primary_wh,
-            "--table",
-            "shop.orders",
-            "--where",
-            predicate,
-        ])
-        .ok();
+        s.fault_delete_at(primary, &primary_wh, "shop.orders", predicate);
     }
-    let plan = s
-        .run(&[
-            "replica",
-            "resync",
-            "--demote",
-            primary,
-            "--primary",
-            &dr,
-            "--dry-run",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let plan = s.resync(primary, &dr, &["--dry-run", "--json"]).ok().json();
     let t = &plan["tables"][0];
     assert_eq!(t["action"], "walked_back", "{plan}");
     let kept = t["kept_files"].as_array().unwrap();
@@ -320,16 +263,10 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
             .any(|f| f["what"] == "data file" || f["what"] == "delete file"),
         "{t}"
     );
-    let walked = s
-        .run(&["replica", "resync", "--demote", primary, "--primary", &dr, "--json"])
-        .ok()
-        .json();
+    let walked = s.resync(primary, &dr, &["--json"]).ok().json();
     let walked_over = walked["tables"][0]["walked_over"].as_array().unwrap().clone();
     assert_eq!(walked_over.len(), 3, "{walked}");
-    let again = s
-        .run(&["replica", "resync", "--demote", primary, "--primary", &dr, "--json"])
-        .ok()
-        .json();
+    let again = s.resync(primary, &dr, &["--json"]).ok().json();
     assert_eq!(again["tables"][0]["action"], "in_step", "{again}");
     // Replication reversed: the old primary follows the new one from where resync left it.
     replicate(&replica, &primary_wh, endpoint, true);
@@ -398,19 +335,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     // read of its pointer and the swap: refused (exit 5) naming the table, nothing of it moved;
     // once that writer stopped, a re-run resyncs, keeping the other writer's files too.
     let fault = |predicate: &str| {
-        s.run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            primary,
-            "--warehouse",
-            &primary_wh,
-            "--table",
-            "shop.orders",
-            "--where",
-            predicate,
-        ])
-        .ok();
+        s.fault_delete_at(primary, &primary_wh, "shop.orders", predicate);
     };
     fault("order_version % 3 = 0");
     let resync_args = ["replica", "resync", "--demote", primary, "--primary", &dr, "--json"];
@@ -681,22 +606,11 @@ fn replica_status_reports_a_bad_write_the_dr_copy_holds() {
     );
 
     // A bad delete on the primary, replicated and registered by the follower.
-    let f = s
-        .run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            primary,
-            "--warehouse",
-            &primary_wh,
-            "--table",
-            "shop.orders",
-            "--where",
-            "order_version > 2",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let f = Story::new(&s)
+        .catalog(primary)
+        .warehouse(&primary_wh)
+        .table("shop.orders")
+        .bad_delete_json("order_version > 2");
     assert!(f["rows_deleted"].as_u64().unwrap() > 0, "{f}");
     follow();
     let bad = status().fails(DIVERGENCE, &["shop.orders", "divergence"]);

@@ -158,10 +158,7 @@ fn replica_copy_on_s3_through_errors_and_a_crash() {
         return;
     }
     let s = Scratch::new();
-    let journal = journal_with(&s, "journal", 120, 20);
-    let catalog = s.path_str("catalog.db");
-    let warehouse = unique("wh");
-    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
+    let (_, _, warehouse) = applied_to_s3(&s, 120, 20, "wh");
     let replica = unique("replica");
     let proxy = Proxy::mixed(&s, 17, 400);
     let env = proxy.env();
@@ -204,10 +201,7 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
     }
     let auth = std::env::var("TIDEMARK_S3_AUTH_ENDPOINT").expect("TIDEMARK_S3_AUTH_ENDPOINT (sandbox/test.sh)");
     let s = Scratch::new();
-    let journal = journal_with(&s, "journal", 20, 10);
-    let catalog = s.path_str("catalog.db");
-    let warehouse = unique("creds");
-    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
+    let (_, catalog, warehouse) = applied_to_s3(&s, 20, 10, "creds");
     let env = [("AWS_ENDPOINT_URL", auth.as_str())];
     fault_delete_in(&s, &env, &catalog, &warehouse, "shop.orders", "order_id = 'o-1'")
         .fails(8, &["access to the warehouse refused", "check the credentials"]);
@@ -514,10 +508,7 @@ fn catalog_restore_on_s3_reports_its_requests() {
         return;
     }
     let s = Scratch::new();
-    let journal = journal_with(&s, "journal", 30, 10);
-    let catalog = s.path_str("catalog.db");
-    let warehouse = unique("restore-wh");
-    apply_in(&s, &journal, &catalog, &warehouse, "shop.orders");
+    let (_, catalog, warehouse) = applied_to_s3(&s, 30, 10, "restore-wh");
     let backups = unique("backups");
     let id = backup(&s, &catalog, &warehouse, &backups);
     std::fs::create_dir_all(s.path("new")).unwrap();

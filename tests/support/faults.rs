@@ -2,7 +2,7 @@
 //! prefixes, the set-up steps the scenarios share (apply into a given warehouse, a catalog
 //! backup), and running a command until it completes while killing it at seeded random moments.
 
-use super::{Run, Scratch, events, tidemark};
+use super::{Run, Scratch, events, journal_with, tidemark};
 
 /// `tidemark` in `s` with extra environment variables.
 pub fn run_env(s: &Scratch, env: &[(&str, &str)], args: &[&str]) -> Run {
@@ -244,6 +244,17 @@ pub fn generation(s: &Scratch, route: &str) -> (u64, String) {
 /// `apply` of `journal` into `table` of `catalog`, the table files in `warehouse`; must succeed.
 pub fn apply_in(s: &Scratch, journal: &str, catalog: &str, warehouse: &str, table: &str) -> Run {
     s.story(journal, catalog, table).warehouse(warehouse).apply(&[])
+}
+
+/// A journal of `last` events in batches of `batch` (`journal` in the scratch folder), applied
+/// into `shop.orders` of the SQLite catalog `catalog.db`, its table files under a fresh S3
+/// prefix named after `name`: (journal, catalog, warehouse).
+pub fn applied_to_s3(s: &Scratch, last: u64, batch: u64, name: &str) -> (String, String, String) {
+    let journal = journal_with(s, "journal", last, batch);
+    let catalog = s.path_str("catalog.db");
+    let warehouse = unique(name);
+    apply_in(s, &journal, &catalog, &warehouse, "shop.orders");
+    (journal, catalog, warehouse)
 }
 
 /// `catalog backup` of `catalog` (tables in `warehouse`) to `to`; returns the backup's id.

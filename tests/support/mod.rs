@@ -208,6 +208,64 @@ impl Scratch {
     pub fn fault_delete(&self, catalog: &str, table: &str, predicate: &str) -> Run {
         Story::new(self).catalog(catalog).table(table).bad_delete(predicate)
     }
+
+    /// [`Scratch::fault_delete`] on a catalog whose tables live in `warehouse`.
+    pub fn fault_delete_at(&self, catalog: &str, warehouse: &str, table: &str, predicate: &str) -> Run {
+        Story::new(self)
+            .catalog(catalog)
+            .warehouse(warehouse)
+            .table(table)
+            .bad_delete(predicate)
+    }
+
+    /// `route flip --route R --catalog C --table T --applied-position P --reason WHY`, unchecked.
+    pub fn flip(&self, route: &str, catalog: &str, table: &str, position: &str, reason: &str) -> Run {
+        self.run(&[
+            "route",
+            "flip",
+            "--route",
+            route,
+            "--catalog",
+            catalog,
+            "--table",
+            table,
+            "--applied-position",
+            position,
+            "--reason",
+            reason,
+        ])
+    }
+
+    /// `replica failover` of the follower `follow` names (`--warehouse`, `--catalog`,
+    /// `--prefix-map`, `--state`: as [`Scratch::follow`]) through the route `route`, with
+    /// `--failover-id ID --json EXTRA…`, unchecked.
+    pub fn failover(&self, follow: [&str; 4], route: &str, id: &str, extra: &[&str]) -> Run {
+        let [warehouse, catalog, map, state] = follow;
+        let args = [
+            "replica",
+            "failover",
+            "--warehouse",
+            warehouse,
+            "--catalog",
+            catalog,
+            "--prefix-map",
+            map,
+            "--state",
+            state,
+            "--route",
+            route,
+            "--failover-id",
+            id,
+            "--json",
+        ];
+        self.run(&[&args[..], extra].concat())
+    }
+
+    /// `replica resync --demote OLD --primary NEW EXTRA…` (`--namespace`, `--json`,
+    /// `--dry-run`), unchecked.
+    pub fn resync(&self, demote: &str, primary: &str, extra: &[&str]) -> Run {
+        self.run(&[&["replica", "resync", "--demote", demote, "--primary", primary], extra].concat())
+    }
 }
 
 /// Every file of `walked` (metadata locations a resync walked over) is among the `strays` of

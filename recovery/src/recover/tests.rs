@@ -205,6 +205,19 @@ impl Story {
         .await
     }
 
+    /// [`Story::recover`] with `opts` (ids seeded `seed`), row F07 of the recovered table lost
+    /// behind recovery's back, and `recover` again with the same options: its report.
+    pub(crate) async fn recover_damaged(
+        &self,
+        target: &CatalogHandle,
+        opts: &RecoverOptions,
+        seed: u64,
+    ) -> crate::recover::RecoveryReport {
+        self.recover(target, opts, seed).await.unwrap();
+        lose_f07(target, &opts.into, seed + 1).await;
+        self.recover(target, opts, seed + 2).await.unwrap().0
+    }
+
     pub(crate) fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
         RecoverOptions {
             recovery_id: format!("rec-{into}"),
@@ -217,6 +230,15 @@ impl Story {
             trust: Default::default(),
         }
     }
+}
+
+/// The story, the metadata location of its source table, and an empty catalog in its `dr`
+/// folder to recover into.
+pub(crate) async fn story_with_target() -> (Story, String, CatalogHandle) {
+    let s = story().await;
+    let meta = s.source_metadata().await;
+    let target = catalog_in(&s.root.join("dr")).await;
+    (s, meta, target)
 }
 
 /// Damage a recovered table behind recovery's back: row F07 disappears.
@@ -232,9 +254,7 @@ pub(crate) fn key(s: &str) -> Cell {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_a_to_e_story_recovers_from_the_dr_replica() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let (report, table) = s
         .recover(&target, &s.opts(&meta, "shop.orders_recovered", None), 4)
         .await
@@ -300,9 +320,7 @@ fn parquet_files_under(dir: &Path, but: &str) -> Vec<Vec<u8>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let (report, table) = s
         .recover(&target, &s.opts(&meta, "shop.orders_copied", None), 4)
         .await
@@ -351,9 +369,7 @@ async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_refuses_what_it_cannot_prove() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     // H past the verified range.
     let err = s
         .recover(&target, &s.opts(&meta, "shop.r1", Some(27)), 7)
@@ -444,14 +460,10 @@ async fn recovery_refuses_what_it_cannot_prove() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let opts = s.opts(&meta, "shop.orders_recovered", None);
-    s.recover(&target, &opts, 8).await.unwrap();
     // The recovered table is damaged; validating it again refuses it (and marks it).
-    lose_f07(&target, "shop.orders_recovered", 9).await;
-    let (refused, _) = s.recover(&target, &opts, 10).await.unwrap();
+    let refused = s.recover_damaged(&target, &opts, 8).await;
     assert!(!refused.validation.ok);
     // A rerun of the same recovery under a new id (the CLI's default) replaces the refused table
     // instead of stopping at "exists and is not this recovery's".
@@ -481,14 +493,10 @@ async fn a_table_left_by_a_refused_attempt_is_replaced_by_a_rerun() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_names_an_injected_wrong_row() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let opts = s.opts(&meta, "shop.orders_recovered", None);
-    s.recover(&target, &opts, 8).await.unwrap();
     // Damage the recovered table behind recovery's back: one row disappears.
-    lose_f07(&target, "shop.orders_recovered", 9).await;
-    let (report, _) = s.recover(&target, &opts, 10).await.unwrap();
+    let report = s.recover_damaged(&target, &opts, 8).await;
     assert!(!report.validation.ok);
     assert_eq!(report.validation.missing, 1);
     assert_eq!(report.validation.first_mismatches[0].key, "F07");
@@ -528,9 +536,7 @@ async fn validation_names_an_injected_wrong_row() {
 /// after all, with the events it had spilled by range read back: the same verdict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_part_with_too_many_events_falls_back_to_the_key_hash_split_with_every_event() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let opts = RecoverOptions {
         partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_crowded", None)
@@ -564,16 +570,12 @@ async fn a_part_with_too_many_events_falls_back_to_the_key_hash_split_with_every
 /// included, is the one of the default budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_range_parts_larger_than_the_rows_in_flight_run_alone_with_the_same_verdict() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let opts = RecoverOptions {
         partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_budget", None)
     };
-    s.recover(&target, &opts, 40).await.unwrap();
-    lose_f07(&target, "shop.orders_budget", 41).await;
-    let (free, _) = s.recover(&target, &opts, 42).await.unwrap();
+    let free = s.recover_damaged(&target, &opts, 40).await;
     let (tight, _) = tokio::time::timeout(
         std::time::Duration::from_secs(60),
         crate::recover::validate::ROWS_IN_FLIGHT.scope(1, s.recover(&target, &opts, 43)),
@@ -608,9 +610,7 @@ async fn key_range_parts_larger_than_the_rows_in_flight_run_alone_with_the_same_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_validation() {
     use crate::table::read::key_bounds;
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let opts = RecoverOptions {
         partition_rows: Some(6),
         ..s.opts(&meta, "shop.orders_bounds", None)
@@ -669,9 +669,7 @@ async fn a_data_file_whose_keys_lie_outside_its_manifest_bounds_stops_the_valida
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_validation_agrees_with_the_whole_table_comparison() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let whole = s.opts(&meta, "shop.orders_whole", None);
     let (a, _) = s.recover(&target, &whole, 12).await.unwrap();
     let mut splits = std::collections::BTreeSet::new();
@@ -741,9 +739,7 @@ async fn validation_partitions_count_the_range_events() {
     // With a partition as large as the larger of the snapshot and the table, the rows alone
     // make one partition; the range's events (its manifests' row counts) make more, so that a
     // partition's share of the events does not grow with the range.
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     let whole = s.opts(&meta, "shop.orders_whole", None);
     let (a, _) = s.recover(&target, &whole, 14).await.unwrap();
     assert_eq!(a.validation.partitions, 1);
@@ -848,9 +844,7 @@ async fn snapshot_at(s: &Story, position: u64) -> i64 {
 async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
     use tidemark_journal::checkpoint;
     use tidemark_journal::store::PutMode;
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     // The lie: checkpoint 20 rewritten to name the snapshot of position 15, its key, position,
     // manifest sequence and digest kept consistent.
     let cps = checkpoint::list(s.journal.store.as_ref(), &Default::default())
@@ -892,9 +886,7 @@ async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_recorded_from_another_journal_is_refused() {
-    let s = story().await;
-    let meta = s.source_metadata().await;
-    let target = catalog_in(&s.root.join("dr")).await;
+    let (s, meta, target) = story_with_target().await;
     // Another journal with the same positions (and here even the same events).
     std::fs::create_dir_all(s.root.join("other")).unwrap();
     let store = Arc::new(LocalStore::open(s.root.join("other")).unwrap());

@@ -292,6 +292,22 @@ async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
     assert_eq!(tb.metadata().current_snapshot().unwrap().sequence_number(), 3);
 }
 
+/// A new orders table in `dir` with one commit (stamp 1) of one file holding key `a` at
+/// version 1: the catalog, the table after that commit, and the file.
+async fn committed(dir: &std::path::Path) -> (crate::catalog::CatalogHandle, Table, Vec<DataFile>) {
+    let handle = catalog_in(dir).await;
+    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+        .await
+        .unwrap();
+    let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
+        .await
+        .unwrap();
+    let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
+        .await
+        .unwrap();
+    (handle, t1, f1)
+}
+
 /// The files in the table's metadata folder named with a commit's id (its manifests and manifest
 /// list).
 fn metadata_files_of(dir: &std::path::Path, id: Uuid) -> Vec<String> {
@@ -309,16 +325,7 @@ fn metadata_files_of(dir: &std::path::Path, id: Uuid) -> Vec<String> {
 #[tokio::test]
 async fn a_refused_commit_removes_the_manifests_it_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    let handle = catalog_in(dir.path()).await;
-    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
-        .await
-        .unwrap();
-    let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
-        .await
-        .unwrap();
-    let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
-        .await
-        .unwrap();
+    let (handle, t1, f1) = committed(dir.path()).await;
     let removed = [f1[0].file_path().to_string()];
     let fa = write_data_file(&t1, &[orders(&[("a", 2)])], stamp(2).id).await.unwrap();
     let fb = write_data_file(&t1, &[orders(&[("a", 3)])], stamp(3).id).await.unwrap();
@@ -342,16 +349,7 @@ async fn a_refused_commit_removes_the_manifests_it_wrote() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_concurrent_commits_exactly_one_wins() {
     let dir = tempfile::tempdir().unwrap();
-    let handle = catalog_in(dir.path()).await;
-    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
-        .await
-        .unwrap();
-    let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
-        .await
-        .unwrap();
-    let base = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
-        .await
-        .unwrap();
+    let (handle, base, f1) = committed(dir.path()).await;
     let removed = [f1[0].file_path().to_string()];
 
     let mut prepared = Vec::new();
@@ -387,16 +385,7 @@ async fn of_concurrent_commits_exactly_one_wins() {
 #[tokio::test]
 async fn bad_commits_are_refused_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let handle = catalog_in(dir.path()).await;
-    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
-        .await
-        .unwrap();
-    let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
-        .await
-        .unwrap();
-    let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
-        .await
-        .unwrap();
+    let (handle, t1, f1) = committed(dir.path()).await;
 
     let err = commit_overwrite(&handle, &t1, &[], Vec::new(), HashMap::new(), stamp(2))
         .await
