@@ -354,25 +354,25 @@ fn with_id(field: Field, id: i32) -> Field {
 /// Whether the delete file `del` may still remove a row of one of `data` (the data files live
 /// after a commit, with their data sequence numbers). Conservative: `true` unless it provably
 /// cannot (an equality delete older than or as old as every data file; a position delete whose
-/// referenced paths — from `referenced_data_file`, its `file_path` bounds, or else `read` (the
-/// paths its `file_path` column holds, [`unbounded_position_paths`]) — name no data file at or
+/// referenced paths — from `referenced_data_file`, else `read` (the paths its `file_path` column
+/// holds, [`position_paths_to_read`]), else its `file_path` bounds — name no data file at or
 /// below its sequence number).
 pub fn still_applies(del: &LiveFile, data: &[(&str, i64)], read: Option<&HashSet<String>>) -> bool {
     match del.file.content_type() {
         DataContentType::EqualityDeletes => data.iter().any(|(_, seq)| *seq < del.sequence),
         DataContentType::PositionDeletes => {
-            let older = data.iter().filter(|(_, seq)| *seq <= del.sequence);
+            let mut older = data.iter().filter(|(_, seq)| *seq <= del.sequence);
             if let Some(referenced) = del.file.referenced_data_file() {
-                return older.into_iter().any(|(p, _)| *p == referenced);
+                return older.any(|(p, _)| *p == referenced);
+            }
+            if let Some(paths) = read {
+                return older.any(|(p, _)| paths.contains(*p));
             }
             match path_bounds(del) {
                 // Bounds of strings may be truncated prefixes: a lower bound <= every path in
                 // the file; an upper bound is rounded up. Paths in [lo, hi] may be referenced.
-                Some((lo, hi)) => older.into_iter().any(|(p, _)| *p >= lo.as_str() && *p <= hi.as_str()),
-                None => match read {
-                    Some(paths) => older.into_iter().any(|(p, _)| paths.contains(*p)),
-                    None => true,
-                },
+                Some((lo, hi)) => older.any(|(p, _)| *p >= lo.as_str() && *p <= hi.as_str()),
+                None => true,
             }
         }
         DataContentType::Data => false,
@@ -388,24 +388,31 @@ fn path_bounds(del: &LiveFile) -> Option<(String, String)> {
     Some((bound(del.file.lower_bounds())?, bound(del.file.upper_bounds())?))
 }
 
-/// For each position delete file of `deletes` whose metadata names neither its data file nor
-/// `file_path` bounds, the data file paths its `file_path` column holds (the file is read), so
-/// that [`still_applies`] can tell a spent one.
-pub async fn unbounded_position_paths(
+/// For each position delete file of `deletes` that [`still_applies`] cannot settle from its
+/// metadata, the data file paths its `file_path` column holds (the file is read), so that a
+/// spent one is told and dropped. Such a file names no data file, and either has no
+/// `file_path` bounds, or its bounds span both a data file of `data` (the files live after the
+/// commit, with their data sequence numbers) and one of `removed` (those the commit removes) at
+/// or below its sequence number: a commit that removes nothing in its bounds cannot have spent
+/// it, and is not slowed by reading it.
+pub async fn position_paths_to_read(
     io: &FileIO,
     name: &str,
     deletes: &[LiveFile],
+    data: &[(&str, i64)],
+    removed: &[(&str, i64)],
 ) -> Result<HashMap<String, HashSet<String>>, TableError> {
     let target = Arc::new(ArrowSchema::new(vec![with_id(
         Field::new("file_path", arrow_schema::DataType::Utf8, false),
         POS_DELETE_PATH_ID,
     )]));
     let mut out = HashMap::new();
-    for del in deletes.iter().filter(|d| {
+    let unsettled = |d: &LiveFile| {
         d.file.content_type() == DataContentType::PositionDeletes
             && d.file.referenced_data_file().is_none()
-            && path_bounds(d).is_none()
-    }) {
+            && (path_bounds(d).is_none() || (still_applies(d, data, None) && still_applies(d, removed, None)))
+    };
+    for del in deletes.iter().filter(|d| unsettled(d)) {
         let mut paths = HashSet::new();
         for b in read_paths(io, name, &[del.path.as_str()], &target, None, &Deletes::none()).await? {
             let column = b.column(0).as_string::<i32>();

@@ -448,3 +448,40 @@ async fn recovery_from_a_snapshot_with_deletes_keeps_them_applied() {
     assert!(report.validation.ok, "{:?}", report.validation);
     assert_eq!(report.validation.keys_expected, 5);
 }
+
+/// A position delete file whose `file_path` bounds span a data file it names no row of is
+/// dropped once the files it does name are rewritten: the commit reads the paths it holds
+/// instead of keeping it on its bounds alone (found when the 10M and 100M compactions of the
+/// bench left one delete file every reader still loaded).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_drops_a_delete_file_whose_bounds_span_a_file_it_spares() {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(&dir.path().join("journal")).await;
+    let handle = catalog_in(dir.path()).await;
+    // Three commits of one new key each: three data files.
+    for i in 1..=3u64 {
+        append_text(&j, &ev(i, &format!("o-{i}"), 1)).await;
+        apply_all(&j, &handle, &SeededIds::new(i)).await;
+    }
+    let t = table::load_table(&handle, TABLE).await.unwrap();
+    let mut at = Vec::new();
+    for i in 1..=3 {
+        at.push((locate(&t, &format!("o-{i}")).await, format!("o-{i}")));
+    }
+    at.sort();
+    assert!(at[0].0.0 < at[1].0.0 && at[1].0.0 < at[2].0.0, "{at:?}");
+    // Rows in the first and the last file by path: the bounds span the middle one.
+    let pos = position_delete(&t, &[at[0].0.clone(), at[2].0.clone()], 1).await;
+    let t = commit_delete_files(&handle, &t, vec![pos], stamp(1)).await.unwrap();
+    let opts = crate::apply::compact::CompactOptions {
+        small_file_rows: 0,
+        ..Default::default()
+    };
+    let (r, t) = crate::apply::compact::compact(&handle, t, &opts, &clock(), &SeededIds::new(9))
+        .await
+        .unwrap();
+    assert_eq!(r.data_files_rewritten, 2, "{r:?}");
+    assert_eq!(r.delete_files_after, 0, "{r:?}");
+    let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
+    assert_eq!(keys, [at[1].1.clone()]);
+}

@@ -7,7 +7,7 @@ use arrow_schema::Field;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataContentType, DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestList};
 
-pub use super::deletes::{Deletes, PositionDeleteCache, still_applies, unbounded_position_paths};
+pub use super::deletes::{Deletes, PositionDeleteCache, position_paths_to_read, still_applies};
 use super::error::{TableError, iceberg_err};
 
 /// Field id of `file_path` in a position delete file (reserved by the Iceberg spec).

@@ -35,7 +35,7 @@ use iceberg::spec::{
 use iceberg::table::Table;
 use uuid::Uuid;
 
-use super::deletes::{still_applies, unbounded_position_paths};
+use super::deletes::{position_paths_to_read, still_applies};
 use super::error::{TableError, iceberg_err};
 use super::files::{LiveFile, SnapshotFiles, snapshot_files};
 use crate::catalog::CatalogHandle;
@@ -213,6 +213,8 @@ pub async fn commit_row_delta(
             Ok(writers.len() - 1)
         };
     let mut counts = Counts::default();
+    // The data files this commit removes, with their data sequence numbers.
+    let mut gone: Vec<(String, i64)> = Vec::new();
     // The data files live after this commit, with their data sequence numbers.
     let mut remaining: Vec<(String, i64)> = Vec::with_capacity(current.data.len() + added.len());
     for file in &added {
@@ -234,6 +236,7 @@ pub async fn commit_row_delta(
         let n = writer_for(&mut writers, entry.spec_id)?;
         let writer = &mut writers[n].1;
         if removed.contains(file.file_path()) {
+            gone.push((file.file_path().to_string(), seq));
             counts.deleted_files += 1;
             counts.deleted_records += file.record_count();
             counts.removed_size += file.file_size_in_bytes();
@@ -268,11 +271,12 @@ pub async fn commit_row_delta(
     // stay; the others (their rows were carried into new files, or their files are gone) are
     // dropped. A delete manifest without a dropped file is carried as it is; one with a dropped
     // file is written again, the dropped files marked DELETED.
-    let unbounded = unbounded_position_paths(table.file_io(), &name, &current.deletes).await?;
+    let gone: Vec<(&str, i64)> = gone.iter().map(|(p, s)| (p.as_str(), *s)).collect();
+    let read = position_paths_to_read(table.file_io(), &name, &current.deletes, &remaining, &gone).await?;
     let dropped: HashSet<&str> = current
         .deletes
         .iter()
-        .filter(|d| !still_applies(d, &remaining, unbounded.get(d.file.file_path())))
+        .filter(|d| !still_applies(d, &remaining, read.get(d.file.file_path())))
         .map(|d| d.file.file_path())
         .collect();
     for del in &current.deletes {
