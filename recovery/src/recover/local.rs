@@ -13,7 +13,7 @@ use super::options::RecoverOptions;
 use super::report::{RecoveryReport, StepTiming};
 use super::snapshot::{self, TrustedSnapshot};
 use super::steps::{
-    journal_reference_step, resumed_boundary, snapshot_detail, spill_dir_for, validate_step, validation_detail,
+    StepLog, journal_reference_step, resumed_boundary, snapshot_detail, spill_dir_for, validate_step, validation_detail,
 };
 use super::{audited, replay, seed, validate};
 use crate::catalog::CatalogHandle;
@@ -29,25 +29,16 @@ pub async fn recover(
     progress: &mut dyn FnMut(&StepTiming),
 ) -> Result<(RecoveryReport, Table), RecoverError> {
     let started = Instant::now();
-    let mut steps = Vec::new();
-    let mut step = |name: &str, t: Instant, detail: String, steps: &mut Vec<StepTiming>| {
-        let s = StepTiming {
-            step: name.into(),
-            ms: t.elapsed().as_millis() as u64,
-            detail,
-        };
-        progress(&s);
-        steps.push(s);
-    };
+    let mut log = StepLog::new(progress);
 
     let t = Instant::now();
     let (choice, audit) = audited::resolve(journal, opts).await?;
-    step("audit", t, audited::detail(&audit), &mut steps);
+    log.done("audit", t, audited::detail(&audit));
 
     let t = Instant::now();
     let snap: TrustedSnapshot = snapshot::choose(journal, &opts.source, &choice).await?;
     let source_verdict = audited::check(journal, opts, snap.snapshot_id, &audit).await?;
-    step("choose snapshot", t, snapshot_detail(&snap), &mut steps);
+    log.done("choose snapshot", t, snapshot_detail(&snap));
 
     let t = Instant::now();
     let range = resumed_boundary(journal, handle, opts, &snap).await?;
@@ -67,7 +58,7 @@ pub async fn recover(
     // The recovered table gets the snapshot's properties: a codec this build cannot write is
     // refused now, not after the seed made the table.
     crate::table::commit::check_codecs(&opts.into, &snap.metadata)?;
-    step("boundary", t, format!("H = {h}"), &mut steps);
+    log.done("boundary", t, format!("H = {h}"));
 
     let t = Instant::now();
     let (table, seed_resumed, copied) = seed::seed(
@@ -83,7 +74,7 @@ pub async fn recover(
     )
     .await?;
     tidemark_journal::failpoint::hit("recover:after-seed");
-    step(
+    log.done(
         "seed",
         t,
         format!(
@@ -96,7 +87,6 @@ pub async fn recover(
                 format!(", {copied} of {} files copied byte for byte", snap.data_files.len())
             }
         ),
-        &mut steps,
     );
 
     // From here on a failure or a failed validation marks the seeded table refused, so that a
@@ -128,7 +118,7 @@ pub async fn recover(
         }
     };
     tidemark_journal::failpoint::hit("recover:after-replay");
-    step(
+    log.done(
         "replay",
         t,
         format!(
@@ -138,16 +128,15 @@ pub async fn recover(
             replay_stats.inserted,
             replay_stats.updated
         ),
-        &mut steps,
     );
 
     let t = Instant::now();
     let validation = validate_step(journal, handle, opts, &snap, &table, h, None).await?;
-    step("validate", t, validation_detail(&validation), &mut steps);
+    log.done("validate", t, validation_detail(&validation));
     let journal_reference = if opts.trust.reference_journal {
         let t = Instant::now();
         let r = journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
-        step("validate against the journal", t, validation_detail(&r), &mut steps);
+        log.done("validate against the journal", t, validation_detail(&r));
         Some(r)
     } else {
         None
@@ -178,7 +167,7 @@ pub async fn recover(
         },
         validation,
         journal_reference,
-        steps,
+        steps: log.steps,
         total_ms: started.elapsed().as_millis() as u64,
     };
     Ok((report, table))

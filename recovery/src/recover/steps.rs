@@ -7,6 +7,7 @@ use tidemark_journal::Journal;
 
 use super::error::RecoverError;
 use super::options::RecoverOptions;
+use super::report::StepTiming;
 use super::snapshot::{self, SnapshotSource, TrustedSnapshot};
 use super::validate::{self, ValidationReport};
 use super::{replay, seed, trust};
@@ -214,4 +215,30 @@ pub(crate) fn spill_dir_for(step: &str) -> std::path::PathBuf {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     crate::apply::spill::spill_root().join(format!("tidemark-{step}-{}-{n}", std::process::id()))
+}
+
+/// The steps of a recovery as they end: each told to `progress` and kept for the report.
+pub(crate) struct StepLog<'p> {
+    pub(crate) steps: Vec<StepTiming>,
+    progress: &'p mut dyn FnMut(&StepTiming),
+}
+
+impl<'p> StepLog<'p> {
+    pub(crate) fn new(progress: &'p mut dyn FnMut(&StepTiming)) -> Self {
+        StepLog {
+            steps: Vec::new(),
+            progress,
+        }
+    }
+
+    /// Step `name`, begun at `started`, has ended.
+    pub(crate) fn done(&mut self, name: &str, started: std::time::Instant, detail: String) {
+        let s = StepTiming {
+            step: name.into(),
+            ms: started.elapsed().as_millis() as u64,
+            detail,
+        };
+        (self.progress)(&s);
+        self.steps.push(s);
+    }
 }

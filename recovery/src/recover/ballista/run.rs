@@ -19,6 +19,7 @@ use crate::merge::MergeStats;
 use crate::recover::engine::{self, Engine};
 use crate::recover::seed::{PROP_RECOVERY_ID, PROP_SOURCE_METADATA, PROP_SOURCE_SNAPSHOT, PROP_STEP, mark_refused};
 use crate::recover::snapshot;
+use crate::recover::steps::StepLog;
 use crate::recover::{RecoverError, RecoverOptions, RecoveryReport, StepTiming, replay, validate};
 use crate::table;
 
@@ -42,20 +43,11 @@ pub async fn recover(
     progress: &mut dyn FnMut(&StepTiming),
 ) -> Result<(RecoveryReport, Table), RecoverError> {
     let started = Instant::now();
-    let mut steps = Vec::new();
-    let mut step = |name: &str, t: Instant, detail: String, steps: &mut Vec<StepTiming>| {
-        let s = StepTiming {
-            step: name.into(),
-            ms: t.elapsed().as_millis() as u64,
-            detail,
-        };
-        progress(&s);
-        steps.push(s);
-    };
+    let mut log = StepLog::new(progress);
 
     let t = Instant::now();
     let (choice, audit) = crate::recover::audited::resolve(journal, opts).await?;
-    step("audit", t, crate::recover::audited::detail(&audit), &mut steps);
+    log.done("audit", t, crate::recover::audited::detail(&audit));
 
     let t = Instant::now();
     let snap = snapshot::choose(journal, &opts.source, &choice).await?;
@@ -70,12 +62,7 @@ pub async fn recover(
     }
     // A partition spec the plan cannot compute in SQL (bucket) is refused before anything runs.
     crate::recover::partition::plan(snap.metadata.default_partition_spec(), &snap.schema)?;
-    step(
-        "choose snapshot",
-        t,
-        crate::recover::steps::snapshot_detail(&snap),
-        &mut steps,
-    );
+    log.done("choose snapshot", t, crate::recover::steps::snapshot_detail(&snap));
 
     let t = Instant::now();
     let range = crate::recover::steps::resumed_boundary(journal, handle, opts, &snap).await?;
@@ -84,7 +71,7 @@ pub async fn recover(
     // By current names only: the cluster's plans name columns, so a spec column another
     // writer renamed is refused here (exit 3); `--engine local` matches it by field id.
     table::check_schema(&journal.spec, &snap.schema)?;
-    step("boundary", t, format!("H = {h}"), &mut steps);
+    log.done("boundary", t, format!("H = {h}"));
 
     let t = Instant::now();
     // The cluster first: an unreachable scheduler is reported before anything is created.
@@ -138,7 +125,7 @@ pub async fn recover(
         }
     };
     tidemark_journal::failpoint::hit("recover:after-replay");
-    step(
+    log.done(
         "replay",
         t,
         format!(
@@ -149,7 +136,6 @@ pub async fn recover(
             stats.updated,
             if resumed { " (already committed)" } else { "" }
         ),
-        &mut steps,
     );
 
     let t = Instant::now();
@@ -164,20 +150,14 @@ pub async fn recover(
     let mut validation =
         crate::recover::steps::validate_step(journal, handle, opts, &snap, &table, h, sample.as_ref()).await?;
     validation.distributed = distributed;
-    step(
-        "validate",
-        t,
-        crate::recover::steps::validation_detail(&validation),
-        &mut steps,
-    );
+    log.done("validate", t, crate::recover::steps::validation_detail(&validation));
     let journal_reference = if opts.trust.reference_journal {
         let t = Instant::now();
         let r = crate::recover::steps::journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
-        step(
+        log.done(
             "validate against the journal",
             t,
             crate::recover::steps::validation_detail(&r),
-            &mut steps,
         );
         Some(r)
     } else {
@@ -207,7 +187,7 @@ pub async fn recover(
         },
         validation,
         journal_reference,
-        steps,
+        steps: log.steps,
         total_ms: started.elapsed().as_millis() as u64,
     };
     Ok((report, table))
