@@ -321,6 +321,37 @@ fn apply_then_fault_delete_on_a_folder() {
     story.clone().table("shop.nothing_here").apply_until(10);
 }
 
+/// `table compact` of a merge-on-read table on the embedded default: its progress on stderr (a
+/// last line once every file is written, before the commit), its result on stdout, every delete
+/// file dropped; `-q` prints no progress, and a second run has nothing to do.
+#[test]
+fn table_compact_shows_its_progress_and_drops_every_delete_file() {
+    let s = Scratch::new();
+    let story = Story::new(&s).generated(200, 1000, 250);
+    story.apply(&[
+        "--merge-mode",
+        "merge-on-read",
+        "--batches-per-commit",
+        "1",
+        "--compact-at",
+        "0",
+    ]);
+    let c = story.run_on_table(&["table", "compact"], &["--json"]).ok();
+    let r = c.json();
+    assert!(r["delete_files_before"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["delete_files_after"], 0, "{r}");
+    let n = r["data_files_rewritten"].as_u64().unwrap();
+    let last = format!(
+        "compact: read {n} of {n} files, wrote {} rows (of at most {}); committing",
+        r["rows_read"],
+        r["rows_read"].as_u64().unwrap() + r["rows_dropped"].as_u64().unwrap()
+    );
+    assert!(c.stderr.contains(&last), "{last:?} not in {}", c.stderr);
+    let again = story.run_on_table(&["table", "compact"], &["-q"]).ok();
+    assert!(again.stdout.contains("nothing to compact"), "{}", again.stdout);
+    assert!(!again.stderr.contains("compact:"), "{}", again.stderr);
+}
+
 #[test]
 fn apply_refuses_a_broken_chain_and_a_missing_catalog_folder() {
     let s = Scratch::new();

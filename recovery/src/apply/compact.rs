@@ -99,13 +99,40 @@ pub fn deleted_fraction(table: &Table) -> f64 {
     }
 }
 
+/// Where a compaction is: what [`compact_with_progress`] tells its caller about once a second
+/// while it reads and sorts, after each file it writes, and once the rewrite is written.
+#[derive(Debug, Clone, Default)]
+pub struct CompactProgress {
+    pub files_read: u64,
+    pub files_to_read: u64,
+    /// Rows written so far, of the chosen files' rows before their deletes (an upper bound).
+    pub rows_written: u64,
+    pub rows_at_most: u64,
+    /// A retry after a concurrent commit (counted from 0).
+    pub attempt: usize,
+    /// Every file of this attempt is written (its commit comes next).
+    pub written: bool,
+}
+
 /// Compacts the table `table` (loaded from `handle`). Returns the report and the table after.
 pub async fn compact(
+    handle: &CatalogHandle,
+    table: Table,
+    opts: &CompactOptions,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+) -> Result<(CompactReport, Table), ApplyError> {
+    compact_with_progress(handle, table, opts, clock, ids, &mut |_| {}).await
+}
+
+/// [`compact`], telling `progress` where it is (`tidemark table compact` prints it).
+pub async fn compact_with_progress(
     handle: &CatalogHandle,
     mut table: Table,
     opts: &CompactOptions,
     clock: &dyn Clock,
     ids: &dyn Ids,
+    progress: &mut dyn FnMut(&CompactProgress),
 ) -> Result<(CompactReport, Table), ApplyError> {
     let started = Instant::now();
     let name = table.identifier().to_string();
@@ -160,6 +187,12 @@ pub async fn compact(
         let chosen_files: Vec<DataFile> = chosen.iter().map(|f| (*f).clone()).collect();
         let before = chosen.iter().map(|f| f.record_count()).sum::<u64>();
         let mut added = Vec::new();
+        let mut at = CompactProgress {
+            files_to_read: chosen_files.len() as u64,
+            rows_at_most: before,
+            attempt: attempt - 1,
+            ..Default::default()
+        };
         let rewritten = rewrite_sorted(
             &table,
             chosen_files,
@@ -169,10 +202,19 @@ pub async fn compact(
             opts,
             ids,
             &mut added,
+            &mut |files_read, rows_written| {
+                at.files_read = files_read;
+                at.rows_written = rows_written;
+                progress(&at);
+            },
         )
         .await;
         let (read, spilled) = match rewritten {
-            Ok(r) => r,
+            Ok(r) => {
+                at.written = true;
+                progress(&at);
+                r
+            }
             // What the compaction wrote before it stopped is in no snapshot: removed.
             Err(e) => return Err(discard(&table, e, added).await),
         };
@@ -218,7 +260,8 @@ pub async fn compact(
 /// files beyond it (DataFusion's external sort), and writes the sorted rows as files of
 /// [`ROWS_PER_FILE`] rows into `added`. Memory holds one input file, the sort's budget and one
 /// output file's rows, whatever the number of rows rewritten. Returns the rows written and the
-/// bytes spilled.
+/// bytes spilled. `progress(files read, rows written)` is called about once a second while the
+/// sort reads, and after each file written.
 #[allow(clippy::too_many_arguments)]
 async fn rewrite_sorted(
     table: &Table,
@@ -229,6 +272,7 @@ async fn rewrite_sorted(
     opts: &CompactOptions,
     ids: &dyn Ids,
     added: &mut Vec<DataFile>,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(u64, u64), ApplyError> {
     use datafusion::execution::runtime_env::RuntimeEnvBuilder;
     use datafusion::physical_plan::execute_stream;
@@ -237,7 +281,9 @@ async fn rewrite_sorted(
 
     let df = |context| move |source| ApplyError::from(MergeError::DataFusion { context, source });
     let failed: ReadFailure = Default::default();
+    let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let source = FileRows {
+        read: read.clone(),
         table: table.clone(),
         files: Arc::new(files),
         schema: schema.clone(),
@@ -272,7 +318,14 @@ async fn rewrite_sorted(
     let mut stream = execute_stream(plan.clone(), ctx.task_ctx()).map_err(df("compaction sort"))?;
     let (mut pending, mut pending_rows, mut written) = (Vec::new(), 0usize, 0u64);
     loop {
-        let next = stream.try_next().await;
+        let files_read = || read.load(std::sync::atomic::Ordering::Relaxed);
+        // The sort yields nothing until it has read every file: a line a second meanwhile.
+        let next = loop {
+            match tokio::time::timeout(std::time::Duration::from_secs(1), stream.try_next()).await {
+                Ok(next) => break next,
+                Err(_) => progress(files_read(), written),
+            }
+        };
         let batch = match next {
             Ok(b) => b,
             // A read error inside the stream comes back as itself, naming its file.
@@ -309,6 +362,7 @@ async fn rewrite_sorted(
             pending_rows -= n;
             written += n as u64;
             added.extend(write_data_file(table, &file, ids.uuid()).await?);
+            progress(files_read(), written);
         }
         if last {
             break;
@@ -327,12 +381,34 @@ fn spilled_bytes(plan: &dyn datafusion::physical_plan::ExecutionPlan) -> usize {
 type ReadFailure = Arc<std::sync::Mutex<Option<crate::table::TableError>>>;
 
 /// The live rows of data files, read one file at a time, as a DataFusion partition.
+#[derive(Clone)]
 struct FileRows {
     table: Table,
     files: Arc<Vec<DataFile>>,
     schema: arrow_schema::SchemaRef,
     deletes: Deletes,
     failed: ReadFailure,
+    /// Files read so far.
+    read: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl FileRows {
+    /// The live rows of file `i`, or the error that stops the stream (kept in `failed`).
+    async fn read(
+        &self,
+        i: usize,
+    ) -> futures::stream::Iter<std::vec::IntoIter<Result<RecordBatch, datafusion::error::DataFusionError>>> {
+        let rows = read_files(&self.table, &[&self.files[i]], &self.schema, None, &self.deletes).await;
+        self.read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        futures::stream::iter(match rows {
+            Ok(rows) => rows.into_iter().map(Ok).collect(),
+            Err(e) => {
+                let text = e.to_string();
+                *self.failed.lock().expect("not poisoned") = Some(e);
+                vec![Err(datafusion::error::DataFusionError::Execution(text))]
+            }
+        })
+    }
 }
 
 impl std::fmt::Debug for FileRows {
@@ -351,31 +427,10 @@ impl datafusion::physical_plan::streaming::PartitionStream for FileRows {
         _ctx: Arc<datafusion::execution::TaskContext>,
     ) -> datafusion::execution::SendableRecordBatchStream {
         use futures::StreamExt;
-        let (table, files, schema, deletes, failed) = (
-            self.table.clone(),
-            self.files.clone(),
-            self.schema.clone(),
-            self.deletes.clone(),
-            self.failed.clone(),
-        );
-        let per_file = futures::stream::iter(0..files.len()).then(move |i| {
-            let (table, files, schema, deletes, failed) = (
-                table.clone(),
-                files.clone(),
-                schema.clone(),
-                deletes.clone(),
-                failed.clone(),
-            );
-            async move {
-                match read_files(&table, &[&files[i]], &schema, None, &deletes).await {
-                    Ok(rows) => futures::stream::iter(rows.into_iter().map(Ok).collect::<Vec<_>>()),
-                    Err(e) => {
-                        let text = e.to_string();
-                        *failed.lock().expect("not poisoned") = Some(e);
-                        futures::stream::iter(vec![Err(datafusion::error::DataFusionError::Execution(text))])
-                    }
-                }
-            }
+        let this = self.clone();
+        let per_file = futures::stream::iter(0..self.files.len()).then(move |i| {
+            let this = this.clone();
+            async move { this.read(i).await }
         });
         Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
             self.schema.clone(),

@@ -305,8 +305,35 @@ pub async fn run_table(cmd: TableCommand) -> anyhow::Result<()> {
                 memory_bytes: memory_mb << 20,
                 ..Default::default()
             };
-            let (report, _) =
-                tidemark_recovery::apply::compact::compact(&handle, t, &opts, &SystemClock, &RandomIds).await?;
+            let mut progress = tidemark_recovery::progress::Progress::new("compact", common.quiet);
+            let (report, _) = tidemark_recovery::apply::compact::compact_with_progress(
+                &handle,
+                t,
+                &opts,
+                &SystemClock,
+                &RandomIds,
+                &mut |p| {
+                    progress.update(
+                        || {
+                            format!(
+                                "{}read {} of {} files, wrote {} rows (of at most {}){}",
+                                if p.attempt > 0 {
+                                    format!("attempt {}: ", p.attempt + 1)
+                                } else {
+                                    String::new()
+                                },
+                                p.files_read,
+                                p.files_to_read,
+                                p.rows_written,
+                                p.rows_at_most,
+                                if p.written { "; committing" } else { "" }
+                            )
+                        },
+                        p.written,
+                    )
+                },
+            )
+            .await?;
             if common.json {
                 print_json(&report)?;
             } else if report.snapshot_id.is_none() {
