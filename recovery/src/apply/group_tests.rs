@@ -5,7 +5,7 @@
 
 use tidemark_journal::{Journal, checkpoint, generate};
 
-use crate::apply::tests::{apply_all, clock, journal_in, reference_of, table_rows};
+use crate::apply::tests::{apply_all, apply_seeded, clock, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, Grouping, apply};
 use crate::ids::SeededIds;
 use crate::table::{self, test_support::catalog_in};
@@ -38,17 +38,9 @@ async fn waiting_batches_go_in_bounded_commits_and_a_caught_up_applier_commits_o
     // Ten batches of 20 events: commits of 4, 4 and 2 batches.
     let j = journal_in(&dir.path().join("journal"), &generate::ndjson(3, 40, 1, 200), 20).await;
     let handle = catalog_in(dir.path()).await;
-    let r = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &small(),
-        &clock(),
-        &SeededIds::new(1),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let r = apply_seeded(&j, &handle, "shop.orders", &small(), &clock(), 1)
+        .await
+        .unwrap();
     assert_eq!((r.applied_to_position, r.commits, r.checkpoints_written), (200, 3, 3));
     assert_eq!(checkpoint_positions(&j).await, [80, 160, 200]);
     assert_eq!(table_rows(&handle, "shop.orders").await, reference_of(&j).await.rows);
@@ -63,17 +55,9 @@ async fn waiting_batches_go_in_bounded_commits_and_a_caught_up_applier_commits_o
         },
         ..Default::default()
     };
-    let r = apply(
-        &j2,
-        &h2,
-        "shop.orders",
-        &by_events,
-        &clock(),
-        &SeededIds::new(1),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let r = apply_seeded(&j2, &h2, "shop.orders", &by_events, &clock(), 1)
+        .await
+        .unwrap();
     assert_eq!(r.commits, 5);
     assert_eq!(table_rows(&h2, "shop.orders").await, reference_of(&j2).await.rows);
     // Caught up: the next batch appended is committed alone, at once.
@@ -131,17 +115,9 @@ async fn a_stop_between_a_grouped_commit_and_its_checkpoint_changes_nothing() {
         failpoint: Some("after-commit:2".into()),
         ..small()
     };
-    let err = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &crash,
-        &clock(),
-        &SeededIds::new(2),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = apply_seeded(&j, &handle, "shop.orders", &crash, &clock(), 2)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ApplyError::Failpoint(_)), "{err}");
     assert_eq!(
         checkpoint_positions(&j).await,
@@ -155,17 +131,9 @@ async fn a_stop_between_a_grouped_commit_and_its_checkpoint_changes_nothing() {
         "the second group is committed"
     );
     // The re-run writes the missing checkpoint and goes on from 160, grouped again.
-    let r = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &small(),
-        &clock(),
-        &SeededIds::new(3),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let r = apply_seeded(&j, &handle, "shop.orders", &small(), &clock(), 3)
+        .await
+        .unwrap();
     assert!(r.recovered_checkpoint);
     assert_eq!((r.started_after_position, r.commits), (160, 1));
     assert_eq!(checkpoint_positions(&j).await, [80, 160, 200]);
@@ -226,17 +194,9 @@ async fn a_conflict_in_a_group_stops_where_one_batch_a_commit_stops() {
             grouping,
             ..Default::default()
         };
-        let err = apply(
-            &j,
-            &handle,
-            "shop.orders",
-            &opts,
-            &clock(),
-            &SeededIds::new(5),
-            &mut |_| {},
-        )
-        .await
-        .unwrap_err();
+        let err = apply_seeded(&j, &handle, "shop.orders", &opts, &clock(), 5)
+            .await
+            .unwrap_err();
         assert!(err.is_conflict(), "{grouping:?}: {err}");
         let t = table::load_table(&handle, "shop.orders").await.unwrap();
         outcomes.push((

@@ -13,7 +13,7 @@ use tidemark_journal::generate;
 
 use crate::apply::compact::{CompactOptions, compact};
 use crate::apply::mor::MergeMode;
-use crate::apply::tests::{clock, journal_in, reference_of, table_rows};
+use crate::apply::tests::{apply_seeded, clock, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, apply};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
@@ -148,17 +148,9 @@ async fn the_table_property_chooses_merge_on_read() {
     let t = table::load_table(&handle, TABLE).await.unwrap();
     let props = HashMap::from([(PROP_MERGE_MODE.to_string(), "merge-on-write".to_string())]);
     commit_properties(&handle, &t, props).await.unwrap();
-    let err = apply(
-        &j,
-        &handle,
-        TABLE,
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(3),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = apply_seeded(&j, &handle, TABLE, &ApplyOptions::default(), &clock(), 3)
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains("write.merge.mode = \"merge-on-write\""),
         "{err}"

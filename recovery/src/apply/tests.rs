@@ -55,6 +55,18 @@ pub(crate) async fn table_rows(handle: &CatalogHandle, name: &str) -> BTreeMap<C
     out
 }
 
+/// `apply` of `j` into `table` with `opts` and `clock`, ids seeded with `seed`, no progress.
+pub(crate) async fn apply_seeded(
+    j: &Journal,
+    handle: &CatalogHandle,
+    table: &str,
+    opts: &ApplyOptions,
+    clock: &dyn tidemark_journal::clock::Clock,
+    seed: u64,
+) -> Result<crate::apply::ApplyReport, ApplyError> {
+    apply(j, handle, table, opts, clock, &SeededIds::new(seed), &mut |_| {}).await
+}
+
 /// Applies everything verified to `shop.orders` with the default options and the test clock.
 pub(crate) async fn apply_all(j: &Journal, handle: &CatalogHandle, ids: &SeededIds) -> crate::apply::ApplyReport {
     apply(
@@ -160,17 +172,9 @@ async fn a_stop_between_commit_and_checkpoint_changes_nothing() {
         grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     };
-    let err = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &crash,
-        &clock(),
-        &SeededIds::new(2),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = apply_seeded(&j, &handle, "shop.orders", &crash, &clock(), 2)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ApplyError::Failpoint(_)), "{err}");
     let cps = checkpoint::list(j.store.as_ref(), &Default::default()).await.unwrap();
     assert_eq!(
@@ -251,17 +255,9 @@ async fn a_conflicting_payload_commits_nothing() {
         grouping: crate::apply::Grouping::Fixed(2),
         ..Default::default()
     };
-    let err = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &one_unit,
-        &clock(),
-        &SeededIds::new(5),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = apply_seeded(&j, &handle, "shop.orders", &one_unit, &clock(), 5)
+        .await
+        .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("key o-1 version 1") && msg.contains("positions 1 and 2"),
@@ -290,17 +286,9 @@ async fn a_conflicting_payload_commits_nothing() {
         ),
         "{again}"
     );
-    let report = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(6),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    let report = apply_seeded(&j, &handle, "shop.orders", &ApplyOptions::default(), &clock(), 6)
+        .await
+        .unwrap();
     assert_eq!(report.applied_to_position, 2);
     let rows = table_rows(&handle, "shop.orders").await;
     let row = &rows[&Cell::Str("o-1".into())];
@@ -358,17 +346,9 @@ async fn concurrent_appliers_lose_nothing() {
             );
         }
     }
-    apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &opts,
-        &clock(),
-        &SeededIds::new(12),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    apply_seeded(&j, &handle, "shop.orders", &opts, &clock(), 12)
+        .await
+        .unwrap();
     assert_eq!(table_rows(&handle, "shop.orders").await, reference_of(&j).await.rows);
 }
 

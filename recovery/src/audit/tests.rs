@@ -12,7 +12,7 @@ use tidemark_journal::store::ObjectStore;
 use tidemark_journal::store::local::LocalStore;
 
 use super::*;
-use crate::apply::tests::{clock, journal_in};
+use crate::apply::tests::{apply_seeded, clock, journal_in};
 use crate::apply::{ApplyOptions, Grouping, apply};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
@@ -128,17 +128,9 @@ async fn a_compaction_is_neutral() {
         grouping: Grouping::Fixed(1),
         ..Default::default()
     };
-    apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &opts,
-        &clock(),
-        &SeededIds::new(1),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    apply_seeded(&j, &handle, "shop.orders", &opts, &clock(), 1)
+        .await
+        .unwrap();
     let t = table::load_table(&handle, "shop.orders").await.unwrap();
     let copts = crate::apply::compact::CompactOptions {
         min_deleted_fraction: 0.0,
@@ -193,17 +185,9 @@ async fn records_make_the_next_audit_start_after_the_newest_audited_snapshot() {
         until: Some(300),
         ..Default::default()
     };
-    let err = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &stop,
-        &clock(),
-        &SeededIds::new(8),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = apply_seeded(&j, &handle, "shop.orders", &stop, &clock(), 8)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, crate::apply::ApplyError::Divergence(d) if d.snapshot_id == third.timeline[0].snapshot_id),
         "{err}"

@@ -15,6 +15,7 @@ use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::writer::{AppendOptions, append};
 
+use crate::apply::tests::apply_seeded;
 use crate::apply::{ApplyOptions, apply};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
@@ -143,16 +144,7 @@ pub(crate) async fn story_partitioned(fields: &[(i32, &str, iceberg::spec::Trans
         grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     };
-    let stopped = apply(
-        &journal,
-        &source,
-        "shop.orders",
-        &one,
-        &clock(),
-        &SeededIds::new(3),
-        &mut |_| {},
-    )
-    .await;
+    let stopped = apply_seeded(&journal, &source, "shop.orders", &one, &clock(), 3).await;
     assert!(
         matches!(&stopped, Err(crate::apply::ApplyError::Divergence(d)) if d.removed == 4),
         "{stopped:?}"
