@@ -46,6 +46,9 @@ pub struct CompactOptions {
     /// Memory the sort of the rewritten rows may hold; beyond it, sorted runs spill to files
     /// under `$TIDEMARK_SPILL_DIR` (default the system's temporary folder) and are merged from there.
     pub memory_bytes: usize,
+    /// The folder for those runs (created, and removed when the compaction ends, also on
+    /// error); `None`: a new `tidemark-compact-*` folder under `$TIDEMARK_SPILL_DIR`.
+    pub spill_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for CompactOptions {
@@ -55,6 +58,7 @@ impl Default for CompactOptions {
             small_file_rows: ROWS_PER_FILE as u64 / 4,
             max_attempts: 5,
             memory_bytes: DEFAULT_MEMORY_BYTES,
+            spill_dir: None,
         }
     }
 }
@@ -291,8 +295,18 @@ async fn rewrite_sorted(
         failed: failed.clone(),
     };
     use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+    // The sort's runs go in a folder of this compaction's (removed when it ends, also on error).
+    let dir = crate::apply::spill::SpillDir(
+        opts.spill_dir
+            .clone()
+            .unwrap_or_else(|| crate::apply::spill::spill_dir_for("compact")),
+    );
+    std::fs::create_dir_all(&dir.0).map_err(|e| ApplyError::Spill {
+        path: dir.0.display().to_string(),
+        message: e.to_string(),
+    })?;
     let disk = DiskManagerBuilder::default()
-        .with_mode(DiskManagerMode::Directories(vec![crate::apply::spill::spill_root()]))
+        .with_mode(DiskManagerMode::Directories(vec![dir.0.clone()]))
         .with_max_temp_directory_size(u64::MAX);
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_limit(opts.memory_bytes.max(1 << 20), 1.0)

@@ -400,12 +400,15 @@ async fn a_compaction_larger_than_its_memory_spills_and_keeps_every_row() {
         .unwrap();
     let t = table::load_table(&handle, TABLE).await.unwrap();
     let rows = scan(&t).await;
+    let spill = dir.path().join("spill");
     let opts = CompactOptions {
         memory_bytes: 4 << 20,
+        spill_dir: Some(spill.clone()),
         ..Default::default()
     };
     let (r, t) = compact(&handle, t, &opts, &clock(), &ids).await.unwrap();
     assert!(r.spilled_bytes > 0, "{r:?}");
+    assert!(!spill.exists(), "the sort's runs are removed");
     assert_eq!(r.delete_files_after, 0, "{r:?}");
     assert_eq!(r.rows_read as usize, rows.len(), "{r:?}");
     assert_eq!(scan(&t).await, rows);

@@ -52,6 +52,14 @@ pub(crate) fn spill_root() -> PathBuf {
     std::env::var_os("TIDEMARK_SPILL_DIR").map_or_else(std::env::temp_dir, PathBuf::from)
 }
 
+/// A new folder name for the spill files of a step (`validate`, `replay`, `compact`): under
+/// [`spill_root`], unique per process and call.
+pub(crate) fn spill_dir_for(step: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    spill_root().join(format!("tidemark-{step}-{}-{n}", std::process::id()))
+}
+
 /// Removes a spill folder when dropped.
 pub(crate) struct SpillDir(pub(crate) PathBuf);
 

@@ -5,6 +5,8 @@
 use iceberg::table::Table;
 use tidemark_journal::Journal;
 
+pub(crate) use crate::apply::spill::spill_dir_for;
+
 use super::error::RecoverError;
 use super::options::RecoverOptions;
 use super::report::StepTiming;
@@ -207,14 +209,6 @@ pub(crate) async fn reference_snapshot(
         manifest_digest: own.manifest_digest,
         ..snap.clone()
     })
-}
-
-/// A new folder name for the spill files of a step (`validate`, `replay`): under
-/// `$TIDEMARK_SPILL_DIR`, or the system's temporary folder; unique per process and call.
-pub(crate) fn spill_dir_for(step: &str) -> std::path::PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    crate::apply::spill::spill_root().join(format!("tidemark-{step}-{}-{n}", std::process::id()))
 }
 
 /// The steps of a recovery as they end: each told to `progress` and kept for the report.
