@@ -51,6 +51,13 @@ pub(crate) fn limit() -> usize {
     CHUNKS_IN_FLIGHT
 }
 
+/// The partitions each of `merges` merges runs on when they share the [`limit`] slots: one
+/// when two or more run side by side (they keep both cores busy, and a plan on one partition
+/// skips the hash repartitioning that copies every row), else two ([`crate::merge::merge_in`]).
+pub(crate) fn partitions_each(merges: usize) -> usize {
+    if merges >= 2 && limit() >= 2 { 1 } else { 2 }
+}
+
 /// A spawned task, aborted when dropped (an error in another chunk stops it).
 struct Task<T>(JoinHandle<T>);
 

@@ -8,7 +8,7 @@ use arrow::array::RecordBatch;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
-use crate::apply::chunks::{discard, discard_failed, in_order, limit};
+use crate::apply::chunks::{discard, discard_failed, in_order, limit, partitions_each};
 use crate::apply::error::ApplyError;
 use crate::apply::mor::{PhaseTimes, WriteStats};
 use crate::apply::rules::{ROWS_PER_FILE, sort_by_key};
@@ -75,6 +75,7 @@ pub(crate) async fn copy_on_write(
     let spec = Arc::new(spec.clone());
     let mut stats = MergeStats::default();
     let mut removed = Vec::new();
+    let partitions = partitions_each(work.len());
     let added = in_order(
         work,
         limit(),
@@ -91,7 +92,7 @@ pub(crate) async fn copy_on_write(
                 // carries exactly the rows readers see into its new files.
                 let chunk: Vec<&DataFile> = chunk.iter().collect();
                 let current = read_files(&table, &chunk, &schema, Some(&cur_schema), &deletes).await?;
-                let out = merge::merge(&spec, current, cur_schema, events, schema.clone()).await?;
+                let out = merge::merge_in(&spec, current, cur_schema, events, schema.clone(), partitions).await?;
                 Merged::of(&schema, &spec, out)
             }
         },

@@ -35,7 +35,7 @@ use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
-use crate::apply::chunks::{discard_failed, in_order, limit};
+use crate::apply::chunks::{discard_failed, in_order, limit, partitions_each};
 use crate::apply::cow::{Merged, UnitFiles, write_files};
 use crate::apply::rules::sort_by_key;
 use crate::ids::Ids;
@@ -316,7 +316,8 @@ pub(crate) async fn copy_on_write_spilled(
     // Rewritten file → the ranges that rewrote it.
     let mut rewritten: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     // Two ranges at a time ([`crate::apply::chunks`]); a range without events is skipped.
-    let work = (0..ranges.count).filter(|&r| ranges.file(r).exists());
+    let work: Vec<usize> = (0..ranges.count).filter(|&r| ranges.file(r).exists()).collect();
+    let partitions = partitions_each(work.len());
     let added = in_order(
         work,
         limit(),
@@ -359,7 +360,7 @@ pub(crate) async fn copy_on_write_spilled(
                         }
                     }
                 }
-                let out = merge::merge(&spec, current, cur_schema, events, schema.clone()).await?;
+                let out = merge::merge_in(&spec, current, cur_schema, events, schema.clone(), partitions).await?;
                 Ok((r, Merged::of(&schema, &spec, out)?))
             }
         },
