@@ -2,67 +2,21 @@
 //! that carry their catalog so readers need nothing else, and no secret anywhere.
 
 use std::path::Path;
-use std::process::Output;
 
-use crate::support::{Run, Scratch, journal_with, tidemark};
-
-/// Runs tidemark in `dir` with `env` set and HOME / PYICEBERG_HOME pointed at `home`, so that
-/// the machine's own `.pyiceberg.yaml` is never read.
-fn run_env(dir: &Path, home: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
-    let mut cmd = tidemark();
-    cmd.current_dir(dir)
-        .args(args)
-        .env("HOME", home)
-        .env("PYICEBERG_HOME", home);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let Output { status, stdout, stderr } = cmd.output().expect("run tidemark");
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
-}
+use crate::support::{Scratch, journal_with};
 
 /// Issue 10, item 4: `recover --catalog sqlite:PATH … --route DIR`, then `query --route DIR`
 /// with nothing else given, from another working folder; the route folder did not exist.
 #[test]
 fn query_through_a_route_written_with_a_sqlite_uri() {
-    let s = Scratch::new();
-    let home = s.path("home");
-    std::fs::create_dir_all(&home).unwrap();
+    let s = Scratch::with_home();
     let journal = journal_with(&s, "journal", 20, 5);
     std::fs::create_dir_all(s.path("cat")).unwrap();
     let catalog = format!("sqlite:{}", s.path_str("cat/catalog.db"));
-    let run = |args: &[&str]| run_env(s.dir.path(), &home, &[], args);
-    run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    let story = s.story(&journal, &catalog, "shop.orders");
+    story.apply(&[]);
     let route = s.path_str("routes/main");
-    let done = run(&[
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--into",
-        "shop.fixed",
-        "--source-table",
-        "shop.orders",
-        "--route",
-        &route,
-        "--json",
-    ])
-    .ok()
-    .json();
+    let done = story.recover("shop.fixed", &["--route", &route, "--json"]).ok().json();
     let recorded = &done["route"]["catalog"];
     assert_eq!(recorded["kind"], "sqlite", "{recorded}");
     assert_eq!(recorded["uri"], s.path_str("cat/catalog.db"), "{recorded}");
@@ -70,20 +24,15 @@ fn query_through_a_route_written_with_a_sqlite_uri() {
     assert_eq!(recorded["warehouse"], format!("file://{}", s.path_str("cat/warehouse")));
     let elsewhere = s.path("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    let q = run_env(
-        &elsewhere,
-        &home,
-        &[],
-        &[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders",
-        ],
-    )
-    .ok();
+    let count = [
+        "query",
+        "--route",
+        &route,
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM orders",
+    ];
+    let q = s.run_in(&elsewhere, &count).ok();
     assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
 }
 
@@ -92,86 +41,36 @@ fn query_through_a_route_written_with_a_sqlite_uri() {
 /// and so is a route whose catalog is gone (nothing created in its place).
 #[test]
 fn the_fenced_writer_opens_the_routes_catalog() {
-    let s = Scratch::new();
-    let home = s.path("home");
-    std::fs::create_dir_all(&home).unwrap();
+    let s = Scratch::with_home();
     std::fs::create_dir_all(s.path("cat")).unwrap();
     let journal = journal_with(&s, "journal", 20, 5);
     let catalog = s.path_str("cat/catalog.db");
     let route = s.path_str("routes/main");
-    let run = |dir: &Path, args: &[&str]| run_env(dir, &home, &[], args);
-    let top = s.dir.path();
-    run(
-        top,
-        &[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-        ],
-    )
-    .ok();
-    run(
-        top,
-        &[
-            "recover",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--into",
-            "shop.fixed",
-            "--source-table",
-            "shop.orders",
-            "--route",
-            &route,
-        ],
-    )
-    .ok();
+    let story = s.story(&journal, &catalog, "shop.orders");
+    story.apply(&[]);
+    story.recover("shop.fixed", &["--route", &route]).ok();
     let more = s.write("more.ndjson", &crate::support::events(21, 30));
-    run(
-        top,
-        &[
-            "journal",
-            "append",
-            "--journal",
-            &journal,
-            "--input",
-            more.to_str().unwrap(),
-        ],
-    )
-    .ok();
+    s.append(&journal, more.to_str().unwrap());
 
     let elsewhere = s.path("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
+    let run = |args: &[&str]| s.run_in(&elsewhere, args);
     let other = s.path_str("other.db");
-    run(
-        &elsewhere,
-        &["apply", "--journal", &journal, "--route", &route, "--catalog", &other],
-    )
-    .fails(3, &["leave --catalog out", &catalog]);
-    let r = run(
-        &elsewhere,
-        &["apply", "--journal", &journal, "--route", &route, "--json"],
-    )
-    .ok()
-    .json();
+    run(&["apply", "--journal", &journal, "--route", &route, "--catalog", &other])
+        .fails(3, &["leave --catalog out", &catalog]);
+    let r = run(&["apply", "--journal", &journal, "--route", &route, "--json"])
+        .ok()
+        .json();
     assert_eq!(r["table"], "shop.fixed", "{r}");
     assert_eq!(r["applied_to_position"], 30, "{r}");
-    let q = run(
-        &elsewhere,
-        &[
-            "query",
-            "--route",
-            &route,
-            "--format",
-            "csv",
-            "SELECT count(*) AS n FROM orders",
-        ],
-    )
+    let q = run(&[
+        "query",
+        "--route",
+        &route,
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM orders",
+    ])
     .ok();
     assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
     assert!(
@@ -180,7 +79,7 @@ fn the_fenced_writer_opens_the_routes_catalog() {
     );
 
     std::fs::rename(s.path("cat/catalog.db"), s.path("cat/moved.db")).unwrap();
-    run(&elsewhere, &["apply", "--journal", &journal, "--route", &route]).fails(
+    run(&["apply", "--journal", &journal, "--route", &route]).fails(
         3,
         &[
             "cannot open the route's sqlite catalog tidemark",
@@ -198,10 +97,9 @@ fn the_fenced_writer_opens_the_routes_catalog() {
 /// defined catalogs come from `.pyiceberg.yaml` and `PYICEBERG_CATALOG__…` variables.
 #[test]
 fn a_catalog_is_chosen_by_name_the_pyiceberg_way() {
-    let s = Scratch::new();
-    let home = s.path("home");
+    let s = Scratch::with_home();
     let journal = journal_with(&s, "journal", 10, 5);
-    let run = |env: &[(&str, &str)], args: &[&str]| run_env(s.dir.path(), &home, env, args);
+    let run = |env: &[(&str, &str)], args: &[&str]| s.run_with(env, args);
     let apply = |catalog: &str| {
         vec![
             "apply".to_string(),
@@ -216,7 +114,6 @@ fn a_catalog_is_chosen_by_name_the_pyiceberg_way() {
     };
     let args = apply("dr");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    std::fs::create_dir_all(&home).unwrap();
     run(&[], &args).fails(3, &["neither a defined catalog", "no catalogs are defined"]);
     assert!(!s.path("dr").exists(), "a bare word created a SQLite file");
 
@@ -312,9 +209,7 @@ fn no_secret_in_routes_reports_or_messages() {
         .and_then(|(userinfo, _)| userinfo.split_once(':'))
         .map(|(_, p)| p.to_string())
         .expect("the URI has a password");
-    let s = Scratch::new();
-    let home = s.path("home");
-    std::fs::create_dir_all(&home).unwrap();
+    let s = Scratch::with_home();
     let journal = journal_with(&s, "journal", 20, 5);
     let warehouse = s.path_str("wh");
     let route = s.path_str("route");
@@ -322,7 +217,7 @@ fn no_secret_in_routes_reports_or_messages() {
     let name = format!("secret_{}", std::process::id());
     let mut outputs = Vec::new();
     let mut run = |env: &[(&str, &str)], args: &[&str], code: i32| {
-        let r = run_env(s.dir.path(), &home, env, args);
+        let r = s.run_with(env, args);
         assert_eq!(r.code, code, "{args:?}\nstdout: {}\nstderr: {}", r.stdout, r.stderr);
         outputs.push((args.join(" "), r.stdout.clone(), r.stderr.clone()));
         r
@@ -451,21 +346,7 @@ fn the_drill_in_a_given_sqlite_catalog() {
     let s = Scratch::new();
     let catalog = s.path_str("mine.db");
     let work = s.path_str("drill");
-    let r = s
-        .run(&[
-            "drill",
-            "--work",
-            &work,
-            "--catalog",
-            &catalog,
-            "--orders",
-            "200",
-            "--events",
-            "1500",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = s.drill_story(&["--catalog", &catalog], 200, 1500).ok().json();
     assert_eq!(r["ok"], true, "{r}");
     assert!(s.path("mine.db").is_file());
     let shown = s

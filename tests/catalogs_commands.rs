@@ -327,22 +327,7 @@ fn a_rest_servers_vended_endpoint_beats_the_environment() {
     let q = s.query(&route, "csv", "SELECT count(*) AS n FROM orders").ok();
     assert!(q.stdout.contains(&format!("n\n{}", live_orders(&s))), "{}", q.stdout);
     assert!(expected.len() > 10);
-    let work = s.path_str("drill");
-    let r = s
-        .run(&[
-            "drill",
-            "--work",
-            &work,
-            "--catalog",
-            "sw",
-            "--orders",
-            "50",
-            "--events",
-            "300",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = s.drill_story(&["--catalog", "sw"], 50, 300).ok().json();
     assert_eq!(r["ok"], true, "{r}");
 
     // The definition's endpoint is used although the server vends another (here: a wrong one).

@@ -158,21 +158,7 @@ fn drill_in(definition: Vec<(String, String)>, catalog: &str) {
     let mut s = Scratch::new();
     s.env = definition;
     let work = s.path_str("drill");
-    let r = s
-        .run(&[
-            "drill",
-            "--work",
-            &work,
-            "--catalog",
-            catalog,
-            "--orders",
-            "200",
-            "--events",
-            "1500",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = s.drill_story(&["--catalog", catalog], 200, 1500).ok().json();
     assert_eq!(r["ok"], true, "{r}");
     let route = format!("{work}/route");
     let shown = s.run(&["route", "show", "--route", &route, "--json"]).ok().json();

@@ -50,8 +50,12 @@ struct Production {
     s: Scratch,
     journal: String,
     catalog: String,
+    /// `NAMESPACE.TABLE`.
+    table: String,
     route: String,
     history: String,
+    /// The drill's `--scratch` namespace.
+    scratch: String,
 }
 
 /// A journal of 60 events in batches of 7 (batch 9 is 57..=60), applied into shop.orders with a
@@ -59,29 +63,38 @@ struct Production {
 /// 66..=70, 71..=73).
 fn production() -> Production {
     let s = Scratch::new();
-    let journal = s.path_str("prod/journal");
-    crate::support::journal_at(&s, &journal, "first", 60, 7);
-    let catalog = s.path_str("prod/catalog.db");
-    s.story(&journal, &catalog, "shop.orders")
-        .run("apply", &["--batches-per-commit", "1"])
-        .ok();
-    let route = s.path_str("prod/route");
-    std::fs::create_dir_all(&route).unwrap();
-    crate::support::faults::flip(&s, &route, &catalog, "shop.orders", 60, &[]).ok();
-    let more = s.write("more.ndjson", &events(61, 73));
-    s.append_with(&journal, more.to_str().unwrap(), &["--batch-size", "5"])
-        .ok();
-    let history = s.path_str("drills");
+    let (journal, catalog) = (s.path_str("prod/journal"), s.path_str("prod/catalog.db"));
+    let (route, history) = (s.path_str("prod/route"), s.path_str("drills"));
     Production {
         s,
         journal,
         catalog,
+        table: "shop.orders".into(),
         route,
         history,
+        scratch: "drills".into(),
     }
+    .set_up(&["--batch-size", "5"])
 }
 
 impl Production {
+    /// Writes the production: 60 events in batches of 7 applied with a commit per batch, the
+    /// route flipped to the table at 60, then the events 61..=73 appended with `append`'s options.
+    fn set_up(self, append: &[&str]) -> Self {
+        crate::support::journal_at(&self.s, &self.journal, "first", 60, 7);
+        self.s
+            .story(&self.journal, &self.catalog, &self.table)
+            .run("apply", &["--batches-per-commit", "1"])
+            .ok();
+        if !self.route.contains("://") {
+            std::fs::create_dir_all(&self.route).unwrap();
+        }
+        crate::support::faults::flip(&self.s, &self.route, &self.catalog, &self.table, 60, &[]);
+        let more = self.s.write("more.ndjson", &events(61, 73));
+        self.s.append_with(&self.journal, more.to_str().unwrap(), append).ok();
+        self
+    }
+
     fn drill(&self, extra: &[&str]) -> crate::support::Run {
         self.drill_env(&[], extra)
     }
@@ -91,13 +104,13 @@ impl Production {
             &[
                 "drill",
                 "--source-table",
-                "shop.orders",
+                &self.table,
                 "--journal",
                 &self.journal,
                 "--catalog",
                 &self.catalog,
                 "--scratch",
-                "drills",
+                &self.scratch,
                 "--route",
                 &self.route,
                 "--history",
@@ -537,51 +550,28 @@ fn real_drill_on_s3(
         return;
     };
     let ns = crate::catalogs_remote::ns(purpose);
-    let table = format!("{ns}.orders");
-    let scratch = format!("{ns}_drills");
     let root = format!("s3://tidemark/{ns}");
-    let (journal, route, history) = (
-        format!("{root}/journal"),
-        format!("{root}/route"),
-        format!("{root}/history"),
-    );
-    crate::support::journal_at(&s, &journal, "first", 60, 7);
-    s.story(&journal, catalog, &table)
-        .run("apply", &["--batches-per-commit", "1"])
-        .ok();
-    crate::support::faults::flip(&s, &route, catalog, &table, 60, &[]);
-    let more = s.write("more.ndjson", &events(61, 73));
-    s.append(&journal, more.to_str().unwrap());
+    let p = Production {
+        s,
+        journal: format!("{root}/journal"),
+        catalog: catalog.into(),
+        table: format!("{ns}.orders"),
+        route: format!("{root}/route"),
+        history: format!("{root}/history"),
+        scratch: format!("{ns}_drills"),
+    }
+    .set_up(&[]);
+    let (journal, route, table) = (&p.journal, &p.route, &p.table);
     let production = || {
-        py.run("objects", &table, &[&format!("{journal}/"), &format!("{route}/")])
+        py.run("objects", table, &[&format!("{journal}/"), &format!("{route}/")])
             .ok()
             .json()
     };
     let before = production();
     assert!(before["objects"].as_object().unwrap().len() > 20, "{before:#}");
-    let drill = |env: &[(&str, &str)]| {
-        s.run_with(
-            env,
-            &[
-                "drill",
-                "--source-table",
-                &table,
-                "--journal",
-                &journal,
-                "--catalog",
-                catalog,
-                "--scratch",
-                &scratch,
-                "--route",
-                &route,
-                "--history",
-                &history,
-                "--json",
-            ],
-        )
-    };
+    let drill = |env: &[(&str, &str)]| p.drill_env(env, &[]);
     let gone = |location: &str| {
-        let listed = py.run("objects", &table, &[location]).ok().json();
+        let listed = py.run("objects", table, &[location]).ok().json();
         let left: Vec<&String> = listed["objects"]
             .as_object()
             .unwrap()
@@ -610,10 +600,10 @@ fn real_drill_on_s3(
     gone(leftover_location);
     gone(again["scratch_location"].as_str().unwrap());
     assert_eq!(production(), before, "production changed");
-    let h = s
-        .run(&["drill", "history", "--history", &history, "--json"])
-        .ok()
-        .json();
+    let h =
+        p.s.run(&["drill", "history", "--history", &p.history, "--json"])
+            .ok()
+            .json();
     assert_eq!(h["total"], 2);
 }
 
@@ -676,52 +666,32 @@ fn a_drill_with_a_postgresql_catalog_changes_nothing() {
     };
     s.env.extend(def);
     let ns = crate::catalogs_remote::ns("real_drill_pg");
-    let table = format!("{ns}.orders");
-    let scratch = format!("{ns}_drills");
     let (journal, route, history) = (
         s.path_str("prod/journal"),
         s.path_str("prod/route"),
         s.path_str("drills"),
     );
-    crate::support::journal_at(&s, &journal, "first", 60, 7);
-    s.story(&journal, "pg", &table)
-        .run("apply", &["--batches-per-commit", "1"])
-        .ok();
-    std::fs::create_dir_all(&route).unwrap();
-    crate::support::faults::flip(&s, &route, "pg", &table, 60, &[]).ok();
-    let more = s.write("more.ndjson", &events(61, 73));
-    s.append(&journal, more.to_str().unwrap());
+    let p = Production {
+        s,
+        journal,
+        catalog: "pg".into(),
+        table: format!("{ns}.orders"),
+        route,
+        history,
+        scratch: format!("{ns}_drills"),
+    }
+    .set_up(&[]);
     let state = || {
         (
-            tree(Path::new(&journal)),
-            tree(Path::new(&route)),
+            tree(Path::new(&p.journal)),
+            tree(Path::new(&p.route)),
             tree(Path::new(&warehouse)),
             pg_pointers(&ns),
         )
     };
     let before = state();
     assert_eq!(before.3.len(), 1, "{:?}", before.3);
-    let drill = |env: &[(&str, &str)]| {
-        s.run_with(
-            env,
-            &[
-                "drill",
-                "--source-table",
-                &table,
-                "--journal",
-                &journal,
-                "--catalog",
-                "pg",
-                "--scratch",
-                &scratch,
-                "--route",
-                &route,
-                "--history",
-                &history,
-                "--json",
-            ],
-        )
-    };
+    let drill = |env: &[(&str, &str)]| p.drill_env(env, &[]);
     let r = drill(&[]).ok().json();
     assert_eq!(r["record"]["ok"], true, "{r:#}");
     assert_eq!(

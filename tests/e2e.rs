@@ -68,10 +68,7 @@ fn journal_init_append_verify_status_on_a_folder() {
 
 #[test]
 fn journal_on_s3() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = format!("s3://tidemark/e2e-{}", std::process::id());
     journal_round_trip(&s, &journal);
 }
@@ -157,10 +154,7 @@ fn store_check_on_a_folder_passes_every_capability() {
 
 #[test]
 fn store_check_on_s3_and_an_unversioned_bucket() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let r = s.run(&["store", "check", "s3://tidemark/check", "--json"]).ok().json();
     assert_eq!(r["ok"], true, "{r}");
     // A bucket without versioning fails the check and journal writes refuse it, naming the capability.
@@ -198,12 +192,7 @@ fn refused_s3_credentials_exit_with_access_denied() {
         .args(["journal", "status", "--journal", "s3://tidemark/x"])
         .output()
         .expect("run tidemark");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    run.fails(
+    Run::from(out).fails(
         ACCESS_DENIED,
         &["s3://tidemark/x", "check the credentials", "InvalidAccessKeyId"],
     );
@@ -224,20 +213,7 @@ fn query_on_a_rolled_back_or_invalid_route_exits_4() {
     }
     let query = ["query", "--route", route.as_str(), "SELECT count(*) FROM orders"];
     s.run(&query).ok();
-    let flip = [
-        "route",
-        "flip",
-        "--route",
-        &route,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        "--applied-position",
-        "500",
-        "--reason",
-        "test",
-    ];
+    let flip = Scratch::flip_args(&route, &catalog, "shop.orders", "500", "test", &[]);
 
     // Generation 1 put back as the current version (a restore from version history).
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -370,10 +346,7 @@ fn apply_refuses_a_broken_chain_and_a_missing_catalog_folder() {
 
 #[test]
 fn apply_into_an_s3_warehouse() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = format!("s3://tidemark/apply-{}/journal", std::process::id());
     let warehouse = format!("s3://tidemark/apply-{}/warehouse", std::process::id());
     let f = applied(&s, &journal, Some(&warehouse), 500).bad_delete_json("is_deleted");
@@ -603,22 +576,14 @@ fn a_to_e_story_drill_on_a_folder() {
     assert_eq!(shown[0]["route"]["generation"], 2);
     assert_eq!(shown[1]["route"]["generation"], 1);
     let catalog = format!("{work}/dr/catalog.db");
-    s.run(&[
-        "route",
-        "flip",
-        "--route",
+    s.flip(
         &route,
-        "--catalog",
         &catalog,
-        "--table",
         "shop.orders_recovered",
-        "--applied-position",
         "1",
-        "--reason",
         "stale",
-        "--expect-generation",
-        "1",
-    ])
+        &["--expect-generation", "1"],
+    )
     .fails(5, &["generation 2, not 1"]);
     let q = s
         .query(
@@ -644,26 +609,9 @@ fn a_to_e_story_drill_on_a_folder() {
 
 #[test]
 fn a_to_e_story_drill_on_s3() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let store = format!("s3://tidemark/drill-{}", std::process::id());
-    let r = s
-        .run(&[
-            "drill",
-            "--work",
-            &s.path_str("drill"),
-            "--store",
-            &store,
-            "--orders",
-            "200",
-            "--events",
-            "1000",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = s.drill_story(&["--store", &store], 200, 1000).ok().json();
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["location"], store);
 }
@@ -693,19 +641,9 @@ fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     assert_eq!(r["tables"][0]["table"], "shop.orders");
     // The rebuilt pointer is the true head: the applier finds every position applied.
     let again = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &rebuilt,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--json",
-        ])
-        .ok()
+        .story(&journal, &rebuilt, "shop.orders")
+        .warehouse(&warehouse)
+        .apply(&["--json"])
         .json();
     assert_eq!(
         (again["started_after_position"].as_u64(), again["commits"].as_u64()),
@@ -780,23 +718,12 @@ fn recover_from_the_cli_dry_run_then_flip() {
     s.fault_delete(&catalog, "shop.orders", "order_id = 'o-3'");
     let more = s.write("more.ndjson", &events(41, 50));
     s.append(&journal, more.to_str().unwrap());
-    let common = [
-        "recover",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--into",
-        "shop.fixed",
-        "--source-table",
-        "shop.orders",
-        "--at-or-before",
-        "40",
-        "--recovery-id",
-        "rec-e2e",
-        "--json",
-    ];
-    let dry = s.run(&[&common[..], &["--dry-run"]].concat()).ok().json();
+    let story = s.story(&journal, &catalog, "shop.orders");
+    let common = ["--at-or-before", "40", "--recovery-id", "rec-e2e", "--json"];
+    let dry = story
+        .recover("shop.fixed", &[&common[..], &["--dry-run"]].concat())
+        .ok()
+        .json();
     assert_eq!(dry["validation"]["ok"], true, "{dry}");
     assert_eq!(
         (dry["snapshot_position"].as_u64(), dry["h"].as_u64()),
@@ -805,8 +732,11 @@ fn recover_from_the_cli_dry_run_then_flip() {
     assert!(dry["route"].is_null());
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    let done = s
-        .run(&[&common[..], &["--route", &route, "--reason", "e2e"]].concat())
+    let done = story
+        .recover(
+            "shop.fixed",
+            &[&common[..], &["--route", &route, "--reason", "e2e"]].concat(),
+        )
         .ok()
         .json();
     assert_eq!(
@@ -820,13 +750,9 @@ fn recover_from_the_cli_dry_run_then_flip() {
         .ok();
     assert!(q.stdout.contains("n\n1"), "the deleted order is back: {}", q.stdout);
     // H past the verified range is refused with the range (exit 3), and nothing is flipped.
-    s.recover(
-        &journal,
-        &catalog,
-        "shop.other",
-        &["--source-table", "shop.orders", "--to", "99"],
-    )
-    .fails(3, &["H = 99", "41..=50"]);
+    story
+        .recover("shop.other", &["--to", "99"])
+        .fails(3, &["H = 99", "41..=50"]);
 }
 
 /// Deletes every object under `url` (a folder or s3://bucket/prefix): the lost region.
@@ -957,19 +883,9 @@ fn region_loss(s: &Scratch, root: &str) {
     s.run(&["history", "compare", &record_a, &record_b]).ok();
     // The applier reads the rebuilt table from the replica: every position is applied.
     let again = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &dr,
-            "--warehouse",
-            &dst,
-            "--table",
-            "shop.orders",
-            "--json",
-        ])
-        .ok()
+        .story(&journal, &dr, "shop.orders")
+        .warehouse(&dst)
+        .apply(&["--json"])
         .json();
     assert_eq!(
         (again["started_after_position"].as_u64(), again["commits"].as_u64()),
@@ -994,10 +910,7 @@ fn region_loss_with_every_dr_command_on_a_folder() {
 
 #[test]
 fn region_loss_with_every_dr_command_on_s3() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     region_loss(&s, &format!("s3://tidemark/region-{}", std::process::id()));
 }
 

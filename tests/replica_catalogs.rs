@@ -193,7 +193,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
 
     // Failover: the route readers use flips to the DR table; the follower is fenced.
     let route = s.path_str("route");
-    s.flip(&route, primary, &orders, "400", "primary").ok();
+    s.flip(&route, primary, &orders, "400", "primary", &[]).ok();
     let p = s
         .failover([&replica, dr, &map, &st], &route, "fo-1", &["--namespace", namespace])
         .ok()
@@ -257,17 +257,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     // the pointer moved with its version token; REST: the commit's requirements; SQL: the
     // compare-and-swap): refused (exit 5) naming the table, nothing of it moved; once that writer
     // stopped, a re-run walks back over its commit too and keeps its files.
-    let args = [
-        "replica",
-        "resync",
-        "--demote",
-        dr,
-        "--primary",
-        primary,
-        "--namespace",
-        namespace,
-        "--json",
-    ];
+    let args = Scratch::resync_args(dr, primary, &["--namespace", namespace, "--json"]);
     let mut theirs = None;
     let raced = s.run_paused("resync:before-move", &args, || {
         s.fault_delete(dr, &orders, "order_version % 5 = 1");
@@ -369,16 +359,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         // Stopped dead between the create and the move (S3 Tables, REST; a SQL catalog registers
         // in one step): the re-run finishes the restore.
         if kind != Kind::Postgres {
-            let args = [
-                "replica",
-                "resync",
-                "--demote",
-                dr,
-                "--primary",
-                primary,
-                "--namespace",
-                namespace,
-            ];
+            let args = Scratch::resync_args(dr, primary, &["--namespace", namespace]);
             s.run_with(&[("TIDEMARK_FAILPOINT", "publish:after-create")], &args)
                 .fails(86, &["failpoint"]);
         }
@@ -628,18 +609,9 @@ fn the_follower_state_lives_outside_the_replica_warehouse() {
     let s = Scratch::new();
     let journal = journal_with(&s, "journal", 20, 10);
     let (primary_wh, replica) = (s.path_str("primary"), s.path_str("replica"));
-    s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &s.path_str("p.db"),
-        "--warehouse",
-        &primary_wh,
-        "--table",
-        "shop.orders",
-    ])
-    .ok();
+    s.story(&journal, s.path_str("p.db"), "shop.orders")
+        .warehouse(&primary_wh)
+        .apply(&[]);
     replicate(&primary_wh, &replica, None, true);
     let map = format!("{}={}", base(&primary_wh), base(&replica));
     let dr = s.path_str("dr.db");

@@ -232,7 +232,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
 
     // Failover: the route readers use flips from the primary's table to the DR table.
     let route = s.path_str("route");
-    s.flip(&route, primary, "shop.orders", "500", "primary").ok();
+    s.flip(&route, primary, "shop.orders", "500", "primary", &[]).ok();
     let p = s.failover([&replica, &dr, &map, &st], &route, "fo-1", &[]).ok().json();
     assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
     assert_eq!(p["tables"][0]["positions_behind"], 0);

@@ -69,21 +69,7 @@ fn apply_and_fault_delete_in_a_seaweedfs_warehouse() {
 fn a_to_e_story_drill_on_seaweedfs() {
     let Some(s) = Scratch::on_seaweedfs() else { return };
     let store = format!("s3://tidemark/drill-sw-{}", std::process::id());
-    let r = s
-        .run(&[
-            "drill",
-            "--work",
-            &s.path_str("drill"),
-            "--store",
-            &store,
-            "--orders",
-            "200",
-            "--events",
-            "1000",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = s.drill_story(&["--store", &store], 200, 1000).ok().json();
     assert_eq!(r["ok"], true, "{r}");
     assert_eq!(r["location"], store);
 }

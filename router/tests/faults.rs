@@ -9,9 +9,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tidemark_journal::clock::StepClock;
 use tidemark_journal::store::faulty::{Fault, FaultyStore, ModeFilter, Op, Rule};
-use tidemark_journal::store::{
-    GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, StoreError, VersionEntry,
-};
+use tidemark_journal::store::tap::{Tap, Tapped};
+use tidemark_journal::store::{ObjectStore, PutMode, PutResult, Result, StoreError};
 use tidemark_router::paths::ROUTE_KEY;
 use tidemark_router::{FlipRequest, RouteError, RouteStore};
 
@@ -86,57 +85,36 @@ async fn lost_reply_on_flip_is_own_flip(store: Arc<dyn ObjectStore>) {
 
 /// A store where the reply of the first compare-and-swap is lost and another controller flips
 /// from it before the writer reads back.
-#[derive(Debug)]
 struct OvertakenFlip {
-    inner: Arc<dyn ObjectStore>,
     done: AtomicBool,
 }
 
 #[async_trait]
-impl ObjectStore for OvertakenFlip {
-    fn url(&self) -> String {
-        self.inner.url()
-    }
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
+impl Tap for OvertakenFlip {
+    async fn put(&self, inner: &Arc<dyn ObjectStore>, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
         let first = matches!(mode, PutMode::Update { .. }) && !self.done.swap(true, Ordering::SeqCst);
-        let put = self.inner.put(key, body, mode).await?;
+        let put = inner.put(key, body, mode).await?;
         if !first {
             return Ok(put);
         }
-        let other = RouteStore::new(self.inner.clone());
+        let other = RouteStore::new(inner.clone());
         other.flip_from_current(request("later"), &clock()).await.unwrap();
         Err(StoreError::OutcomeUnknown {
-            store: self.url(),
+            store: inner.url(),
             op: "put",
             key: key.into(),
             detail: "reply lost".into(),
         })
     }
-    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
-        self.inner.get(key, version_id).await
-    }
-    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
-        self.inner.head(key, version_id).await
-    }
-    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
-        self.inner.list_page(prefix, token, max).await
-    }
-    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>> {
-        self.inner.list_versions(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key).await
-    }
-    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
-        self.inner.delete_version(key, version_id).await
-    }
 }
 
 async fn own_flip_found_in_history_after_a_later_flip(store: Arc<dyn ObjectStore>) {
-    let routes = RouteStore::new(Arc::new(OvertakenFlip {
-        inner: store.clone(),
-        done: AtomicBool::new(false),
-    }));
+    let routes = RouteStore::new(Arc::new(Tapped::new(
+        store.clone(),
+        OvertakenFlip {
+            done: AtomicBool::new(false),
+        },
+    )));
     routes.init(request("orders"), &clock()).await.unwrap();
     let (mine, _) = routes.flip_from_current(request("recovered"), &clock()).await.unwrap();
     assert_eq!(mine.generation, 2);

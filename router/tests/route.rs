@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 use tidemark_journal::clock::StepClock;
-use tidemark_journal::store::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, VersionEntry};
+use tidemark_journal::store::tap::{Tap, Tapped};
+use tidemark_journal::store::{ObjectStore, PutMode, PutResult};
 use tidemark_router::paths::ROUTE_KEY;
 use tidemark_router::{Fence, FlipRequest, RouteError, RouteStore};
 use tidemark_schemas::Route;
@@ -151,59 +152,37 @@ async fn stale_etag_is_refused_and_nothing_changes(store: Arc<dyn ObjectStore>) 
 
 /// A store that lets another controller flip right before the first conditional route write it
 /// forwards: the flip under test passes its own check and is refused by `If-Match` alone.
-#[derive(Debug)]
 struct Interloper {
-    inner: Arc<dyn ObjectStore>,
     fired: AtomicBool,
 }
 
 #[async_trait]
-impl ObjectStore for Interloper {
-    fn url(&self) -> String {
-        self.inner.url()
-    }
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> tidemark_journal::store::Result<PutResult> {
+impl Tap for Interloper {
+    async fn put(
+        &self,
+        inner: &Arc<dyn ObjectStore>,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+    ) -> tidemark_journal::store::Result<PutResult> {
         if matches!(mode, PutMode::Update { .. }) && !self.fired.swap(true, Ordering::SeqCst) {
-            let other = RouteStore::new(self.inner.clone());
+            let other = RouteStore::new(inner.clone());
             other
                 .flip_from_current(request("interloper", 7), &clock())
                 .await
                 .expect("the interloper's flip");
         }
-        self.inner.put(key, body, mode).await
-    }
-    async fn get(&self, key: &str, version_id: Option<&str>) -> tidemark_journal::store::Result<GetResult> {
-        self.inner.get(key, version_id).await
-    }
-    async fn head(&self, key: &str, version_id: Option<&str>) -> tidemark_journal::store::Result<ObjectMeta> {
-        self.inner.head(key, version_id).await
-    }
-    async fn list_page(
-        &self,
-        prefix: &str,
-        token: Option<&str>,
-        max: usize,
-    ) -> tidemark_journal::store::Result<ListPage> {
-        self.inner.list_page(prefix, token, max).await
-    }
-    async fn list_versions(&self, prefix: &str) -> tidemark_journal::store::Result<Vec<VersionEntry>> {
-        self.inner.list_versions(prefix).await
-    }
-    async fn delete(&self, key: &str) -> tidemark_journal::store::Result<()> {
-        self.inner.delete(key).await
-    }
-    async fn delete_version(&self, key: &str, version_id: &str) -> tidemark_journal::store::Result<()> {
-        self.inner.delete_version(key, version_id).await
+        inner.put(key, body, mode).await
     }
 }
 
 async fn if_match_decides_when_the_route_moves_after_the_check(store: Arc<dyn ObjectStore>) {
     let plain = RouteStore::new(store.clone());
     let (_, etag1) = plain.init(request("orders", 1), &clock()).await.unwrap();
-    let routes = RouteStore::new(Arc::new(Interloper {
-        inner: store,
+    let interloper = Interloper {
         fired: AtomicBool::new(false),
-    }));
+    };
+    let routes = RouteStore::new(Arc::new(Tapped::new(store, interloper)));
     let err = routes.flip(&etag1, 1, request("late", 2), &clock()).await.unwrap_err();
     assert!(
         matches!(

@@ -52,10 +52,7 @@ fn the_journey_through_10_percent_faults() {
 /// first", before); the route's generations are 1, 2, 3 — no flip doubled.
 #[test]
 fn lost_replies_on_every_route_write_on_s3() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = journal_with(&s, "journal", 30, 10);
     let catalog = s.path_str("catalog.db");
     s.apply(&journal, &catalog, "shop.orders");
@@ -66,26 +63,8 @@ fn lost_replies_on_every_route_write_on_s3() {
         .start(&s);
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "2")];
     let route = unique("lost-route");
-    let flip_args = |position: &str| {
-        [
-            "route",
-            "flip",
-            "--route",
-            &route,
-            "--catalog",
-            &catalog,
-            "--table",
-            "shop.orders",
-            "--applied-position",
-            position,
-            "--reason",
-            "test",
-        ]
-        .map(String::from)
-    };
     for (position, generation_after) in [("30", 1), ("30", 2)] {
-        let args = flip_args(position);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let args = Scratch::flip_args(&route, &catalog, "shop.orders", position, "test", &[]);
         s.run_with(&env, &args).ok();
         assert_eq!(generation(&s, &route).0, generation_after);
     }
@@ -102,10 +81,7 @@ fn lost_replies_on_every_route_write_on_s3() {
 /// back, not taken for another applier's. A re-run finds nothing to do.
 #[test]
 fn apply_through_10_percent_faults_reports_its_retries() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = unique("apply-journal");
     journal_at(&s, &journal, "in", 80, 10);
     let proxy = Proxy::mixed(&s, 61, 40);
@@ -132,10 +108,7 @@ fn apply_through_10_percent_faults_reports_its_retries() {
 /// the faults compares equal to one taken without (`history compare`, also run with the faults).
 #[test]
 fn fault_delete_and_history_through_10_percent_faults() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let proxy = Proxy::mixed(&s, 41, 60);
     let mut results = Vec::new();
     for (name, env) in [("plain", &[][..]), ("faulty", &proxy.env()[..])] {
@@ -171,10 +144,7 @@ fn fault_delete_and_history_through_10_percent_faults() {
 /// (the same history record contents).
 #[test]
 fn backup_and_restore_through_10_percent_faults() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let catalog = s.path_str("catalog.db");
     let (_, warehouse) = applied_on_s3(&s, &[], "backup", &catalog);
     let proxy = Proxy::mixed(&s, 47, 60);
@@ -196,10 +166,7 @@ fn backup_and_restore_through_10_percent_faults() {
 /// registered: its own registration is never taken for another's.
 #[test]
 fn catalog_rebuild_through_10_percent_faults() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let catalog = s.path_str("catalog.db");
     let (journal, warehouse) = applied_on_s3(&s, &[], "rebuild", &catalog);
     apply_in(&s, &journal, &catalog, &warehouse, "shop.orders_copy");
@@ -248,10 +215,7 @@ fn catalog_rebuild_through_10_percent_faults() {
 /// table) and a re-run of the same failover is refused, naming its promotion, flipping nothing.
 #[test]
 fn replica_follow_and_failover_through_10_percent_faults() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let primary = s.path_str("primary.db");
     let (_, warehouse) = applied_on_s3(&s, &[], "follow-primary", &primary);
     let replica = unique("follow-replica");
@@ -324,10 +288,7 @@ fn replica_follow_and_failover_through_10_percent_faults() {
 /// and the failover scenario (RPO 100 positions); each report counts its retries.
 #[test]
 fn gameday_through_10_percent_faults() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let region = |env: &[(&str, &str)], name: &str| {
         let (work, store) = (s.path_str(name), unique(name));
         s.run_with(
@@ -396,27 +357,14 @@ fn gameday_through_10_percent_faults() {
 /// retries of the table-file client (it reported no `s3_requests` before).
 #[test]
 fn table_file_requests_and_retries_are_counted() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = journal_with(&s, "journal", 60, 20);
     let catalog = s.path_str("catalog.db");
     let warehouse = unique("counted");
     let applied = s
-        .run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--json",
-        ])
-        .ok()
+        .story(&journal, &catalog, "shop.orders")
+        .warehouse(&warehouse)
+        .apply(&["--json"])
         .json();
     let commits = applied["commits"].as_u64().unwrap();
     assert!(commits > 0, "{applied}");

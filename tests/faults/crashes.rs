@@ -82,7 +82,7 @@ fn failpoints_at_every_step_then_rerun() {
         "10",
     ];
     for fp in ["append:after-event-object:2", "append:after-manifest:3"] {
-        let run = run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &append);
+        let run = s.run_with(&[("TIDEMARK_FAILPOINT", fp)], &append);
         assert_eq!(run.code, 86, "{fp}: {}", run.stderr);
     }
     s.run(&append).ok();
@@ -101,7 +101,7 @@ fn failpoints_at_every_step_then_rerun() {
         "1",
     ];
     for fp in ["apply:after-commit:1", "apply:after-checkpoint:2"] {
-        assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &apply).code, 86, "{fp}");
+        assert_eq!(s.run_with(&[("TIDEMARK_FAILPOINT", fp)], &apply).code, 86, "{fp}");
     }
     s.run(&apply).ok();
     let route = s.path_str("route");
@@ -113,7 +113,7 @@ fn failpoints_at_every_step_then_rerun() {
         "recover:after-validate",
         "recover:after-flip",
     ] {
-        assert_eq!(run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &recover).code, 86, "{fp}");
+        assert_eq!(s.run_with(&[("TIDEMARK_FAILPOINT", fp)], &recover).code, 86, "{fp}");
     }
     let done = s.run(&recover).ok().json();
     assert_eq!(done["route"]["generation"], 1, "{done}");
@@ -137,7 +137,7 @@ fn failpoints_at_every_step_then_rerun() {
         "--json",
     ];
     assert_eq!(
-        run_env(&s, &[("TIDEMARK_FAILPOINT", "copy:after-object:3")], &copy).code,
+        s.run_with(&[("TIDEMARK_FAILPOINT", "copy:after-object:3")], &copy).code,
         86
     );
     let r = s.run(&copy).ok().json();
@@ -179,7 +179,7 @@ fn a_restore_stopped_after_a_table_is_resumed_by_a_rerun() {
         "empty",
         "--json",
     ];
-    let crashed = run_env(&s, &[("TIDEMARK_FAILPOINT", "restore:after-table:1")], &restore);
+    let crashed = s.run_with(&[("TIDEMARK_FAILPOINT", "restore:after-table:1")], &restore);
     assert_eq!(crashed.code, 86, "{}", crashed.stderr);
     let state = s
         .run(&[

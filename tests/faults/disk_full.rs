@@ -113,17 +113,10 @@ fn a_full_warehouse_disk_is_named_once() {
     let catalog = s.path_str("catalog.db");
     let warehouse = fs.path("warehouse");
     fs.fill_but(0);
-    let r = s.run(&[
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--warehouse",
-        &warehouse,
-        "--table",
-        "shop.orders",
-    ]);
+    let r = s
+        .story(&journal, &catalog, "shop.orders")
+        .warehouse(&warehouse)
+        .run("apply", &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert_eq!(r.stderr.matches("No space left on device").count(), 1, "{}", r.stderr);
     assert_eq!(r.stderr.matches("no storage space").count(), 1, "{}", r.stderr);
@@ -177,17 +170,9 @@ fn a_table_row_the_sqlite_catalog_did_not_write_is_named() {
     let journal = journal_with(&s, "journal", 50, 50);
     let (catalog, warehouse) = (s.path_str("catalog.db"), s.path_str("warehouse"));
     let apply = |table: &str| {
-        s.run(&[
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            table,
-        ])
+        s.story(&journal, &catalog, table)
+            .warehouse(&warehouse)
+            .run("apply", &[])
     };
     // The namespace and the catalog's own tables exist before.
     apply("shop.first").ok();

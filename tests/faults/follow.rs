@@ -25,20 +25,9 @@ impl Site<'_> {
     fn apply(&self, until: u64) {
         for t in TABLES {
             self.s
-                .run(&[
-                    "apply",
-                    "--journal",
-                    &self.journal,
-                    "--catalog",
-                    &self.s.path_str("primary.db"),
-                    "--warehouse",
-                    &self.primary_wh,
-                    "--table",
-                    t,
-                    "--until",
-                    &until.to_string(),
-                ])
-                .ok();
+                .story(&self.journal, self.s.path_str("primary.db"), t)
+                .warehouse(&self.primary_wh)
+                .apply_until(until);
         }
         replicate(&self.primary_wh, &self.replica, None, true);
     }
@@ -113,7 +102,8 @@ fn a_follower_crashed_inside_a_cycle_resumes_with_nothing_moved_backwards() {
 
     // Stopped after the second table moved, before any state: the re-run adopts both moves.
     site.apply(100);
-    run_env(&s, &[("TIDEMARK_FAILPOINT", "follow:after-table:2")], &site.args()).fails(CRASH, &["failpoint"]);
+    s.run_with(&[("TIDEMARK_FAILPOINT", "follow:after-table:2")], &site.args())
+        .fails(CRASH, &["failpoint"]);
     assert!(!s.path("state/state.json").exists());
     s.run(&site.args()).ok();
     site.check(100);
@@ -122,7 +112,8 @@ fn a_follower_crashed_inside_a_cycle_resumes_with_nothing_moved_backwards() {
     // is released: the re-run (same holder) takes the lease again.
     for (fp, until) in [("follow:after-table:1", 200), ("follow:after-state", 300)] {
         site.apply(until);
-        run_env(&s, &[("TIDEMARK_FAILPOINT", fp)], &site.args()).fails(CRASH, &["failpoint"]);
+        s.run_with(&[("TIDEMARK_FAILPOINT", fp)], &site.args())
+            .fails(CRASH, &["failpoint"]);
         s.run(&site.args()).ok();
         site.check(until);
     }

@@ -76,7 +76,7 @@ fn a_failover_stopped_after_its_flip_does_not_flip_again() {
         &["--route", &route, "--failover-id", "fo-crash", "--json"],
     ]
     .concat();
-    let crashed = run_env(&s, &[("TIDEMARK_FAILPOINT", "failover:after-flip")], &failover);
+    let crashed = s.run_with(&[("TIDEMARK_FAILPOINT", "failover:after-flip")], &failover);
     assert_eq!(crashed.code, 86, "{}", crashed.stderr);
     assert_eq!(generation(&s, &route).0, 2);
     let done = s.run(&failover).ok().json();

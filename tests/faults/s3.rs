@@ -11,10 +11,7 @@ use super::super::support::*;
 /// every append completes, a re-send is a no-op, and the journal verifies.
 #[test]
 fn lost_replies_on_every_manifest_write_on_s3() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let proxy = Faults::every("lost")
         .methods("PUT")
         .paths("manifests/|journal.json|_probe/")
@@ -23,7 +20,7 @@ fn lost_replies_on_every_manifest_write_on_s3() {
         .start(&s);
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "3")];
     let journal = unique("manifests");
-    run_env(&s, &env, &["journal", "init", "--journal", &journal]).ok();
+    s.run_with(&env, &["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 60));
     let input = input.to_str().unwrap();
     let append = [
@@ -37,10 +34,10 @@ fn lost_replies_on_every_manifest_write_on_s3() {
         "20",
         "--json",
     ];
-    let first = run_env(&s, &env, &append).ok().json();
+    let first = s.run_with(&env, &append).ok().json();
     assert_eq!(first["last_position"], 60, "{first}");
     assert!(first["s3_requests"]["retried"].as_u64().unwrap() > 0, "{first}");
-    let again = run_env(&s, &env, &append).ok().json();
+    let again = s.run_with(&env, &append).ok().json();
     assert_eq!(
         (again["already_present"].as_u64(), again["events"].as_u64()),
         (Some(60), Some(0))
@@ -62,10 +59,7 @@ fn lost_replies_on_every_manifest_write_on_s3() {
 /// defect 4: it waited as long as the server did).
 #[test]
 fn s3_errors_name_the_request_and_stalls_time_out() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = unique("errors");
     journal_at(&s, &journal, "in", 30, 10);
     {
@@ -75,7 +69,7 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
             .max(1000)
             .start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("AWS_MAX_ATTEMPTS", "2")];
-        let run = run_env(&s, &env, &["journal", "verify", "--journal", &journal]);
+        let run = s.run_with(&env, &["journal", "verify", "--journal", &journal]);
         let run = run.fails(
             1,
             &[
@@ -90,7 +84,8 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
             ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
             ("AWS_MAX_ATTEMPTS", "many"),
         ];
-        run_env(&s, &env, &["journal", "verify", "--journal", &journal]).fails(3, &["AWS_MAX_ATTEMPTS"]);
+        s.run_with(&env, &["journal", "verify", "--journal", &journal])
+            .fails(3, &["AWS_MAX_ATTEMPTS"]);
     }
     for fault in ["delay", "stall"] {
         let proxy = Faults::every(fault)
@@ -105,7 +100,8 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
             ("TIDEMARK_S3_ATTEMPT_TIMEOUT", "3"),
         ];
         let started = std::time::Instant::now();
-        let v = run_env(&s, &env, &["journal", "verify", "--journal", &journal, "--json"])
+        let v = s
+            .run_with(&env, &["journal", "verify", "--journal", &journal, "--json"])
             .ok()
             .json();
         let took = started.elapsed();
@@ -124,10 +120,7 @@ fn s3_errors_name_the_request_and_stalls_time_out() {
 /// error names the object and the timeout that ran out.
 #[test]
 fn a_stalled_read_ends_at_the_default_operation_timeout() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let journal = unique("stalled");
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let proxy = Faults::every("delay")
@@ -138,7 +131,7 @@ fn a_stalled_read_ends_at_the_default_operation_timeout() {
         .start(&s);
     // Only the endpoint: every timeout at its default.
     let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
-    run_env(&s, &env, &["journal", "status", "--journal", &journal]).fails(
+    s.run_with(&env, &["journal", "status", "--journal", &journal]).fails(
         1,
         &[
             "get of journal.json",
@@ -154,10 +147,7 @@ fn a_stalled_read_ends_at_the_default_operation_timeout() {
 /// resumed by a plain re-run, and the replica checks complete.
 #[test]
 fn replica_copy_on_s3_through_errors_and_a_crash() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let (_, _, warehouse) = applied_to_s3(&s, 120, 20, "wh");
     let replica = unique("replica");
     let proxy = Proxy::mixed(&s, 17, 400);
@@ -167,13 +157,13 @@ fn replica_copy_on_s3_through_errors_and_a_crash() {
         ("AWS_ENDPOINT_URL", proxy.endpoint.as_str()),
         ("TIDEMARK_FAILPOINT", "copy:after-object:4"),
     ];
-    assert_eq!(run_env(&s, &crash, &copy).code, 86);
-    let done = run_env(&s, &env, &copy).ok().json();
+    assert_eq!(s.run_with(&crash, &copy).code, 86);
+    let done = s.run_with(&env, &copy).ok().json();
     assert_eq!(done["tables"][0]["error"], serde_json::Value::Null, "{done}");
     assert!(done["skipped"].as_u64().unwrap() >= 4, "{done}");
     assert!(done["s3_requests"]["retried"].as_u64().unwrap() > 0, "{done}");
     assert!(proxy.faults() > 0);
-    let again = run_env(&s, &env, &copy).ok().json();
+    let again = s.run_with(&env, &copy).ok().json();
     assert_eq!(again["copied"], 0, "{again}");
     drop(proxy);
     let check = s
@@ -207,27 +197,16 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
         .fails(8, &["access to the warehouse refused", "check the credentials"]);
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
-    run_env(
-        &s,
-        &env,
-        &[
-            "route",
-            "flip",
-            "--route",
-            &route,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--applied-position",
-            "20",
-            "--reason",
-            "test",
-        ],
-    )
-    .fails(8, &["access to the warehouse refused", "check the credentials"]);
+    let flip = Scratch::flip_args(
+        &route,
+        &catalog,
+        "shop.orders",
+        "20",
+        "test",
+        &["--warehouse", &warehouse],
+    );
+    s.run_with(&env, &flip)
+        .fails(8, &["access to the warehouse refused", "check the credentials"]);
 }
 
 /// The finding (issue 34): a bad `AWS_SESSION_TOKEN` (S3's HTTP 400 `InvalidToken`) exited 1 in
@@ -237,10 +216,7 @@ fn refused_credentials_exit_8_in_fault_delete_and_route_flip() {
 /// tidemark's S3 client or the table files' client) and nothing else is tried after it.
 #[test]
 fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let (journal, warehouse, route) = (unique("cred-journal"), unique("cred-wh"), unique("cred-route"));
     journal_at(&s, &journal, "in", 20, 10);
     let catalog = s.path_str("catalog.db");
@@ -273,39 +249,15 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         .to_vec()
     };
     let drill_table = drill_real("--source-table", "shop.orders");
+    let story = s.story(&journal, &catalog, "shop.orders").warehouse(&warehouse);
     let drill_replica = drill_real("--source-metadata", &metadata);
     let commands: Vec<Vec<&str>> = vec![
         vec!["journal", "status", "--journal", &journal],
-        vec![
-            "apply",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-        ],
-        vec![
-            "recover",
-            "--journal",
-            &journal,
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--into",
+        story.args("apply", &[]),
+        story.recover_args(
             "shop.fixed",
-            "--source-table",
-            "shop.orders",
-            "--at-or-before",
-            "20",
-            "--recovery-id",
-            "cred",
-            "--route",
-            &route,
-        ],
+            &["--at-or-before", "20", "--recovery-id", "cred", "--route", &route],
+        ),
         vec!["route", "show", "--route", &route],
         vec!["query", "--route", &route, "SELECT count(*) FROM orders"],
         vec![
@@ -350,7 +302,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
         for args in &commands {
             let before = proxy.requests();
-            run_env(&s, &env, args).fails(8, &[code, "check the credentials"]);
+            s.run_with(&env, args).fails(8, &[code, "check the credentials"]);
             assert_eq!(
                 proxy.requests() - before,
                 1,
@@ -361,7 +313,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         // A table file refused while the route was read: the query's table-file client.
         let proxy = Faults::every(fault).paths("cred-wh").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
-        run_env(&s, &env, &["query", "--route", &route, "SELECT count(*) FROM orders"])
+        s.run_with(&env, &["query", "--route", &route, "SELECT count(*) FROM orders"])
             .fails(8, &["access to the warehouse refused", code]);
         assert_eq!(proxy.faults(), 1, "{fault}: the table-file client retried the refusal");
         // The drill of a real table whose files are refused (the journal is read): its audit's
@@ -369,7 +321,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         for args in [&drill_table, &drill_replica] {
             let before = proxy.faults();
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_env(&s, &env, &args).fails(8, &[code, "check the credentials"]);
+            s.run_with(&env, &args).fails(8, &[code, "check the credentials"]);
             assert_eq!(
                 proxy.faults() - before,
                 1,
@@ -382,49 +334,30 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         // is read again (one GET) to learn its code.
         let proxy = Faults::every(fault).paths("cred-wh.*/data/").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
-        let backup = run_env(
-            &s,
-            &env,
-            &[
-                "catalog",
-                "backup",
-                "--catalog",
-                &catalog,
-                "--warehouse",
-                &warehouse,
-                "--to",
-                &backups,
-            ],
-        )
-        .fails(8, &["check the credentials", "/data/"]);
+        let backup = s
+            .run_with(
+                &env,
+                &[
+                    "catalog",
+                    "backup",
+                    "--catalog",
+                    &catalog,
+                    "--warehouse",
+                    &warehouse,
+                    "--to",
+                    &backups,
+                ],
+            )
+            .fails(8, &["check the credentials", "/data/"]);
         assert!(!backup.stderr.contains("missing"), "{fault}: {}", backup.stderr);
         assert!(proxy.faults() <= 2, "{fault}: {} refused requests", proxy.faults());
         // `recover` checks that the snapshot's data files exist (a HEAD each) before it seeds:
         // the same refusal, learned by the table files' storage for every caller of `exists`
         // (before: exit 1, "check data file …" with no code).
         let before = proxy.faults();
-        let recover = run_env(
-            &s,
-            &env,
-            &[
-                "recover",
-                "--journal",
-                &journal,
-                "--catalog",
-                &catalog,
-                "--warehouse",
-                &warehouse,
-                "--into",
-                "shop.fixed_data",
-                "--source-table",
-                "shop.orders",
-                "--at-or-before",
-                "20",
-                "--recovery-id",
-                &format!("cred-data-{fault}"),
-            ],
-        )
-        .fails(8, &["check the credentials", "/data/"]);
+        let id = format!("cred-data-{fault}");
+        let args = story.recover_args("shop.fixed_data", &["--at-or-before", "20", "--recovery-id", &id]);
+        let recover = s.run_with(&env, &args).fails(8, &["check the credentials", "/data/"]);
         assert!(!recover.stderr.contains("missing"), "{fault}: {}", recover.stderr);
         if fault == "token" {
             // The code a HEAD's reply could not carry, learned by the one-byte read.
@@ -444,10 +377,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
 /// exit 8, the follower's table standing is `refused`, and `replica status` agrees.
 #[test]
 fn refused_credentials_exit_8_in_replica_check_and_the_follower() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let (journal, warehouse) = (unique("cred-replica-journal"), unique("cred-replica-wh"));
     journal_at(&s, &journal, "in", 20, 10);
     apply_in(&s, &journal, &s.path_str("catalog.db"), &warehouse, "shop.orders");
@@ -456,7 +386,8 @@ fn refused_credentials_exit_8_in_replica_check_and_the_follower() {
         // Every request on the table files' metadata and data refused; the listing answers.
         let proxy = Faults::every(fault).paths("shop/orders/.+").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
-        let check = run_env(&s, &env, &["replica", "check", "--warehouse", &warehouse, "--json"])
+        let check = s
+            .run_with(&env, &["replica", "check", "--warehouse", &warehouse, "--json"])
             .fails(8, &["refused the credentials for shop.orders", "check the credentials"]);
         assert_eq!(
             check.json()["tables"][0]["access_denied"],
@@ -464,23 +395,23 @@ fn refused_credentials_exit_8_in_replica_check_and_the_follower() {
             "{fault}: {}",
             check.stdout
         );
-        let follow = run_env(
-            &s,
-            &env,
-            &[
-                "replica",
-                "follow",
-                "--warehouse",
-                &warehouse,
-                "--catalog",
-                &dr,
-                "--state",
-                &state,
-                "--once",
-                "--json",
-            ],
-        )
-        .fails(8, &["shop.orders"]);
+        let follow = s
+            .run_with(
+                &env,
+                &[
+                    "replica",
+                    "follow",
+                    "--warehouse",
+                    &warehouse,
+                    "--catalog",
+                    &dr,
+                    "--state",
+                    &state,
+                    "--once",
+                    "--json",
+                ],
+            )
+            .fails(8, &["shop.orders"]);
         let t = &follow.json()["tables"][0];
         assert_eq!(t["status"], "refused", "{fault}: {}", follow.stdout);
         assert!(
@@ -504,10 +435,7 @@ fn refused_credentials_exit_8_in_replica_check_and_the_follower() {
 /// to S3 does); a local restore leaves `s3_requests` out.
 #[test]
 fn catalog_restore_on_s3_reports_its_requests() {
-    if !s3_available() {
-        return;
-    }
-    let s = Scratch::new();
+    let Some(s) = Scratch::on_s3() else { return };
     let (_, catalog, warehouse) = applied_to_s3(&s, 30, 10, "restore-wh");
     let backups = unique("backups");
     let id = backup(&s, &catalog, &warehouse, &backups);

@@ -264,21 +264,9 @@ fn recover_after_a_bad_delete(mut t: Shared) {
     let more = ev(11, "o-1", 2, "paid", "EUR") + &ev(12, "o-11", 1, "placed", "EUR");
     t.apply_strict(&more).fails(12, &["3 keys removed"]);
     // The default recovery (no snapshot option) starts from the snapshot before the delete.
-    let r =
-        t.s.run(&[
-            "recover",
-            "--journal",
-            &t.journal,
-            "--catalog",
-            &t.catalog,
-            "--source-table",
-            &t.table,
-            "--into",
-            &t.ident("recovered"),
-            "--reference",
-            "journal",
-            "--json",
-        ])
+    let r = t
+        .story()
+        .recover(&t.ident("recovered"), &["--reference", "journal", "--json"])
         .ok()
         .json();
     assert_eq!(r["validation"]["ok"], true, "{r}");

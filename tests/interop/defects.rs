@@ -60,22 +60,16 @@ fn a_pyiceberg_snapshot_is_traced_to_its_journal_and_a_refused_recovery_leaves_n
     let input = t.s.write("other.ndjson", &events);
     t.s.append(&other, input.to_str().unwrap());
     let recover = |journal: &str| {
-        t.s.run(&[
-            "recover",
-            "--journal",
-            journal,
-            "--catalog",
-            &t.catalog,
-            "--source-table",
-            "shop.orders",
-            "--into",
+        t.story().journal(journal).recover(
             "shop.recovered",
-            "--snapshot-id",
-            &snapshot,
-            "--accept-divergence",
-            "PyIceberg's position delete is wanted",
-            "--json",
-        ])
+            &[
+                "--snapshot-id",
+                &snapshot,
+                "--accept-divergence",
+                "PyIceberg's position delete is wanted",
+                "--json",
+            ],
+        )
     };
     recover(&other).fails(4, &["not of journal j-other", "recorded by snapshot"]);
     assert!(tables(&t).get("shop.recovered").is_none(), "{}", tables(&t));
@@ -219,20 +213,8 @@ fn validation_covers_a_column_another_writer_added() {
     t.py("append", &[rows.to_str().unwrap()]);
     t.apply(&ev(4, "o-5", 2, "paid", "EUR"));
     let recover = || {
-        t.s.run(&[
-            "recover",
-            "--journal",
-            &t.journal,
-            "--catalog",
-            &t.catalog,
-            "--source-table",
-            "shop.orders",
-            "--into",
-            "shop.recovered",
-            "--recovery-id",
-            "rec-note",
-            "--json",
-        ])
+        t.story()
+            .recover("shop.recovered", &["--recovery-id", "rec-note", "--json"])
     };
     let r = recover().ok().json();
     assert_eq!(r["validation"]["ok"], true, "{r}");

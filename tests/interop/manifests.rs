@@ -121,18 +121,7 @@ fn a_manifest_codec_this_build_does_not_write_is_refused_before_anything_is_writ
     let says = ["write.avro.compression-codec", "bzip2"];
     t.story().run("apply", &[]).fails(3, &says);
     t.fault_delete(&["--where", "order_id = 'o-1'"]).fails(3, &says);
-    t.s.run(&[
-        "recover",
-        "--journal",
-        &t.journal,
-        "--catalog",
-        &t.catalog,
-        "--source-table",
-        "shop.orders",
-        "--into",
-        "shop.recovered",
-    ])
-    .fails(3, &says);
+    t.story().recover("shop.recovered", &[]).fails(3, &says);
     assert_eq!(manifests(&t, "shop.orders").len(), before);
     let state =
         t.s.run(&["catalog", "state", "--catalog", &t.catalog, "--json"])

@@ -194,18 +194,7 @@ impl Shared {
     /// `tidemark recover` of the table (at `snapshot`, or its newest checkpoint) into `into`.
     fn recover(&self, into: &str, snapshot: Option<i64>) -> Value {
         let id = snapshot.map(|s| s.to_string());
-        let mut args = vec![
-            "recover",
-            "--journal",
-            &self.journal,
-            "--catalog",
-            &self.catalog,
-            "--source-table",
-            &self.table,
-            "--into",
-            into,
-            "--json",
-        ];
+        let mut args = vec!["--json"];
         if let Some(id) = &id {
             // A snapshot these stories name may hold another engine's writes (a divergence the
             // applier had not accepted yet): recovered from as chosen.
@@ -216,7 +205,7 @@ impl Shared {
                 "interop: the snapshot holds another engine's writes",
             ]);
         }
-        self.s.run(&args).ok().json()
+        self.story().recover(into, &args).ok().json()
     }
 }
 

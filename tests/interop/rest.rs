@@ -73,21 +73,7 @@ fn a_rest_recovery_keeps_the_field_ids_of_a_source_with_a_dropped_and_a_renamed_
     assert!(!ids.iter().any(|(id, _)| *id == 10), "note's id is a gap: {described}");
 
     // recover through REST, source and target in the same catalog.
-    let r = s
-        .run(&[
-            "recover",
-            "--journal",
-            &story.journal,
-            "--catalog",
-            "sw",
-            "--source-table",
-            &source,
-            "--into",
-            &into,
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = story.recover(&into, &["--json"]).ok().json();
     assert_eq!(r["validation"]["ok"], true, "{r}");
     let recovered = py.run("describe", &into, &[]).ok().json();
     // The ids; on REST the schema and spec ids are the catalog's next ones (docs/recovery.md, step 3).

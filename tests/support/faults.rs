@@ -4,21 +4,6 @@
 
 use super::{Run, Scratch, events, journal_with, tidemark};
 
-/// `tidemark` in `s` with extra environment variables.
-pub fn run_env(s: &Scratch, env: &[(&str, &str)], args: &[&str]) -> Run {
-    let out = tidemark()
-        .current_dir(s.dir.path())
-        .envs(env.iter().copied())
-        .args(args)
-        .output()
-        .expect("run tidemark");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// What the fault proxy does to the requests it forwards (a builder; [`Faults::start`] starts
 /// the proxy): which faults, to every matching request or a share of them, narrowed by method
 /// and path, bounded by a count, seeded. Options left out keep the proxy's defaults.
@@ -361,22 +346,7 @@ pub fn record(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str,
 /// `route flip` of `route` to `table` of `catalog` (with `extra` options, e.g. `--warehouse`)
 /// at `position`; must succeed.
 pub fn flip(s: &Scratch, route: &str, catalog: &str, table: &str, position: u64, extra: &[&str]) -> Run {
-    let position = position.to_string();
-    let args = [
-        "route",
-        "flip",
-        "--route",
-        route,
-        "--catalog",
-        catalog,
-        "--table",
-        table,
-        "--applied-position",
-        &position,
-        "--reason",
-        "test",
-    ];
-    s.run(&[&args[..], extra].concat()).ok()
+    s.flip(route, catalog, table, &position.to_string(), "test", extra).ok()
 }
 
 /// `fault delete --json` of the rows of `table` matching `predicate`, the table files in

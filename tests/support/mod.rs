@@ -25,6 +25,16 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl From<Output> for Run {
+    fn from(Output { status, stdout, stderr }: Output) -> Self {
+        Run {
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
+    }
+}
+
 impl Run {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
@@ -61,6 +71,12 @@ impl Scratch {
         }
     }
 
+    /// A scratch for a scenario on the S3 server of sandbox/test.sh: `None` (after a skip line)
+    /// when TIDEMARK_SKIP_S3=1; panics when the server should be there and is not.
+    pub fn on_s3() -> Option<Self> {
+        s3_available().then(Scratch::new)
+    }
+
     /// A scratch whose commands reach SeaweedFS's S3 (sandbox/seaweedfs.sh) instead of the
     /// default S3 server: `None` (after a skip line) when TIDEMARK_SKIP_SEAWEEDFS=1. The
     /// environment's credentials are kept: the sandbox starts SeaweedFS with the same keys.
@@ -72,6 +88,16 @@ impl Scratch {
             ("AWS_ENDPOINT_URL_S3".into(), endpoint),
         ];
         Some(s)
+    }
+
+    /// A scratch whose commands see its own `home` folder as HOME and PYICEBERG_HOME, so that
+    /// the machine's own `.pyiceberg.yaml` is never read.
+    pub fn with_home() -> Self {
+        let mut s = Scratch::new();
+        let home = s.path_str("home");
+        std::fs::create_dir_all(&home).unwrap();
+        s.env = vec![("HOME".into(), home.clone()), ("PYICEBERG_HOME".into(), home)];
+        s
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -108,8 +134,17 @@ impl Scratch {
 
     /// [`Scratch::run`] with extra environment variables (after the scratch's own).
     pub fn run_with(&self, env: &[(&str, &str)], args: &[&str]) -> Run {
+        self.run_in_with(self.dir.path(), env, args)
+    }
+
+    /// [`Scratch::run`] in another working folder.
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        self.run_in_with(dir, &[], args)
+    }
+
+    fn run_in_with(&self, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
         let mut cmd = tidemark();
-        cmd.current_dir(self.dir.path()).args(args);
+        cmd.current_dir(dir).args(args);
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -144,12 +179,21 @@ impl Scratch {
             meanwhile();
             std::fs::write(dir.path().join("resume"), "").unwrap();
         }
-        let Output { status, stdout, stderr } = child.wait_with_output().expect("run tidemark");
-        Run {
-            code: status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        }
+        child.wait_with_output().expect("run tidemark").into()
+    }
+
+    /// The synthetic A–E drill (`tidemark drill --work DIR PLACE… --orders N --events M --json`)
+    /// in the scratch's `drill` folder, `place` saying where (`--store URL`, `--catalog C`); the
+    /// run is not checked. The route it leaves is `drill/route`.
+    pub fn drill_story(&self, place: &[&str], orders: u64, events: u64) -> Run {
+        let work = self.path_str("drill");
+        let (orders, events) = (orders.to_string(), events.to_string());
+        let args = [
+            &["drill", "--work", &work][..],
+            place,
+            &["--orders", &orders, "--events", &events, "--json"],
+        ];
+        self.run(&args.concat())
     }
 
     /// The steps most scenarios share, each required to succeed: `journal append`, `apply`,
@@ -181,9 +225,14 @@ impl Scratch {
     /// The warm follower: `replica follow --warehouse W --catalog C --prefix-map M --state S
     /// EXTRA…` (`--once`, `--mode`, `--holder`, …), unchecked.
     pub fn follow(&self, warehouse: &str, catalog: &str, map: &str, state: &str, extra: &[&str]) -> Run {
+        self.replica("follow", [warehouse, catalog, map, state], extra)
+    }
+
+    /// `replica VERB --warehouse W --catalog C --prefix-map M --state S EXTRA…`, unchecked.
+    fn replica(&self, verb: &str, [warehouse, catalog, map, state]: [&str; 4], extra: &[&str]) -> Run {
         let args = [
             "replica",
-            "follow",
+            verb,
             "--warehouse",
             warehouse,
             "--catalog",
@@ -218,9 +267,22 @@ impl Scratch {
             .bad_delete(predicate)
     }
 
-    /// `route flip --route R --catalog C --table T --applied-position P --reason WHY`, unchecked.
-    pub fn flip(&self, route: &str, catalog: &str, table: &str, position: &str, reason: &str) -> Run {
-        self.run(&[
+    /// `route flip --route R --catalog C --table T --applied-position P --reason WHY EXTRA…`
+    /// (`--warehouse`, `--expect-generation`, …), unchecked.
+    pub fn flip(&self, route: &str, catalog: &str, table: &str, position: &str, reason: &str, extra: &[&str]) -> Run {
+        self.run(&Self::flip_args(route, catalog, table, position, reason, extra))
+    }
+
+    /// The arguments [`Scratch::flip`] passes.
+    pub fn flip_args<'a>(
+        route: &'a str,
+        catalog: &'a str,
+        table: &'a str,
+        position: &'a str,
+        reason: &'a str,
+        extra: &[&'a str],
+    ) -> Vec<&'a str> {
+        let args = [
             "route",
             "flip",
             "--route",
@@ -233,38 +295,27 @@ impl Scratch {
             position,
             "--reason",
             reason,
-        ])
+        ];
+        [&args[..], extra].concat()
     }
 
     /// `replica failover` of the follower `follow` names (`--warehouse`, `--catalog`,
     /// `--prefix-map`, `--state`: as [`Scratch::follow`]) through the route `route`, with
     /// `--failover-id ID --json EXTRA…`, unchecked.
     pub fn failover(&self, follow: [&str; 4], route: &str, id: &str, extra: &[&str]) -> Run {
-        let [warehouse, catalog, map, state] = follow;
-        let args = [
-            "replica",
-            "failover",
-            "--warehouse",
-            warehouse,
-            "--catalog",
-            catalog,
-            "--prefix-map",
-            map,
-            "--state",
-            state,
-            "--route",
-            route,
-            "--failover-id",
-            id,
-            "--json",
-        ];
-        self.run(&[&args[..], extra].concat())
+        let args = ["--route", route, "--failover-id", id, "--json"];
+        self.replica("failover", follow, &[&args[..], extra].concat())
     }
 
     /// `replica resync --demote OLD --primary NEW EXTRA…` (`--namespace`, `--json`,
     /// `--dry-run`), unchecked.
     pub fn resync(&self, demote: &str, primary: &str, extra: &[&str]) -> Run {
-        self.run(&[&["replica", "resync", "--demote", demote, "--primary", primary], extra].concat())
+        self.run(&Self::resync_args(demote, primary, extra))
+    }
+
+    /// The arguments [`Scratch::resync`] passes: `replica resync --demote D --primary P EXTRA…`.
+    pub fn resync_args<'a>(demote: &'a str, primary: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        [&["replica", "resync", "--demote", demote, "--primary", primary], extra].concat()
     }
 }
 
@@ -296,12 +347,7 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Run {
 }
 
 fn output(mut cmd: Command) -> Run {
-    let Output { status, stdout, stderr } = cmd.output().expect("run tidemark");
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&stderr).into_owned(),
-    }
+    cmd.output().expect("run tidemark").into()
 }
 
 /// An NDJSON order event line.

@@ -3,7 +3,7 @@
 //! `sandbox/interop/pyiceberg_tool.py` on a scratch folder's catalog.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use super::Run;
 
@@ -71,18 +71,14 @@ impl PyIceberg {
 
     /// Runs `pyiceberg_tool.py COMMAND CATALOG WAREHOUSE TABLE EXTRA…`.
     pub fn run(&self, command: &str, table: &str, extra: &[&str]) -> Run {
-        let Output { status, stdout, stderr } = Command::new(&self.python)
+        Command::new(&self.python)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .arg(TOOL)
             .args([command, &self.catalog, &self.warehouse, table])
             .args(extra)
             .output()
-            .unwrap_or_else(|e| panic!("run {} {TOOL}: {e}", self.python.display()));
-        Run {
-            code: status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        }
+            .unwrap_or_else(|e| panic!("run {} {TOOL}: {e}", self.python.display()))
+            .into()
     }
 
     /// The table's rows as PyIceberg reads them, sorted by order_id.

@@ -143,6 +143,21 @@ impl<'s> Story<'s> {
         args
     }
 
+    /// `tidemark recover --journal J --catalog C [--warehouse W] --source-table T --into INTO
+    /// EXTRA…`, unchecked.
+    pub fn recover(&self, into: &str, extra: &[&str]) -> Run {
+        self.s.run(&self.recover_args(into, extra))
+    }
+
+    /// The arguments [`Story::recover`] passes.
+    pub fn recover_args<'a>(&'a self, into: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = vec!["recover", "--journal", self.journal.as_str()];
+        args.extend(self.catalog_args());
+        args.extend(["--source-table", self.table.as_str(), "--into", into]);
+        args.extend(extra);
+        args
+    }
+
     /// `tidemark VERB --catalog C [--warehouse W] --table T EXTRA…` (no journal: `fault
     /// delete`, `table …`), unchecked.
     pub fn run_on_table(&self, verb: &[&str], extra: &[&str]) -> Run {

@@ -66,6 +66,7 @@ pub mod open_url;
 pub mod resolve;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod tap;
 
 pub use error::{
     NO_S3, REFUSED_CREDENTIAL_CODES, REFUSED_HINT, Result, StoreError, is_refusal_text, is_refused_credentials,

@@ -63,14 +63,8 @@ async fn waiting_batches_go_in_bounded_commits_and_a_caught_up_applier_commits_o
     // Caught up: the next batch appended is committed alone, at once.
     let text = generate::ndjson(3, 40, 1, 220);
     let more = text.lines().skip(200).collect::<Vec<_>>().join("\n") + "\n";
-    let opts = tidemark_journal::writer::AppendOptions {
-        batch_size: 20,
-        writer_id: "w".into(),
-        source_name: "more".into(),
-    };
-    tidemark_journal::writer::append(&j, more.as_bytes(), &opts, &clock(), &mut |_| {})
-        .await
-        .unwrap();
+    let opts = crate::apply::tests::append_opts(20, "more");
+    crate::apply::tests::append_with(&j, &more, &opts).await.unwrap();
     let r = apply_all(&j, &handle, &SeededIds::new(2)).await;
     assert_eq!(
         (r.started_after_position, r.applied_to_position, r.commits),
@@ -170,11 +164,7 @@ async fn journal_with_conflict(dir: &std::path::Path) -> (Journal, u64) {
     twin["position"] = 45.into();
     twin["status"] = if twin["status"] == "paid" { "shipped" } else { "paid" }.into();
     let rest = format!("{twin}\n{}\n", lines[45..].join("\n"));
-    let opts = tidemark_journal::writer::AppendOptions {
-        batch_size: 10,
-        writer_id: "w".into(),
-        source_name: "late".into(),
-    };
+    let opts = crate::apply::tests::append_opts(10, "late");
     tidemark_journal::writer::append_with_window(&j, rest.as_bytes(), &opts, 0, &clock(), &mut |_| {})
         .await
         .unwrap();

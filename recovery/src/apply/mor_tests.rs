@@ -289,14 +289,8 @@ async fn compaction_drops_every_delete_file_and_changes_no_row() {
             ) + "\n"
         })
         .collect();
-    let opts = tidemark_journal::writer::AppendOptions {
-        batch_size: 40,
-        writer_id: "w".into(),
-        source_name: "gen".into(),
-    };
-    tidemark_journal::writer::append(&j, more.as_bytes(), &opts, &clock(), &mut |_| {})
-        .await
-        .unwrap();
+    let opts = crate::apply::tests::append_opts(40, "gen");
+    crate::apply::tests::append_with(&j, &more, &opts).await.unwrap();
     apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
         .await
         .unwrap();

@@ -27,18 +27,33 @@ pub(crate) fn clock() -> StepClock {
     )
 }
 
+/// The append options of the lib tests: batches of `batch` events from writer `w`, the input
+/// named `source`.
+pub(crate) fn append_opts(batch: usize, source: &str) -> AppendOptions {
+    AppendOptions {
+        batch_size: batch,
+        writer_id: "w".into(),
+        source_name: source.into(),
+    }
+}
+
+/// `append` of `text` to `j` with `opts`, the test clock and no progress.
+pub(crate) async fn append_with(
+    j: &Journal,
+    text: &str,
+    opts: &AppendOptions,
+) -> tidemark_journal::Result<tidemark_schemas::AppendReport> {
+    append(j, text.as_bytes(), opts, &clock(), &mut |_| {}).await
+}
+
 pub(crate) async fn journal_in(dir: &std::path::Path, text: &str, batch: usize) -> Journal {
     std::fs::create_dir_all(dir).unwrap();
     let store = Arc::new(LocalStore::open(dir).unwrap());
     let j = Journal::init(store, orders_spec(), "j-apply".into(), &clock())
         .await
         .unwrap();
-    let opts = AppendOptions {
-        batch_size: batch,
-        writer_id: "w".into(),
-        source_name: "gen".into(),
-    };
-    append(&j, text.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap();
+    let opts = append_opts(batch, "gen");
+    append_with(&j, text, &opts).await.unwrap();
     j
 }
 
@@ -206,30 +221,18 @@ async fn a_conflicting_payload_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let j = journal_in(&dir.path().join("journal"), &format!("{}\n", e(1, "placed")), 10).await;
     // Append refuses the conflict, in one input and against the stored journal ...
-    let opts = AppendOptions {
-        batch_size: 10,
-        writer_id: "w".into(),
-        source_name: "retry.ndjson".into(),
-    };
+    let opts = append_opts(10, "retry.ndjson");
     let both = format!("{}\n{}\n", e(2, "placed"), e(3, "paid"));
-    let err = append(&j, both.as_bytes(), &opts, &clock(), &mut |_| {})
-        .await
-        .unwrap_err();
+    let err = append_with(&j, &both, &opts).await.unwrap_err();
     assert!(
         err.to_string().starts_with(
             "retry.ndjson:2: the event at position 3 has key o-1 version 1 like position 1, already in the journal"
         ),
         "{err}"
     );
-    let err = append(
-        &j,
-        format!("{}\n", e(2, "paid")).as_bytes(),
-        &opts,
-        &clock(),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = append_with(&j, &format!("{}\n", e(2, "paid")), &opts)
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains("like position 1, already in the journal"),
         "{err}"
@@ -294,24 +297,10 @@ async fn a_conflicting_payload_commits_nothing() {
     let row = &rows[&Cell::Str("o-1".into())];
     assert_eq!((row.cells[3].clone(), row.position), (Cell::Str("placed".into()), 1));
     // A retry of the kept event is still welcome; another payload for key and version is refused.
-    append(
-        &j,
-        format!("{}\n", e(3, "placed")).as_bytes(),
-        &opts,
-        &clock(),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
-    let err = append(
-        &j,
-        format!("{}\n", e(4, "paid")).as_bytes(),
-        &opts,
-        &clock(),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    append_with(&j, &format!("{}\n", e(3, "placed")), &opts).await.unwrap();
+    let err = append_with(&j, &format!("{}\n", e(4, "paid")), &opts)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("already in the journal"), "{err}");
 }
 

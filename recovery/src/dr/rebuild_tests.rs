@@ -12,7 +12,8 @@ use iceberg::table::Table;
 use serde_json::{Value, json};
 use tidemark_journal::spec::CompiledSpec;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::store::{self, ObjectStore, PutMode};
+use tidemark_journal::store::tap::{GetCounts, Tapped};
+use tidemark_journal::store::{ObjectStore, PutMode};
 
 use super::head::{FolderHead, HeadRead, choose_folder_head};
 use super::rebuild::{TableFiles, TableStatus, choose_head, discover, rebuild};
@@ -221,42 +222,6 @@ async fn a_log_with_dropped_entries_makes_every_file_read() {
     assert_eq!(lazy.not_read, 0);
 }
 
-/// A store that counts the reads of each key.
-#[derive(Debug)]
-struct CountingGets {
-    inner: LocalStore,
-    gets: std::sync::Mutex<HashMap<String, usize>>,
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for CountingGets {
-    fn url(&self) -> String {
-        self.inner.url()
-    }
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> store::Result<store::PutResult> {
-        self.inner.put(key, body, mode).await
-    }
-    async fn get(&self, key: &str, version_id: Option<&str>) -> store::Result<store::GetResult> {
-        *self.gets.lock().unwrap().entry(key.to_string()).or_default() += 1;
-        self.inner.get(key, version_id).await
-    }
-    async fn head(&self, key: &str, version_id: Option<&str>) -> store::Result<store::ObjectMeta> {
-        self.inner.head(key, version_id).await
-    }
-    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> store::Result<store::ListPage> {
-        self.inner.list_page(prefix, token, max).await
-    }
-    async fn list_versions(&self, prefix: &str) -> store::Result<Vec<store::VersionEntry>> {
-        self.inner.list_versions(prefix).await
-    }
-    async fn delete(&self, key: &str) -> store::Result<()> {
-        self.inner.delete(key).await
-    }
-    async fn delete_version(&self, key: &str, version_id: &str) -> store::Result<()> {
-        self.inner.delete_version(key, version_id).await
-    }
-}
-
 #[tokio::test]
 async fn a_fallback_to_every_file_reads_each_file_once() {
     // The head's log is whole, the stray's names a newer file: the head and the stray are read,
@@ -269,16 +234,13 @@ async fn a_fallback_to_every_file_reads_each_file_once() {
         meta(F3, &[F0, F1, F2]),
     ];
     let (_dir, inner, found) = folder_of(&files).await;
-    let counting = CountingGets {
-        inner,
-        gets: Default::default(),
-    };
+    let counting = Tapped::new(Arc::new(inner), GetCounts::default());
     let folder = choose_folder_head(&counting, &found, HeadRead::default())
         .await
         .unwrap();
     assert_eq!(folder.not_read, 0);
     assert_eq!(folder.parsed.len(), 5);
-    let gets = counting.gets.lock().unwrap().clone();
+    let gets = counting.tap().counts();
     assert_eq!(gets.len(), 5, "{gets:?}");
     assert!(gets.values().all(|n| *n == 1), "a file was read twice: {gets:?}");
 }

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use tidemark_journal::store::faulty::{Fault, FaultyStore, ModeFilter, Op, Rule};
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::store::s3::{S3Options, create_test_bucket};
-use tidemark_journal::store::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, VersionEntry};
+use tidemark_journal::store::tap::{Tap, Tapped};
+use tidemark_journal::store::{ObjectStore, PutMode, PutResult, Result};
 
 use super::*;
 use crate::dr::resync_record::{ResyncRecord, parse};
@@ -42,47 +43,37 @@ async fn read(store: &dyn ObjectStore) -> ResyncRecord {
 /// Another `replica resync` of the same table: before each of the first `times` conditional puts
 /// of the record that reach it, it lands its own walk (the tag `other-<n>`) through the inner
 /// store, as a second process between our read and our write would.
-#[derive(Debug)]
 struct SecondWriter {
-    inner: Arc<dyn ObjectStore>,
     times: usize,
     done: AtomicUsize,
 }
 
-#[async_trait]
-impl ObjectStore for SecondWriter {
-    fn url(&self) -> String {
-        self.inner.url()
+impl SecondWriter {
+    /// `store` with a second writer before each of the first `times` puts of the record.
+    fn on(store: &Arc<dyn ObjectStore>, times: usize) -> Tapped<SecondWriter> {
+        Tapped::new(
+            store.clone(),
+            SecondWriter {
+                times,
+                done: AtomicUsize::new(0),
+            },
+        )
     }
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
+}
+
+#[async_trait]
+impl Tap for SecondWriter {
+    async fn put(&self, inner: &Arc<dyn ObjectStore>, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
         if key == KEY {
             let n = self.done.fetch_add(1, Ordering::SeqCst);
             if n < self.times {
                 let theirs = walk(&format!("other-{n}"));
-                record_in(self.inner.as_ref(), key, KEY, TABLE, DEMOTED, &theirs)
+                record_in(inner.as_ref(), key, KEY, TABLE, DEMOTED, &theirs)
                     .await
                     .expect("the second writer records its walk");
             }
         }
-        self.inner.put(key, body, mode).await
-    }
-    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
-        self.inner.get(key, version_id).await
-    }
-    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
-        self.inner.head(key, version_id).await
-    }
-    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
-        self.inner.list_page(prefix, token, max).await
-    }
-    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>> {
-        self.inner.list_versions(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key).await
-    }
-    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
-        self.inner.delete_version(key, version_id).await
+        inner.put(key, body, mode).await
     }
 }
 
@@ -90,11 +81,7 @@ impl ObjectStore for SecondWriter {
 /// (the record absent: both create) and again once it exists (both If-Match the same ETag):
 /// every walk is kept, none is written twice.
 async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
-    let raced = SecondWriter {
-        inner: store.clone(),
-        times: 1,
-        done: AtomicUsize::new(0),
-    };
+    let raced = SecondWriter::on(&store, 1);
     record_in(&raced, KEY, KEY, TABLE, DEMOTED, &walk("ours-1"))
         .await
         .unwrap();
@@ -107,11 +94,7 @@ async fn concurrent_resyncs_never_lose_a_walk(store: Arc<dyn ObjectStore>) {
     );
     assert!(froms.iter().any(|f| f.contains("ours-1")), "our walk was lost: {rec:?}");
 
-    let raced = SecondWriter {
-        inner: store.clone(),
-        times: 1,
-        done: AtomicUsize::new(0),
-    };
+    let raced = SecondWriter::on(&store, 1);
     record_in(&raced, KEY, KEY, TABLE, DEMOTED, &walk("ours-2"))
         .await
         .unwrap();
@@ -152,11 +135,7 @@ async fn a_lost_reply_on_our_own_write_is_our_success(store: Arc<dyn ObjectStore
 /// A record that another writer changes before every one of our writes: refused after
 /// [`ATTEMPTS`], naming the table and the record, every walk the others wrote still there.
 async fn a_record_that_keeps_changing_is_refused(store: Arc<dyn ObjectStore>) {
-    let raced = SecondWriter {
-        inner: store.clone(),
-        times: usize::MAX,
-        done: AtomicUsize::new(0),
-    };
+    let raced = SecondWriter::on(&store, usize::MAX);
     let err = record_in(
         &raced,
         KEY,

@@ -36,6 +36,20 @@ pub struct SourceAudit {
     pub timeline: Vec<crate::audit::SnapshotAudit>,
 }
 
+impl SourceAudit {
+    /// The report's audit: what `audit` found, and the chosen snapshot's `source_verdict`.
+    pub(crate) fn of(audit: &AuditReport, source_verdict: String) -> Self {
+        SourceAudit {
+            audited: audit.audited,
+            resumed_from: audit.resumed_from,
+            first_divergence: audit.first_divergence.clone(),
+            trusted: audit.trusted.clone(),
+            source_verdict,
+            timeline: audit.timeline.clone(),
+        }
+    }
+}
+
 fn records(journal: &Journal, r: &AuditRecords) -> Option<Arc<dyn ObjectStore>> {
     match r {
         AuditRecords::Journal => Some(journal.store.clone()),

@@ -6,14 +6,14 @@ use std::time::Instant;
 use iceberg::table::Table;
 use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
-use tidemark_schemas::FORMAT_VERSION;
 
 use super::error::RecoverError;
 use super::options::RecoverOptions;
 use super::report::{RecoveryReport, StepTiming};
 use super::snapshot::{self, TrustedSnapshot};
 use super::steps::{
-    StepLog, journal_reference_step, resumed_boundary, snapshot_detail, spill_dir_for, validate_step, validation_detail,
+    Results, StepLog, journal_reference_logged, report, resumed_boundary, snapshot_detail, spill_dir_for,
+    validate_step, validation_detail,
 };
 use super::{audited, replay, seed, validate};
 use crate::catalog::CatalogHandle;
@@ -133,42 +133,18 @@ pub async fn recover(
     let t = Instant::now();
     let validation = validate_step(journal, handle, opts, &snap, &table, h, None).await?;
     log.done("validate", t, validation_detail(&validation));
-    let journal_reference = if opts.trust.reference_journal {
-        let t = Instant::now();
-        let r = journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
-        log.done("validate against the journal", t, validation_detail(&r));
-        Some(r)
-    } else {
-        None
-    };
+    let journal_reference = journal_reference_logged(&mut log, journal, handle, opts, &snap, &table, h).await?;
     tidemark_journal::failpoint::hit("recover:after-validate");
 
-    let report = RecoveryReport {
-        format_version: FORMAT_VERSION,
-        recovery_id: opts.recovery_id.clone(),
-        into: opts.into.clone(),
-        table_uuid: table.metadata().uuid().to_string(),
-        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
-        source_snapshot_id: snap.snapshot_id,
-        source_table_uuid: snap.table_uuid.clone(),
-        snapshot_position: snap.position,
+    let results = Results {
         h,
-        seed_rows: snap.record_count,
         seed_resumed,
         replay_resumed,
         replay: replay_stats,
-        audit: audited::SourceAudit {
-            audited: audit.audited,
-            resumed_from: audit.resumed_from,
-            first_divergence: audit.first_divergence.clone(),
-            trusted: audit.trusted.clone(),
-            source_verdict,
-            timeline: audit.timeline.clone(),
-        },
+        audit: audited::SourceAudit::of(&audit, source_verdict),
         validation,
         journal_reference,
-        steps: log.steps,
-        total_ms: started.elapsed().as_millis() as u64,
     };
+    let report = report(opts, &table, &snap, results, log, started);
     Ok((report, table))
 }

@@ -11,7 +11,8 @@ use tidemark_journal::checkpoint;
 use tidemark_journal::generate;
 use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::writer::{AppendOptions, append};
+
+use crate::apply::tests::append_opts;
 
 use crate::apply::tests::clock;
 use crate::apply::{ApplyOptions, apply};
@@ -102,12 +103,8 @@ pub(super) async fn journal_of(dir: &std::path::Path, lines: &[String], chunks: 
             .map(|l| format!("{l}\n"))
             .collect();
         at += n;
-        let opts = AppendOptions {
-            batch_size: batch,
-            writer_id: "w".into(),
-            source_name: "gen".into(),
-        };
-        append(&j, text.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap();
+        let opts = append_opts(batch, "gen");
+        crate::apply::tests::append_with(&j, &text, &opts).await.unwrap();
     }
     assert_eq!(at, lines.len());
     j
@@ -239,13 +236,9 @@ async fn the_validation_catches_a_replay_that_skipped_a_batch_tail() {
     let j = Journal::init(store, orders_spec(), "j-skip-tail".into(), &clock())
         .await
         .unwrap();
-    let opts = AppendOptions {
-        batch_size: 300,
-        writer_id: "w".into(),
-        source_name: "gen".into(),
-    };
+    let opts = append_opts(300, "gen");
     let body: String = text.iter().map(|l| format!("{l}\n")).collect();
-    append(&j, body.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap();
+    crate::apply::tests::append_with(&j, &body, &opts).await.unwrap();
     let handle = catalog_in(dir.path()).await;
     apply_until(&j, &handle, "shop.orders", Some(600), MergeMode::CopyOnWrite, 1).await;
     let t = table::load_table(&handle, "shop.orders").await.unwrap();

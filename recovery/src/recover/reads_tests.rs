@@ -7,13 +7,11 @@
 //! Counted with a store wrapper around the journal's folder, on every `get`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use bytes::Bytes;
 use tidemark_journal::Journal;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::store::{GetResult, ListPage, ObjectMeta, ObjectStore, PutMode, PutResult, Result, VersionEntry};
+use tidemark_journal::store::tap::{GetCounts, Tapped};
 
 use super::positions_tests::{apply_until, journal_of, lines, recover_opts, source_of};
 use crate::apply::tests::clock;
@@ -23,42 +21,6 @@ use crate::recover::snapshot::SnapshotChoice;
 use crate::table::mor::MergeMode;
 use crate::table::test_support::catalog_in;
 use crate::table::{self};
-
-/// Forwards to `inner`, counting the `get`s of each key.
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn ObjectStore>,
-    gets: Mutex<BTreeMap<String, u32>>,
-}
-
-#[async_trait]
-impl ObjectStore for Counting {
-    fn url(&self) -> String {
-        self.inner.url()
-    }
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<PutResult> {
-        self.inner.put(key, body, mode).await
-    }
-    async fn get(&self, key: &str, version_id: Option<&str>) -> Result<GetResult> {
-        *self.gets.lock().unwrap().entry(key.to_string()).or_default() += 1;
-        self.inner.get(key, version_id).await
-    }
-    async fn head(&self, key: &str, version_id: Option<&str>) -> Result<ObjectMeta> {
-        self.inner.head(key, version_id).await
-    }
-    async fn list_page(&self, prefix: &str, token: Option<&str>, max: usize) -> Result<ListPage> {
-        self.inner.list_page(prefix, token, max).await
-    }
-    async fn list_versions(&self, prefix: &str) -> Result<Vec<VersionEntry>> {
-        self.inner.list_versions(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key).await
-    }
-    async fn delete_version(&self, key: &str, version_id: &str) -> Result<()> {
-        self.inner.delete_version(key, version_id).await
-    }
-}
 
 /// The batch sequence of an `events/` or `manifests/` key (`events/00000000000000000007-….parquet`).
 fn sequence(key: &str) -> u64 {
@@ -77,12 +39,12 @@ async fn one_recovery_reads_each_journal_object_a_counted_number_of_times() {
     apply_until(&j, &handle, "shop.orders", None, MergeMode::CopyOnWrite, 2).await;
     let t = table::load_table(&handle, "shop.orders").await.unwrap();
 
-    let counting = Arc::new(Counting {
-        inner: Arc::new(LocalStore::open(dir.path().join("journal")).unwrap()),
-        gets: Mutex::new(BTreeMap::new()),
-    });
+    let counting = Arc::new(Tapped::new(
+        Arc::new(LocalStore::open(dir.path().join("journal")).unwrap()),
+        GetCounts::default(),
+    ));
     let journal = Journal::open(counting.clone()).await.unwrap();
-    counting.gets.lock().unwrap().clear();
+    counting.tap().clear();
     let opts = recover_opts(
         "r-reads",
         source_of(&t),
@@ -101,7 +63,7 @@ async fn one_recovery_reads_each_journal_object_a_counted_number_of_times() {
     );
     assert!(report.validation.ok, "{:?}", report.validation);
 
-    let gets = counting.gets.lock().unwrap().clone();
+    let gets = counting.tap().counts();
     let of = |prefix: &str| -> BTreeMap<u64, u32> {
         gets.iter()
             .filter(|(k, _)| k.starts_with(prefix))

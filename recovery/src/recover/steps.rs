@@ -7,13 +7,15 @@ use tidemark_journal::Journal;
 
 pub(crate) use crate::apply::spill::spill_dir_for;
 
+use super::audited::SourceAudit;
 use super::error::RecoverError;
 use super::options::RecoverOptions;
-use super::report::StepTiming;
+use super::report::{RecoveryReport, StepTiming};
 use super::snapshot::{self, SnapshotSource, TrustedSnapshot};
 use super::validate::{self, ValidationReport};
 use super::{replay, seed, trust};
 use crate::catalog::CatalogHandle;
+use crate::merge::MergeStats;
 
 /// The "choose snapshot" step's detail (both engines).
 pub(crate) fn snapshot_detail(snap: &TrustedSnapshot) -> String {
@@ -163,6 +165,69 @@ pub(crate) async fn journal_reference_step(
         "validation against the whole journal",
     )
     .await
+}
+
+/// `--reference journal` when the options ask for it ([`journal_reference_step`]), logged as
+/// its step (both engines).
+pub(crate) async fn journal_reference_logged(
+    log: &mut StepLog<'_>,
+    journal: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    snap: &TrustedSnapshot,
+    table: &Table,
+    h: u64,
+) -> Result<Option<ValidationReport>, RecoverError> {
+    if !opts.trust.reference_journal {
+        return Ok(None);
+    }
+    let t = std::time::Instant::now();
+    let r = journal_reference_step(journal, handle, opts, snap, table, h).await?;
+    log.done("validate against the journal", t, validation_detail(&r));
+    Ok(Some(r))
+}
+
+/// What the steps after the choice produced (both engines), for [`report`].
+pub(crate) struct Results {
+    pub(crate) h: u64,
+    pub(crate) seed_resumed: bool,
+    pub(crate) replay_resumed: bool,
+    pub(crate) replay: MergeStats,
+    pub(crate) audit: SourceAudit,
+    pub(crate) validation: ValidationReport,
+    pub(crate) journal_reference: Option<ValidationReport>,
+}
+
+/// The recovery's report (both engines): the recovered `table`, the chosen `snap`, the steps'
+/// `results` and timings, the total time since `started`.
+pub(crate) fn report(
+    opts: &RecoverOptions,
+    table: &Table,
+    snap: &TrustedSnapshot,
+    results: Results,
+    log: StepLog<'_>,
+    started: std::time::Instant,
+) -> RecoveryReport {
+    RecoveryReport {
+        format_version: tidemark_schemas::FORMAT_VERSION,
+        recovery_id: opts.recovery_id.clone(),
+        into: opts.into.clone(),
+        table_uuid: table.metadata().uuid().to_string(),
+        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
+        source_snapshot_id: snap.snapshot_id,
+        source_table_uuid: snap.table_uuid.clone(),
+        snapshot_position: snap.position,
+        h: results.h,
+        seed_rows: snap.record_count,
+        seed_resumed: results.seed_resumed,
+        replay_resumed: results.replay_resumed,
+        replay: results.replay,
+        audit: results.audit,
+        validation: results.validation,
+        journal_reference: results.journal_reference,
+        steps: log.steps,
+        total_ms: started.elapsed().as_millis() as u64,
+    }
 }
 
 /// The "validate" step's detail (both engines).

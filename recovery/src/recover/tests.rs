@@ -13,7 +13,8 @@ use tidemark_journal::Journal;
 use tidemark_journal::clock::StepClock;
 use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::writer::{AppendOptions, append};
+
+use crate::apply::tests::append_opts;
 
 use crate::apply::tests::apply_seeded;
 use crate::apply::{ApplyOptions, apply};
@@ -69,22 +70,14 @@ pub(crate) struct Story {
 }
 
 pub(crate) async fn append_text(j: &Journal, text: &str) {
-    let opts = AppendOptions {
-        batch_size: 5,
-        writer_id: "w".into(),
-        source_name: "story".into(),
-    };
-    append(j, text.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap();
+    let opts = append_opts(5, "story");
+    crate::apply::tests::append_with(j, text, &opts).await.unwrap();
 }
 
 /// Appends without the append's conflict check against the stored journal (what a journal
 /// written before that check, or older than its window, can hold).
 pub(crate) async fn append_unchecked(j: &Journal, text: &str) {
-    let opts = AppendOptions {
-        batch_size: 5,
-        writer_id: "w".into(),
-        source_name: "story".into(),
-    };
+    let opts = append_opts(5, "story");
     tidemark_journal::writer::append_with_window(j, text.as_bytes(), &opts, 0, &clock(), &mut |_| {})
         .await
         .unwrap();

@@ -26,7 +26,8 @@ use tidemark_journal::Journal;
 use tidemark_journal::clock::StepClock;
 use tidemark_journal::spec::orders_spec;
 use tidemark_journal::store::local::LocalStore;
-use tidemark_journal::writer::{AppendOptions, append};
+
+use crate::apply::tests::append_opts;
 use uuid::Uuid;
 
 use crate::apply::tests::{apply_all, apply_all_accepting};
@@ -75,12 +76,8 @@ async fn journal_in(dir: &std::path::Path) -> Journal {
 }
 
 async fn append_text(j: &Journal, text: &str) {
-    let opts = AppendOptions {
-        batch_size: 100,
-        writer_id: "w".into(),
-        source_name: "deletes".into(),
-    };
-    append(j, text.as_bytes(), &opts, &clock(), &mut |_| {}).await.unwrap();
+    let opts = append_opts(100, "deletes");
+    crate::apply::tests::append_with(j, text, &opts).await.unwrap();
 }
 
 /// `order_id → (order_version, journal_position)` of every row iceberg-rust's scan returns

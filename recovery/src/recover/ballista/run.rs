@@ -6,7 +6,6 @@ use std::time::Instant;
 use iceberg::table::Table;
 use tidemark_journal::Journal;
 use tidemark_journal::clock::Clock;
-use tidemark_schemas::FORMAT_VERSION;
 
 use super::plan::distributed_replay;
 use super::target::prepare_target;
@@ -151,44 +150,17 @@ pub async fn recover(
         crate::recover::steps::validate_step(journal, handle, opts, &snap, &table, h, sample.as_ref()).await?;
     validation.distributed = distributed;
     log.done("validate", t, crate::recover::steps::validation_detail(&validation));
-    let journal_reference = if opts.trust.reference_journal {
-        let t = Instant::now();
-        let r = crate::recover::steps::journal_reference_step(journal, handle, opts, &snap, &table, h).await?;
-        log.done(
-            "validate against the journal",
-            t,
-            crate::recover::steps::validation_detail(&r),
-        );
-        Some(r)
-    } else {
-        None
-    };
-    let report = RecoveryReport {
-        format_version: FORMAT_VERSION,
-        recovery_id: opts.recovery_id.clone(),
-        into: opts.into.clone(),
-        table_uuid: table.metadata().uuid().to_string(),
-        metadata_location: table.metadata_location().unwrap_or_default().to_string(),
-        source_snapshot_id: snap.snapshot_id,
-        source_table_uuid: snap.table_uuid.clone(),
-        snapshot_position: snap.position,
+    let journal_reference =
+        crate::recover::steps::journal_reference_logged(&mut log, journal, handle, opts, &snap, &table, h).await?;
+    let results = crate::recover::steps::Results {
         h,
-        seed_rows: snap.record_count,
         seed_resumed: resumed,
         replay_resumed: resumed,
         replay: stats,
-        audit: crate::recover::audited::SourceAudit {
-            audited: audit.audited,
-            resumed_from: audit.resumed_from,
-            first_divergence: audit.first_divergence.clone(),
-            trusted: audit.trusted.clone(),
-            source_verdict,
-            timeline: audit.timeline.clone(),
-        },
+        audit: crate::recover::audited::SourceAudit::of(&audit, source_verdict),
         validation,
         journal_reference,
-        steps: log.steps,
-        total_ms: started.elapsed().as_millis() as u64,
     };
+    let report = crate::recover::steps::report(opts, &table, &snap, results, log, started);
     Ok((report, table))
 }
