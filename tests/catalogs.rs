@@ -5,6 +5,16 @@ use std::path::Path;
 
 use crate::support::{Scratch, journal_with};
 
+/// `query --route ROUTE` run in `dir` with nothing else given counts the 7 live orders of the
+/// journal of 20 events (`journal_with(…, 20, 5)`).
+fn assert_seven_orders(s: &Scratch, dir: &Path, route: &str) {
+    let count = "SELECT count(*) AS n FROM orders";
+    let q = s
+        .run_in(dir, &["query", "--route", route, "--format", "csv", count])
+        .ok();
+    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+}
+
 /// Issue 10, item 4: `recover --catalog sqlite:PATH … --route DIR`, then `query --route DIR`
 /// with nothing else given, from another working folder; the route folder did not exist.
 #[test]
@@ -24,16 +34,7 @@ fn query_through_a_route_written_with_a_sqlite_uri() {
     assert_eq!(recorded["warehouse"], format!("file://{}", s.path_str("cat/warehouse")));
     let elsewhere = s.path("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    let count = [
-        "query",
-        "--route",
-        &route,
-        "--format",
-        "csv",
-        "SELECT count(*) AS n FROM orders",
-    ];
-    let q = s.run_in(&elsewhere, &count).ok();
-    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+    assert_seven_orders(&s, &elsewhere, &route);
 }
 
 /// The fenced writer on a route alone (`apply --route DIR`, no `--catalog`) commits into the
@@ -63,16 +64,7 @@ fn the_fenced_writer_opens_the_routes_catalog() {
         .json();
     assert_eq!(r["table"], "shop.fixed", "{r}");
     assert_eq!(r["applied_to_position"], 30, "{r}");
-    let q = run(&[
-        "query",
-        "--route",
-        &route,
-        "--format",
-        "csv",
-        "SELECT count(*) AS n FROM orders",
-    ])
-    .ok();
-    assert!(q.stdout.contains("n\n7"), "{}", q.stdout);
+    assert_seven_orders(&s, &elsewhere, &route);
     assert!(
         std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
         "the writer created files in its working folder"

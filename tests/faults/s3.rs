@@ -250,6 +250,16 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
     };
     let drill_table = drill_real("--source-table", "shop.orders");
     let story = s.story(&journal, &catalog, "shop.orders").warehouse(&warehouse);
+    let backup_args = [
+        "catalog",
+        "backup",
+        "--catalog",
+        &catalog,
+        "--warehouse",
+        &warehouse,
+        "--to",
+        &backups,
+    ];
     let drill_replica = drill_real("--source-metadata", &metadata);
     let commands: Vec<Vec<&str>> = vec![
         vec!["journal", "status", "--journal", &journal],
@@ -260,16 +270,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         ),
         vec!["route", "show", "--route", &route],
         vec!["query", "--route", &route, "SELECT count(*) FROM orders"],
-        vec![
-            "catalog",
-            "backup",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--to",
-            &backups,
-        ],
+        backup_args.to_vec(),
         vec![
             "fault",
             "delete",
@@ -335,19 +336,7 @@ fn refused_or_invalid_credentials_exit_8_everywhere_without_retries() {
         let proxy = Faults::every(fault).paths("cred-wh.*/data/").max(100000).start(&s);
         let env = [("AWS_ENDPOINT_URL", proxy.endpoint.as_str())];
         let backup = s
-            .run_with(
-                &env,
-                &[
-                    "catalog",
-                    "backup",
-                    "--catalog",
-                    &catalog,
-                    "--warehouse",
-                    &warehouse,
-                    "--to",
-                    &backups,
-                ],
-            )
+            .run_with(&env, &backup_args)
             .fails(8, &["check the credentials", "/data/"]);
         assert!(!backup.stderr.contains("missing"), "{fault}: {}", backup.stderr);
         assert!(proxy.faults() <= 2, "{fault}: {} refused requests", proxy.faults());

@@ -120,6 +120,27 @@ async fn merge(
     Ok(stats)
 }
 
+/// `events` merged into the table `in_memory` as one unit in memory, and, spilled as `s`, into
+/// the table `spilled` under a budget of 150 rows a chunk and 100 events a range: the two give
+/// the same counts, which are returned.
+async fn in_memory_and_spilled(
+    handle: &CatalogHandle,
+    [in_memory, spilled]: [iceberg::table::Table; 2],
+    j: &Journal,
+    events: &[RecordBatch],
+    s: SpilledEvents,
+) -> MergeStats {
+    let whole = UnitEvents::Batches(events.to_vec());
+    let a = merge(handle, in_memory, j, whole, MERGE_CHUNK_ROWS, MERGE_CHUNK_ROWS, 7)
+        .await
+        .unwrap();
+    let b = merge(handle, spilled, j, UnitEvents::Spilled(s), 150, 100, 7)
+        .await
+        .unwrap();
+    assert_eq!(a, b, "in memory vs spilled");
+    b
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spilled_merge_under_a_tiny_budget_equals_the_in_memory_merge_and_the_reference() {
     let dir = tempfile::tempdir().unwrap();
@@ -151,21 +172,7 @@ async fn a_spilled_merge_under_a_tiny_budget_equals_the_in_memory_merge_and_the_
         "no file spans a cut"
     );
 
-    let a = merge(
-        &handle,
-        in_memory,
-        &j,
-        UnitEvents::Batches(events.clone()),
-        MERGE_CHUNK_ROWS,
-        MERGE_CHUNK_ROWS,
-        7,
-    )
-    .await
-    .unwrap();
-    let b = merge(&handle, spilled, &j, UnitEvents::Spilled(s), 150, 100, 7)
-        .await
-        .unwrap();
-    assert_eq!(a, b, "in memory vs spilled");
+    let b = in_memory_and_spilled(&handle, [in_memory, spilled], &j, &events, s).await;
     assert_eq!(b.events, EVENTS - BASE + 2);
     assert!(
         b.updated > 0 && b.inserted > 0 && b.unchanged > 0 && b.tombstones_written > 0,
@@ -296,21 +303,7 @@ async fn rows_of_a_rewritten_file_in_ranges_that_did_not_rewrite_it_are_carried_
         events.push(with_column(&b, POSITION_COLUMN, Arc::new(Int64Array::from(positions))));
     }
     let s = spill(&j, &dir.path().join("spill"), &events);
-    let a = merge(
-        &handle,
-        in_memory,
-        &j,
-        UnitEvents::Batches(events.clone()),
-        MERGE_CHUNK_ROWS,
-        MERGE_CHUNK_ROWS,
-        7,
-    )
-    .await
-    .unwrap();
-    let b = merge(&handle, spilled, &j, UnitEvents::Spilled(s), 150, 100, 7)
-        .await
-        .unwrap();
-    assert_eq!(a, b, "in memory vs spilled");
+    let b = in_memory_and_spilled(&handle, [in_memory, spilled], &j, &events, s).await;
     assert!(b.unchanged > 0 && b.updated > 0 && b.rows_kept > 0, "{b:?}");
     let rows = table_rows(&handle, "shop.spilled").await;
     assert!(rows.keys().any(|k| k.to_string().as_str() >= "o-00000300"));

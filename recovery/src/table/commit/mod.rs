@@ -23,7 +23,7 @@
 //!
 //! The children: [`checks`] (what a commit refuses before writing anything), [`write`] (data
 //! files written as the table's Parquet settings say), [`publish`] (the catalog commit of the
-//! new snapshot and of references).
+//! new snapshot and of references), [`summary`] (the snapshot summary's counts).
 
 use std::collections::{HashMap, HashSet};
 
@@ -42,11 +42,13 @@ use crate::catalog::CatalogHandle;
 
 mod checks;
 mod publish;
+mod summary;
 mod write;
 use checks::use_avro_codec;
 pub use checks::{check_codecs, check_supported};
 use publish::publish;
 pub use publish::{commit_properties, commit_refs};
+use summary::{Counts, summary_counts};
 pub use write::{PROP_PARQUET_CODEC, PROP_PARQUET_LEVEL, copy_data_file, write_data_file, writer_properties};
 
 /// The identity of one write or commit, minted by the caller (library code takes ids and time
@@ -69,33 +71,6 @@ pub(crate) async fn current_files(table: &Table) -> Result<SnapshotFiles, TableE
 /// All data files of the table's current snapshot (none for a table without a snapshot).
 pub async fn live_data_files(table: &Table) -> Result<Vec<DataFile>, TableError> {
     Ok(current_files(table).await?.data.into_iter().map(|f| f.file).collect())
-}
-
-/// Counts for the snapshot summary.
-#[derive(Default)]
-struct Counts {
-    added_files: u64,
-    added_records: u64,
-    added_size: u64,
-    deleted_files: u64,
-    deleted_records: u64,
-    removed_size: u64,
-    total_files: u64,
-    total_records: u64,
-    total_size: u64,
-    /// Delete files: kept (total) and dropped because no remaining data file needs them.
-    total_delete_files: u64,
-    total_position_deletes: u64,
-    total_equality_deletes: u64,
-    total_delete_size: u64,
-    removed_delete_files: u64,
-    removed_position_deletes: u64,
-    removed_equality_deletes: u64,
-    removed_delete_size: u64,
-    /// Position delete files this commit adds (merge-on-read).
-    added_delete_files: u64,
-    added_position_deletes: u64,
-    added_delete_size: u64,
 }
 
 /// Commits a snapshot of `table` that removes the data files `removed` (paths of live files) and
@@ -579,41 +554,6 @@ fn new_snapshot_id(id: Uuid, meta: &TableMetadata) -> i64 {
         snapshot_id = snapshot_id.wrapping_add(1) & i64::MAX;
     }
     snapshot_id
-}
-
-/// The standard summary counts. Totals are counted from the files themselves rather than
-/// carried from the parent's summary, which another writer may have left out. Sizes count data
-/// and delete files, as Java and PyIceberg do.
-fn summary_counts(counts: &Counts) -> HashMap<String, String> {
-    let mut out: Vec<(&str, u64)> = vec![
-        ("added-data-files", counts.added_files),
-        ("deleted-data-files", counts.deleted_files),
-        ("added-records", counts.added_records),
-        ("deleted-records", counts.deleted_records),
-        ("added-files-size", counts.added_size + counts.added_delete_size),
-        ("removed-files-size", counts.removed_size + counts.removed_delete_size),
-        ("total-data-files", counts.total_files),
-        ("total-records", counts.total_records),
-        ("total-files-size", counts.total_size + counts.total_delete_size),
-        ("total-delete-files", counts.total_delete_files),
-        ("total-position-deletes", counts.total_position_deletes),
-        ("total-equality-deletes", counts.total_equality_deletes),
-    ];
-    if counts.added_delete_files > 0 {
-        out.extend([
-            ("added-delete-files", counts.added_delete_files),
-            ("added-position-delete-files", counts.added_delete_files),
-            ("added-position-deletes", counts.added_position_deletes),
-        ]);
-    }
-    if counts.removed_delete_files > 0 {
-        out.extend([
-            ("removed-delete-files", counts.removed_delete_files),
-            ("removed-position-deletes", counts.removed_position_deletes),
-            ("removed-equality-deletes", counts.removed_equality_deletes),
-        ]);
-    }
-    out.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 #[cfg(test)]
