@@ -29,6 +29,7 @@ use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
 use crate::apply::ApplyError;
+use crate::apply::rules::ROWS_PER_FILE;
 use crate::merge::MergeError;
 use crate::table::TableError;
 
@@ -56,6 +57,15 @@ pub(crate) fn limit() -> usize {
 /// skips the hash repartitioning that copies every row), else two ([`crate::merge::merge_in`]).
 pub(crate) fn partitions_each(merges: usize) -> usize {
     if merges >= 2 && limit() >= 2 { 1 } else { 2 }
+}
+
+/// The table rows a copy-on-write chunk of `files` reads: `chunk_rows`, or fewer, so that a
+/// table smaller than [`limit`] chunks of `chunk_rows` still makes [`limit`] chunks and both
+/// cores merge (one chunk of a 1M-row table left one core idle through its decode, sort and
+/// encode); never fewer than one file's rows ([`ROWS_PER_FILE`]).
+pub(crate) fn chunk_rows_for(files: &[&DataFile], chunk_rows: u64) -> u64 {
+    let rows: u64 = files.iter().map(|f| f.record_count()).sum();
+    chunk_rows.min(rows.div_ceil(limit() as u64).max(ROWS_PER_FILE as u64))
 }
 
 /// A spawned task, aborted when dropped (an error in another chunk stops it).

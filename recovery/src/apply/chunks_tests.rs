@@ -469,3 +469,38 @@ async fn a_file_that_cannot_be_deleted_is_named_beside_the_conflict() {
         .unwrap_or(path);
     assert!(!std::path::Path::new(local).exists(), "the other file was deleted");
 }
+
+/// A data file of `rows` rows (no bounds: only its row count is read).
+fn file_of(rows: u64) -> iceberg::spec::DataFile {
+    let mut f = iceberg::spec::DataFileBuilder::default();
+    f.content(iceberg::spec::DataContentType::Data)
+        .file_path(format!("file:///t/{rows}.parquet"))
+        .file_format(iceberg::spec::DataFileFormat::Parquet)
+        .partition(iceberg::spec::Struct::empty())
+        .record_count(rows)
+        .file_size_in_bytes(1);
+    f.build().unwrap()
+}
+
+/// A table smaller than two chunks still makes two (both cores merge; before, a 1M-row table was
+/// one chunk on one core), never chunks smaller than a file; a chunk size asked for below that
+/// is kept (the tests' chunks of one row).
+#[test]
+fn a_table_below_two_chunks_is_cut_in_two_but_never_below_a_file() {
+    let ten: Vec<_> = (0..10).map(|_| file_of(100_000)).collect();
+    let ten: Vec<&iceberg::spec::DataFile> = ten.iter().collect();
+    let rows_for = |files: &[&iceberg::spec::DataFile], asked| {
+        LIMIT.sync_scope(2, || crate::apply::chunks::chunk_rows_for(files, asked))
+    };
+    assert_eq!(rows_for(&ten, MERGE_CHUNK_ROWS), 500_000);
+    assert_eq!(rows_for(&ten, 300_000), 300_000);
+    assert_eq!(rows_for(&ten, 1), 1);
+    let small = file_of(150_000);
+    assert_eq!(rows_for(&[&small], MERGE_CHUNK_ROWS), 100_000);
+    let big: Vec<_> = (0..100).map(|_| file_of(100_000)).collect();
+    let big: Vec<&iceberg::spec::DataFile> = big.iter().collect();
+    assert_eq!(rows_for(&big, MERGE_CHUNK_ROWS), MERGE_CHUNK_ROWS);
+    // One chunk in flight: no cut for the cores' sake.
+    let one = LIMIT.sync_scope(1, || crate::apply::chunks::chunk_rows_for(&ten, MERGE_CHUNK_ROWS));
+    assert_eq!(one, MERGE_CHUNK_ROWS);
+}

@@ -8,7 +8,7 @@ use arrow::array::RecordBatch;
 use iceberg::spec::DataFile;
 use iceberg::table::Table;
 
-use crate::apply::chunks::{discard, discard_failed, in_order, limit, partitions_each};
+use crate::apply::chunks::{chunk_rows_for, discard, discard_failed, in_order, limit, partitions_each};
 use crate::apply::error::ApplyError;
 use crate::apply::mor::{PhaseTimes, WriteStats};
 use crate::apply::rules::{ROWS_PER_FILE, sort_by_key};
@@ -64,7 +64,7 @@ pub(crate) async fn copy_on_write(
     // Key-range chunks of the candidate files, each merged on its own with the events of its
     // range, so that memory follows the chunk size rather than the table (or unit) size; two
     // chunks at a time ([`crate::apply::chunks`]).
-    let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows);
+    let (chunks, cuts) = chunk_by_key(candidates, key_field_id, chunk_rows_for(candidates, chunk_rows));
     let chunk_events = split_by_chunk(spec, events, &cuts, chunks.len())?;
     let work: Vec<(Vec<DataFile>, Vec<RecordBatch>)> = chunks
         .iter()
