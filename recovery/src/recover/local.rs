@@ -12,8 +12,8 @@ use super::options::RecoverOptions;
 use super::report::{RecoveryReport, StepTiming};
 use super::snapshot::{self, TrustedSnapshot};
 use super::steps::{
-    Results, StepLog, journal_reference_logged, report, resumed_boundary, snapshot_detail, spill_dir_for,
-    validate_step, validation_detail,
+    Results, StepLog, journal_reference_step, report, resumed_boundary, snapshot_detail, spill_dir_for, validate_step,
+    validation_detail,
 };
 use super::{audited, replay, seed, validate};
 use crate::catalog::CatalogHandle;
@@ -133,7 +133,7 @@ pub async fn recover(
     let t = Instant::now();
     let validation = validate_step(journal, handle, opts, &snap, &table, h, None).await?;
     log.done("validate", t, validation_detail(&validation));
-    let journal_reference = journal_reference_logged(&mut log, journal, handle, opts, &snap, &table, h).await?;
+    let journal_reference = journal_reference_step(&mut log, journal, handle, opts, &snap, &table, h).await?;
     tidemark_journal::failpoint::hit("recover:after-validate");
 
     let results = Results {

@@ -131,45 +131,12 @@ async fn validate_by_position(
     }
 }
 
-/// `--reference journal` (both engines): `table` against the fold of the whole journal from
-/// position 1 to H, read by the validation's own reader — no snapshot involved, so it proves the
-/// seed as well as the replay (it reads the whole journal: its cost grows with the journal, not
-/// with the range). A mismatch marks `opts.into` refused.
+/// `--reference journal`, when the options ask for it (both engines), logged as its step:
+/// `table` against the fold of the whole journal from position 1 to H, read by the validation's
+/// own reader — no snapshot involved, so it proves the seed as well as the replay (it reads the
+/// whole journal: its cost grows with the journal, not with the range). A mismatch marks
+/// `opts.into` refused.
 pub(crate) async fn journal_reference_step(
-    journal: &Journal,
-    handle: &CatalogHandle,
-    opts: &RecoverOptions,
-    snap: &TrustedSnapshot,
-    table: &Table,
-    h: u64,
-) -> Result<ValidationReport, RecoverError> {
-    let empty = TrustedSnapshot {
-        position: 0,
-        manifest_sequence: 0,
-        manifest_digest: String::new(),
-        data_files: Vec::new(),
-        data_entries: Vec::new(),
-        record_count: 0,
-        deletes: crate::table::files::Deletes::none(),
-        ..snap.clone()
-    };
-    validate_by_position(
-        journal,
-        handle,
-        opts,
-        &empty,
-        table,
-        h,
-        None,
-        validate::Split::KeyHash,
-        "validation against the whole journal",
-    )
-    .await
-}
-
-/// `--reference journal` when the options ask for it ([`journal_reference_step`]), logged as
-/// its step (both engines).
-pub(crate) async fn journal_reference_logged(
     log: &mut StepLog<'_>,
     journal: &Journal,
     handle: &CatalogHandle,
@@ -182,7 +149,28 @@ pub(crate) async fn journal_reference_logged(
         return Ok(None);
     }
     let t = std::time::Instant::now();
-    let r = journal_reference_step(journal, handle, opts, snap, table, h).await?;
+    let empty = TrustedSnapshot {
+        position: 0,
+        manifest_sequence: 0,
+        manifest_digest: String::new(),
+        data_files: Vec::new(),
+        data_entries: Vec::new(),
+        record_count: 0,
+        deletes: crate::table::files::Deletes::none(),
+        ..snap.clone()
+    };
+    let r = validate_by_position(
+        journal,
+        handle,
+        opts,
+        &empty,
+        table,
+        h,
+        None,
+        validate::Split::KeyHash,
+        "validation against the whole journal",
+    )
+    .await?;
     log.done("validate against the journal", t, validation_detail(&r));
     Ok(Some(r))
 }

@@ -151,7 +151,7 @@ pub async fn recover(
     validation.distributed = distributed;
     log.done("validate", t, crate::recover::steps::validation_detail(&validation));
     let journal_reference =
-        crate::recover::steps::journal_reference_logged(&mut log, journal, handle, opts, &snap, &table, h).await?;
+        crate::recover::steps::journal_reference_step(&mut log, journal, handle, opts, &snap, &table, h).await?;
     let results = crate::recover::steps::Results {
         h,
         seed_resumed: resumed,
