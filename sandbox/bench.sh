@@ -6,10 +6,12 @@
 # Polars) and PyIceberg's upsert() on the same generated data, printing a table with the ratios
 # to the fastest peer doing the same rules (issue 33) and writing every figure as JSON.
 #
-#   bash sandbox/bench.sh                      # 1M rows + 100k events, and 10M rows + 1M events
+#   bash sandbox/bench.sh                      # the three sizes of issue 33 in one run, one JSON:
+#                                              # 1M rows + 100k events, 10M + 1M and 100M + 10M
+#                                              # (about 30 minutes and 25 GB of disk; the drill
+#                                              # sections at 10M)
 #   bash sandbox/bench.sh --sizes 1m           # the small size only (a few minutes)
-#   bash sandbox/bench.sh --sizes 1m,10m,100m  # the three sizes of issue 33 in one run, one JSON
-#                                              # (100M rows + 10M events on demand: ~20 GB of disk)
+#   bash sandbox/bench.sh --sizes 1m,10m       # without the largest size (about 8 minutes)
 #
 # Options go to the suite: --sizes LIST (1m, 10m, 100m, 100k or ROWSxEVENTS), --upsert-size SIZE (where
 # PyIceberg's upsert runs; default: the largest of --sizes up to 10m), --work DIR (default: a temporary folder), --out FILE
@@ -22,7 +24,11 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tidemark/target}"
 eval "$(bash sandbox/bench_peers.sh)"
 args=("$@")
-[[ " ${args[*]:-} " == *" --sizes "* ]] || args+=(--sizes 1m,10m)
+# Without --sizes: the three sizes, and the drill sections (the largest size unless told) at 10M.
+if [[ " ${args[*]:-} " != *" --sizes "* ]]; then
+    args+=(--sizes 1m,10m,100m)
+    [[ " ${args[*]} " == *" --drill-size "* ]] || args+=(--drill-size 10m)
+fi
 [[ " ${args[*]:-} " == *" --out "* ]] || args+=(--out "$PWD/target/bench-suite.json")
 mkdir -p target
 features=()

@@ -117,11 +117,7 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         let args = follow_args("f1");
         s.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     };
-    let record = |out: &str| {
-        s.record_history(dr, &["--namespace", namespace, "--out", &s.path_str(out)])
-            .ok();
-        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(s.path(out)).unwrap()).unwrap()
-    };
+    let record = |out: &str| s.history(dr, out, &["--namespace", namespace]);
 
     // Strict: the version with missing files is not followed; the one before is, and every row
     // of it reads (history record reads them all).
@@ -182,13 +178,11 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
     };
     assert_eq!(snap(&h_theirs, &other), snap(&h_after, &other), "{h_after}");
     // The DR table's snapshot is the primary's own (same id), on every kind.
-    let hp = s.path_str("hp.json");
-    s.record_history(
+    let hp = s.history(
         primary,
-        &["--warehouse", &primary_wh, "--namespace", namespace, "--out", &hp],
-    )
-    .ok();
-    let hp: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp).unwrap()).unwrap();
+        "hp.json",
+        &["--warehouse", &primary_wh, "--namespace", namespace],
+    );
     assert_eq!(snap(&hp, &orders), snap(&h_after, &orders), "{h_after}");
 
     // Failover: the route readers use flips to the DR table; the follower is fenced.
@@ -321,13 +315,11 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         let aside = kept_aside["table"].as_str().unwrap();
         assert_eq!(snap(&after, aside), theirs, "{after}");
     }
-    let hp2 = s.path_str("hp2.json");
-    s.record_history(
+    let hp2 = s.history(
         primary,
-        &["--warehouse", &primary_wh, "--namespace", namespace, "--out", &hp2],
-    )
-    .ok();
-    let hp2: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp2).unwrap()).unwrap();
+        "hp2.json",
+        &["--warehouse", &primary_wh, "--namespace", namespace],
+    );
     assert_ne!(snap(&after, &orders), snap(&before, &orders), "{after}");
     assert_eq!(snap(&after, &orders), snap(&hp2, &orders), "{after}");
     assert_eq!(table(&demote(false), &orders)["action"], "in_step");
@@ -479,13 +471,11 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
         (&"ok".into(), &400.into()),
         "{back}"
     );
-    let hp3 = s.path_str("hp3.json");
-    s.record_history(
+    let hp3 = s.history(
         primary,
-        &["--warehouse", &primary_wh, "--namespace", namespace, "--out", &hp3],
-    )
-    .ok();
-    let hp3: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&hp3).unwrap()).unwrap();
+        "hp3.json",
+        &["--warehouse", &primary_wh, "--namespace", namespace],
+    );
     let now = record("h9.json");
     let current = snap(&now, &orders).unwrap();
     assert_ne!(current, at_resync, "not advanced: {back}");

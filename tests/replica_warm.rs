@@ -294,9 +294,7 @@ fn warm_replica(s: &Scratch, root: &str, endpoint: Option<&str>) {
     assert!(t["head_choice"].as_str().unwrap().contains("walked over"), "{back}");
     // Row for row as the new primary: the same current snapshot and row count.
     let record = |catalog: &str, wh: &str, out: &str| {
-        let out = s.path_str(out);
-        s.record_history(catalog, &["--warehouse", wh, "--out", &out]).ok();
-        let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let h = s.history(catalog, out, &["--warehouse", wh]);
         let t = &h["tables"][0];
         (t["current_snapshot_id"].clone(), t["row_count"].clone())
     };

@@ -68,10 +68,7 @@ fn apply_and_fault_delete_in_a_seaweedfs_warehouse() {
 #[test]
 fn a_to_e_story_drill_on_seaweedfs() {
     let Some(s) = Scratch::on_seaweedfs() else { return };
-    let store = format!("s3://tidemark/drill-sw-{}", std::process::id());
-    let r = s.drill_story(&["--store", &store], 200, 1000).ok().json();
-    assert_eq!(r["ok"], true, "{r}");
-    assert_eq!(r["location"], store);
+    s.drill_passes_in_bucket("drill-sw");
 }
 
 /// A REST catalog's table bucket read directly (issue 13): `catalog rebuild` and `replica follow`
@@ -91,21 +88,11 @@ fn a_rest_table_bucket_is_rebuilt_and_followed_directly() {
     let warehouse = format!("s3://{}", std::env::var("TIDEMARK_REST_WAREHOUSE").unwrap());
     // (current snapshot, rows) of the table in `catalog`.
     let held = |catalog: &str, out: &str| {
-        let path = s.path_str(out);
-        let mut args: Vec<&str> = vec![
-            "history",
-            "record",
-            "--catalog",
-            catalog,
-            "--namespace",
-            namespace.as_str(),
-        ];
+        let mut args = vec!["--namespace", namespace.as_str()];
         if catalog.ends_with(".db") {
             args.extend(["--warehouse", warehouse.as_str()]);
         }
-        args.extend(["--out", path.as_str()]);
-        s.run(&args).ok();
-        let h: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let h = s.history(catalog, out, &args);
         let t = &h["tables"][0];
         assert_eq!(t["table"], table.as_str(), "{h}");
         (t["current_snapshot_id"].clone(), t["row_count"].clone())

@@ -36,14 +36,35 @@ fn unique_bucket(purpose: &str) -> String {
     format!("tidemark-{purpose}-{}-{n}", std::process::id()).to_lowercase()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn s3_store_passes_conformance() {
-    let Some(opts) = s3_options() else { return };
-    let bucket = unique_bucket("conf");
+/// A store on a new versioned bucket named for `purpose`, under the prefix `some/prefix`.
+async fn fresh_store(opts: S3Options, purpose: &str) -> (S3Store, String) {
+    let bucket = unique_bucket(purpose);
     create_test_bucket(&opts, &bucket, true).await.expect("create bucket");
     let store = S3Store::from_url(&format!("{bucket}/some/prefix"), opts)
         .await
         .expect("open store");
+    (store, bucket)
+}
+
+/// A store on a bucket that does not exist: a put is `NoSuchStore` naming the bucket.
+async fn a_put_into_a_missing_bucket_is_no_such_store(opts: S3Options, purpose: &str) -> S3Store {
+    let bucket = unique_bucket(purpose);
+    let store = S3Store::from_url(&format!("{bucket}/p"), opts)
+        .await
+        .expect("open store");
+    let err = store
+        .put("k", Bytes::from_static(b"x"), PutMode::Overwrite)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::NoSuchStore { .. }), "put: {err:?}");
+    assert!(err.to_string().contains(&bucket), "message names the bucket: {err}");
+    store
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s3_store_passes_conformance() {
+    let Some(opts) = s3_options() else { return };
+    let (store, bucket) = fresh_store(opts, "conf").await;
     assert_eq!(store.url(), format!("s3://{bucket}/some/prefix"));
     assert_eq!(store.bucket(), bucket);
     let store = Arc::new(store);
@@ -81,16 +102,7 @@ async fn s3_store_passes_conformance() {
 #[tokio::test]
 async fn missing_bucket_is_no_such_store() {
     let Some(opts) = s3_options() else { return };
-    let bucket = unique_bucket("absent");
-    let store = S3Store::from_url(&format!("{bucket}/p"), opts)
-        .await
-        .expect("open store");
-    let err = store
-        .put("k", Bytes::from_static(b"x"), PutMode::Overwrite)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::NoSuchStore { .. }), "put: {err:?}");
-    assert!(err.to_string().contains(&bucket), "message names the bucket: {err}");
+    let store = a_put_into_a_missing_bucket_is_no_such_store(opts, "absent").await;
     let err = store.get("k", None).await.unwrap_err();
     assert!(matches!(err, StoreError::NoSuchStore { .. }), "get: {err:?}");
     let err = store.list_versions("").await.unwrap_err();
@@ -175,25 +187,12 @@ fn seaweedfs_options() -> Option<S3Options> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn seaweedfs_store_passes_conformance() {
     let Some(opts) = seaweedfs_options() else { return };
-    let bucket = unique_bucket("sw-conf");
-    create_test_bucket(&opts, &bucket, true).await.expect("create bucket");
-    let store = S3Store::from_url(&format!("{bucket}/some/prefix"), opts)
-        .await
-        .expect("open store");
+    let (store, _) = fresh_store(opts, "sw-conf").await;
     conformance::run_all(Arc::new(store)).await;
 }
 
 #[tokio::test]
 async fn seaweedfs_missing_bucket_is_no_such_store() {
     let Some(opts) = seaweedfs_options() else { return };
-    let bucket = unique_bucket("sw-absent");
-    let store = S3Store::from_url(&format!("{bucket}/p"), opts)
-        .await
-        .expect("open store");
-    let err = store
-        .put("k", Bytes::from_static(b"x"), PutMode::Overwrite)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::NoSuchStore { .. }), "put: {err:?}");
-    assert!(err.to_string().contains(&bucket), "message names the bucket: {err}");
+    a_put_into_a_missing_bucket_is_no_such_store(opts, "sw-absent").await;
 }

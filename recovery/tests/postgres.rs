@@ -406,20 +406,7 @@ async fn of_concurrent_overwrites_exactly_one_wins() {
         let (base, removed) = (base.clone(), removed.clone());
         tokio::spawn(async move { commit_overwrite(&handle, &base, &removed, files, HashMap::new(), stamp(n)).await })
     });
-    let results: Vec<_> = futures::future::join_all(tasks)
-        .await
-        .into_iter()
-        .map(|r| r.unwrap())
-        .collect();
-    let winners: Vec<&Table> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
-    assert_eq!(winners.len(), 1, "{results:?}");
-    for r in &results {
-        if let Err(e) = r {
-            assert!(matches!(e, TableError::CommitConflict { .. }), "{e}");
-        }
-    }
-    let now = load_table(&handle, TABLE).await.unwrap();
-    assert_eq!(now.metadata_location(), winners[0].metadata_location());
+    let now = tidemark_recovery::catalog::conformance::one_winner(&handle, TABLE, tasks.collect()).await;
     assert_eq!(rows_by_key(&table_batches(&now).await), rows_by_key(&batches));
 }
 

@@ -71,35 +71,17 @@ fn failpoints_at_every_step_then_rerun() {
     s.run(&["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 40));
     let input = input.to_str().unwrap();
-    let append = [
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input,
-        "--batch-size",
-        "10",
-    ];
+    let append = Scratch::append_args(&journal, input, &["--batch-size", "10"]);
     for fp in ["append:after-event-object:2", "append:after-manifest:3"] {
         let run = s.run_with(&[("TIDEMARK_FAILPOINT", fp)], &append);
         assert_eq!(run.code, 86, "{fp}: {}", run.stderr);
     }
     s.run(&append).ok();
     let catalog = s.path_str("catalog.db");
-    let apply = [
-        "apply",
-        "--journal",
-        &journal,
-        "--catalog",
-        &catalog,
-        "--table",
-        "shop.orders",
-        // A commit per batch: the crashes fall between batches (the default would commit the
-        // four batches waiting at once).
-        "--batches-per-commit",
-        "1",
-    ];
+    let story = s.story(&journal, &catalog, "shop.orders");
+    // A commit per batch: the crashes fall between batches (the default would commit the four
+    // batches waiting at once).
+    let apply = story.args("apply", &["--batches-per-commit", "1"]);
     for fp in ["apply:after-commit:1", "apply:after-checkpoint:2"] {
         assert_eq!(s.run_with(&[("TIDEMARK_FAILPOINT", fp)], &apply).code, 86, "{fp}");
     }

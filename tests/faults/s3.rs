@@ -23,17 +23,7 @@ fn lost_replies_on_every_manifest_write_on_s3() {
     s.run_with(&env, &["journal", "init", "--journal", &journal]).ok();
     let input = s.write("in.ndjson", &events(1, 60));
     let input = input.to_str().unwrap();
-    let append = [
-        "journal",
-        "append",
-        "--journal",
-        &journal,
-        "--input",
-        input,
-        "--batch-size",
-        "20",
-        "--json",
-    ];
+    let append = Scratch::append_args(&journal, input, &["--batch-size", "20", "--json"]);
     let first = s.run_with(&env, &append).ok().json();
     assert_eq!(first["last_position"], 60, "{first}");
     assert!(first["s3_requests"]["retried"].as_u64().unwrap() > 0, "{first}");

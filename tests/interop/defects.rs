@@ -201,16 +201,7 @@ fn tidemark_writes_the_codec_a_pyiceberg_table_asks_for() {
 #[test]
 fn validation_covers_a_column_another_writer_added() {
     let Some(mut t) = Shared::new() else { return };
-    let first: String = (1..=3).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
-    t.apply(&first);
-    t.py("add-column", &["note"]);
-    let row = json!({
-        "order_id": "o-5", "order_version": 1, "customer_id": "c-o-5", "status": "placed", "amount": "5.00",
-        "currency": "EUR", "is_deleted": false, "event_time": "2026-11-01T10:00:00Z", "journal_position": 0,
-        "note": "gift wrap",
-    });
-    let rows = t.s.write("o5.jsonl", &format!("{row}\n"));
-    t.py("append", &[rows.to_str().unwrap()]);
+    t.noted_row_o5(&[]);
     t.apply(&ev(4, "o-5", 2, "paid", "EUR"));
     let recover = || {
         t.story()

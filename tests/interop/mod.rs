@@ -21,7 +21,7 @@ mod transforms;
 
 use super::support::python::PyIceberg;
 use super::support::*;
-use super::{assert_same_rows, merge_events, order_row};
+use super::{assert_same_rows, merge_events, merge_reshaped};
 
 /// An orders event with the columns that tell a swap apart (status and currency differ).
 fn ev(position: u64, order: &str, version: i64, status: &str, currency: &str) -> String {
@@ -52,35 +52,6 @@ fn values(state: &BTreeMap<String, Value>) -> Vec<Value> {
     state.values().cloned().collect()
 }
 
-/// The merge rules over a table another writer reshaped: `state` (rows by key, as PyIceberg read
-/// them) after the events of `ndjson`, each new row under the table's current column names
-/// (`renames`: spec name → current name), with the columns outside the spec (`extra`) carried
-/// from the row it replaces, null for a new key.
-fn merge_reshaped(state: &mut BTreeMap<String, Value>, ndjson: &str, renames: &[(&str, &str)], extra: &[&str]) {
-    let mut events: Vec<Value> = ndjson
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    events.sort_by_key(|e| e["position"].as_u64().unwrap());
-    for e in events {
-        let key = e["order_id"].as_str().unwrap().to_string();
-        let old = state.get(&key);
-        if old.is_some_and(|r| r["order_version"].as_i64() >= e["order_version"].as_i64()) {
-            continue;
-        }
-        let mut row = order_row(&e, e["position"].as_u64().unwrap());
-        for (from, to) in renames {
-            let v = row.as_object_mut().unwrap().remove(*from).unwrap();
-            row[*to] = v;
-        }
-        for x in extra {
-            row[*x] = old.map_or(Value::Null, |r| r[*x].clone());
-        }
-        state.insert(key, row);
-    }
-}
-
 /// One table, one journal, one catalog in a scratch folder, and PyIceberg on that catalog. The
 /// embedded default ([`Shared::new`]: shop.orders in a SQLite catalog and a warehouse in the
 /// scratch), or another place ([`Shared::at`], `places.rs`).
@@ -98,6 +69,24 @@ struct Shared {
 }
 
 impl Shared {
+    /// o-1..o-3 applied; then the other writer adds the column `note`, sets the table
+    /// properties `props`, and appends the row o-5 (version 1) with a note, "gift wrap".
+    fn noted_row_o5(&mut self, props: &[(&str, &str)]) {
+        let first: String = (1..=3).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
+        self.apply(&first);
+        self.py("add-column", &["note"]);
+        for (k, v) in props {
+            self.py("set-property", &[k, v]);
+        }
+        let row = json!({
+            "order_id": "o-5", "order_version": 1, "customer_id": "c-o-5", "status": "placed", "amount": "5.00",
+            "currency": "EUR", "is_deleted": false, "event_time": "2026-11-01T10:00:00Z", "journal_position": 0,
+            "note": "gift wrap",
+        });
+        let rows = self.s.write("o5.jsonl", &format!("{row}\n"));
+        self.py("append", &[rows.to_str().unwrap()]);
+    }
+
     fn new() -> Option<Shared> {
         let s = Scratch::new();
         let py = PyIceberg::new(&s.path("catalog.db"), &s.path("warehouse"))?;
@@ -313,17 +302,7 @@ fn columns_are_matched_by_field_id_after_renames() {
 #[test]
 fn a_column_another_writer_added_is_carried_and_recovered() {
     let Some(mut t) = Shared::new() else { return };
-    let first: String = (1..=3).map(|i| ev(i, &format!("o-{i}"), 1, "placed", "EUR")).collect();
-    t.apply(&first);
-    t.py("add-column", &["note"]);
-    t.py("set-property", &["owner", "team-orders"]);
-    let row = json!({
-        "order_id": "o-5", "order_version": 1, "customer_id": "c-o-5", "status": "placed", "amount": "5.00",
-        "currency": "EUR", "is_deleted": false, "event_time": "2026-11-01T10:00:00Z", "journal_position": 0,
-        "note": "gift wrap",
-    });
-    let rows = t.s.write("o5.jsonl", &format!("{row}\n"));
-    t.py("append", &[rows.to_str().unwrap()]);
+    t.noted_row_o5(&[("owner", "team-orders")]);
 
     // The journal updates o-5 (its note is carried forward) and inserts o-6 (note null).
     t.apply(&(ev(4, "o-5", 2, "paid", "EUR") + &ev(5, "o-6", 1, "placed", "EUR")));

@@ -396,55 +396,14 @@ pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u
     let input = s.write("in.ndjson", &all);
     let input = input.to_str().unwrap();
     let catalog = s.path_str("catalog.db");
+    let mut story = s.story(&journal, &catalog, "shop.orders");
+    if s3 {
+        story = story.warehouse(&warehouse);
+    }
     let mut kills = 0;
-    kills += step(
-        &s,
-        &[
-            "journal",
-            "append",
-            "--journal",
-            &journal,
-            "--input",
-            input,
-            "--batch-size",
-            "50",
-        ],
-    );
-    kills += step(
-        &s,
-        &[
-            &[
-                "apply",
-                "--journal",
-                &journal,
-                "--catalog",
-                &catalog,
-                "--table",
-                "shop.orders",
-                "--batches-per-commit",
-                "2",
-            ],
-            &wh[..],
-        ]
-        .concat(),
-    );
-    s.run(
-        &[
-            &[
-                "fault",
-                "delete",
-                "--catalog",
-                &catalog,
-                "--table",
-                "shop.orders",
-                "--where",
-                "order_id = 'o-3'",
-            ],
-            &wh[..],
-        ]
-        .concat(),
-    )
-    .ok();
+    kills += step(&s, &Scratch::append_args(&journal, input, &["--batch-size", "50"]));
+    kills += step(&s, &story.args("apply", &["--batches-per-commit", "2"]));
+    story.bad_delete("order_id = 'o-3'");
     let route = if s3 { unique("kill-route") } else { s.path_str("route") };
     if !s3 {
         std::fs::create_dir_all(&route).unwrap();

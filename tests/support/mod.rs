@@ -196,6 +196,15 @@ impl Scratch {
         self.run(&args.concat())
     }
 
+    /// The synthetic drill (200 orders, 1,000 events) with its journal in the bucket folder
+    /// `s3://tidemark/{name}-{pid}`: it passes and reports that location.
+    pub fn drill_passes_in_bucket(&self, name: &str) {
+        let store = format!("s3://tidemark/{name}-{}", std::process::id());
+        let r = self.drill_story(&["--store", &store], 200, 1000).ok().json();
+        assert_eq!(r["ok"], true, "{r}");
+        assert_eq!(r["location"], store);
+    }
+
     /// The steps most scenarios share, each required to succeed: `journal append`, `apply`,
     /// `fault delete` (the bad write).
     pub fn append(&self, journal: &str, input: &str) -> Run {
@@ -204,7 +213,13 @@ impl Scratch {
 
     /// `journal append --journal J --input FILE EXTRA…` (`--batch-size`, `--json`, …), unchecked.
     pub fn append_with(&self, journal: &str, input: &str, extra: &[&str]) -> Run {
-        self.run(&[&["journal", "append", "--journal", journal, "--input", input], extra].concat())
+        self.run(&Self::append_args(journal, input, extra))
+    }
+
+    /// The arguments [`Scratch::append_with`] passes: `journal append --journal J --input FILE
+    /// EXTRA…` (`--batch-size`, `--json`, …).
+    pub fn append_args<'a>(journal: &'a str, input: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        [&["journal", "append", "--journal", journal, "--input", input], extra].concat()
     }
 
     /// `recover --journal J --catalog C --into INTO EXTRA…`, unchecked.
@@ -220,6 +235,14 @@ impl Scratch {
     /// `history record --catalog C EXTRA…` (`--out`, `--warehouse`, `--namespace`, …), unchecked.
     pub fn record_history(&self, catalog: &str, extra: &[&str]) -> Run {
         self.run(&[&["history", "record", "--catalog", catalog], extra].concat())
+    }
+
+    /// `history record --catalog C EXTRA… --out OUT` (OUT in the scratch folder), which must
+    /// succeed: the record it wrote.
+    pub fn history(&self, catalog: &str, out: &str, extra: &[&str]) -> serde_json::Value {
+        let path = self.path_str(out);
+        self.record_history(catalog, &[extra, &["--out", &path]].concat()).ok();
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     }
 
     /// The warm follower: `replica follow --warehouse W --catalog C --prefix-map M --state S
@@ -376,17 +399,8 @@ pub fn journal_with(s: &Scratch, rel: &str, last: u64, batch: u64) -> String {
 pub fn journal_at(s: &Scratch, journal: &str, input: &str, last: u64, batch: u64) {
     s.run(&["journal", "init", "--journal", journal]).ok();
     let input = s.write(&format!("{input}.ndjson"), &events(1, last));
-    s.run(&[
-        "journal",
-        "append",
-        "--journal",
-        journal,
-        "--input",
-        input.to_str().unwrap(),
-        "--batch-size",
-        &batch.to_string(),
-    ])
-    .ok();
+    s.append_with(journal, input.to_str().unwrap(), &["--batch-size", &batch.to_string()])
+        .ok();
 }
 
 /// Is the S3 server of sandbox/test.sh there? Panics when it should be and is not.

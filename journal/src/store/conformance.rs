@@ -134,26 +134,15 @@ pub async fn cas_refuses_stale_etag(store: &dyn ObjectStore) {
 }
 
 pub async fn create_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: usize) {
-    let mut tasks = Vec::new();
-    for i in 0..writers {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            store
-                .put("race/create", Bytes::from(format!("writer {i}")), PutMode::Create)
-                .await
-                .map(|_| i)
-        }));
-    }
-    let mut winners = Vec::new();
-    for t in tasks {
-        match t.await.unwrap() {
-            Ok(i) => winners.push(i),
-            Err(e) => assert!(e.is_conflict(), "losers get Conflict, got {e:?}"),
-        }
-    }
-    assert_eq!(winners.len(), 1, "exactly one create-only writer wins: {winners:?}");
-    let body = store.get("race/create", None).await.unwrap().body;
-    assert_eq!(body, Bytes::from(format!("writer {}", winners[0])));
+    race_has_one_winner(
+        store,
+        "race/create",
+        PutMode::Create,
+        "writer",
+        "create-only writer",
+        writers,
+    )
+    .await;
 }
 
 pub async fn cas_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: usize) {
@@ -161,19 +150,25 @@ pub async fn cas_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: usize
         .put("race/cas", Bytes::from_static(b"base"), PutMode::Overwrite)
         .await
         .unwrap();
+    let mode = PutMode::Update { etag: base.etag };
+    race_has_one_winner(store, "race/cas", mode, "controller", "CAS writer", writers).await;
+}
+
+/// `writers` puts of `key` with the same conditional `mode`, side by side, each writing
+/// `"{who} {i}"`: exactly one wins, the others get Conflict, and the key holds the winner's body.
+async fn race_has_one_winner(
+    store: Arc<dyn ObjectStore>,
+    key: &'static str,
+    mode: PutMode,
+    who: &'static str,
+    kind: &str,
+    writers: usize,
+) {
     let mut tasks = Vec::new();
     for i in 0..writers {
-        let store = store.clone();
-        let etag = base.etag.clone();
+        let (store, mode) = (store.clone(), mode.clone());
         tasks.push(tokio::spawn(async move {
-            store
-                .put(
-                    "race/cas",
-                    Bytes::from(format!("controller {i}")),
-                    PutMode::Update { etag },
-                )
-                .await
-                .map(|_| i)
+            store.put(key, Bytes::from(format!("{who} {i}")), mode).await.map(|_| i)
         }));
     }
     let mut winners = Vec::new();
@@ -183,9 +178,9 @@ pub async fn cas_race_has_one_winner(store: Arc<dyn ObjectStore>, writers: usize
             Err(e) => assert!(e.is_conflict(), "losers get Conflict, got {e:?}"),
         }
     }
-    assert_eq!(winners.len(), 1, "exactly one CAS writer wins: {winners:?}");
-    let body = store.get("race/cas", None).await.unwrap().body;
-    assert_eq!(body, Bytes::from(format!("controller {}", winners[0])));
+    assert_eq!(winners.len(), 1, "exactly one {kind} wins: {winners:?}");
+    let body = store.get(key, None).await.unwrap().body;
+    assert_eq!(body, Bytes::from(format!("{who} {}", winners[0])));
 }
 
 pub async fn list_is_sorted_and_paginated(store: &dyn ObjectStore) {

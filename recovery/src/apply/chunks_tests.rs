@@ -4,7 +4,7 @@
 //! name for name, with two chunks in flight as with one, and a conflict in the second chunk
 //! stops everything with nothing committed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use tidemark_journal::spec::POSITION_COLUMN;
 use crate::apply::chunks::{LIMIT, in_order};
 use crate::apply::spill_tests::{EVENTS, base_table, other_status, range_events, spill, strings, with_column};
 use crate::apply::tests::{clock, journal_in, six_ranges_text};
-use crate::apply::{ApplyError, MERGE_CHUNK_ROWS, UnitEvents, merge_and_commit, read_events};
+use crate::apply::{ApplyError, MERGE_CHUNK_ROWS, UnitEvents, read_events};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::merge::{MergeError, MergeStats};
@@ -167,25 +167,7 @@ async fn merge_with(
     seed: u64,
 ) -> Result<MergeStats, ApplyError> {
     let t = table::load_table(handle, name).await.unwrap();
-    let f = async {
-        merge_and_commit(
-            handle,
-            t,
-            &j.spec,
-            events,
-            HashMap::new(),
-            &clock(),
-            &SeededIds::new(seed),
-            1,
-            None,
-            None,
-            chunk_rows,
-            range_events,
-            None,
-        )
-        .await
-        .map(|(_, stats, _, _)| stats)
-    };
+    let f = super::spill_tests::merge(handle, t, j, events, chunk_rows, range_events, seed);
     LIMIT.scope(limit, f).await
 }
 

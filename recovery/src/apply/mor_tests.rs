@@ -4,10 +4,9 @@
 //! compaction drops every spent delete file and changes no row, and a recovery from a
 //! merge-on-read snapshot validates.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
-use futures::TryStreamExt;
+use arrow::array::StringArray;
 use iceberg::table::Table;
 use tidemark_journal::generate;
 
@@ -21,7 +20,7 @@ use crate::recover::{RecoverOptions, recover};
 use crate::table::commit::current_files;
 use crate::table::mor::PROP_MERGE_MODE;
 use crate::table::read::read_table;
-use crate::table::test_support::catalog_in;
+use crate::table::test_support::{catalog_in, scanned_versions, versions_by_key};
 use crate::table::{self, commit_properties};
 
 const TABLE: &str = "shop.orders";
@@ -35,41 +34,6 @@ fn mor() -> ApplyOptions {
         grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     }
-}
-
-/// (version, position) by key, as iceberg-rust's own scan reads the table.
-async fn scan(t: &Table) -> BTreeMap<String, (i64, i64)> {
-    let batches: Vec<RecordBatch> = t
-        .scan()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    by_key(&batches)
-}
-
-fn by_key(batches: &[RecordBatch]) -> BTreeMap<String, (i64, i64)> {
-    let mut out = BTreeMap::new();
-    for b in batches {
-        let ids = b.column_by_name("order_id").unwrap();
-        let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
-        let v = b.column_by_name("order_version").unwrap();
-        let v = v.as_any().downcast_ref::<Int64Array>().unwrap();
-        let p = b.column_by_name("journal_position").unwrap();
-        let p = p.as_any().downcast_ref::<Int64Array>().unwrap();
-        for r in 0..b.num_rows() {
-            assert!(
-                out.insert(ids.value(r).to_string(), (v.value(r), p.value(r))).is_none(),
-                "key {} twice",
-                ids.value(r)
-            );
-        }
-    }
-    out
 }
 
 fn summary(t: &Table) -> HashMap<String, String> {
@@ -118,7 +82,10 @@ async fn merge_on_read_equals_the_reference_and_removes_no_data_file() {
         assert_eq!(p.get("deleted-data-files").map(String::as_str), Some("0"), "{p:?}");
     }
     assert!(!current_files(&t).await.unwrap().deletes.is_empty());
-    assert_eq!(scan(&t).await, by_key(&read_table(&t).await.unwrap()));
+    assert_eq!(
+        scanned_versions(&t).await,
+        versions_by_key(&read_table(&t).await.unwrap())
+    );
     // Nothing left: an identical second run commits nothing.
     let again = apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
         .await
@@ -189,7 +156,10 @@ async fn concurrent_merge_on_read_appliers_lose_nothing() {
         .unwrap();
     assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    assert_eq!(scan(&t).await, by_key(&read_table(&t).await.unwrap()));
+    assert_eq!(
+        scanned_versions(&t).await,
+        versions_by_key(&read_table(&t).await.unwrap())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,7 +228,7 @@ async fn compaction_drops_every_delete_file_and_changes_no_row() {
         .await
         .unwrap();
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let rows = scan(&t).await;
+    let rows = scanned_versions(&t).await;
     let deletes = current_files(&t).await.unwrap().deletes.len();
     assert!(deletes > 0);
     let (r, t) = compact(&handle, t, &CompactOptions::default(), &clock(), &ids)
@@ -270,7 +240,7 @@ async fn compaction_drops_every_delete_file_and_changes_no_row() {
     let s = summary(&t);
     assert_eq!(s.get("total-delete-files").map(String::as_str), Some("0"), "{s:?}");
     assert_eq!(s.get("removed-delete-files"), Some(&deletes.to_string()), "{s:?}");
-    assert_eq!(scan(&t).await, rows);
+    assert_eq!(scanned_versions(&t).await, rows);
     assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
     // Nothing left to compact: no commit.
     let (again, t2) = compact(&handle, t.clone(), &CompactOptions::default(), &clock(), &ids)
@@ -313,7 +283,10 @@ async fn the_applier_compacts_at_its_threshold() {
     assert!(r.compaction_writes.data_files_removed > 0, "{r:?}");
     assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    assert_eq!(scan(&t).await, by_key(&read_table(&t).await.unwrap()));
+    assert_eq!(
+        scanned_versions(&t).await,
+        versions_by_key(&read_table(&t).await.unwrap())
+    );
     // The applied position survives the compaction commits (they carry none of their own).
     assert_eq!(crate::apply::applied_state(&t).position, 240);
 }
@@ -332,20 +305,12 @@ async fn recovery_from_a_merge_on_read_snapshot_validates() {
         .unwrap();
     let t = table::load_table(&handle, TABLE).await.unwrap();
     assert!(!current_files(&t).await.unwrap().deletes.is_empty());
-    let opts = RecoverOptions {
-        recovery_id: "rec-mor".into(),
-        source: SnapshotSource {
-            metadata_location: t.metadata_location().unwrap().to_string(),
-            file_io_props: HashMap::new(),
-            prefix_map: None,
-        },
-        choice: SnapshotChoice::SnapshotId(t.metadata().current_snapshot_id().unwrap()),
-        to: None,
-        into: "shop.recovered".into(),
-        partition_rows: None,
-        validation_split: Default::default(),
-        trust: Default::default(),
-    };
+    let opts = RecoverOptions::new(
+        "rec-mor",
+        SnapshotSource::at(t.metadata_location().unwrap()),
+        SnapshotChoice::SnapshotId(t.metadata().current_snapshot_id().unwrap()),
+        "shop.recovered",
+    );
     let (report, _) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(9), &mut |_| {})
         .await
         .unwrap();
@@ -393,7 +358,7 @@ async fn a_compaction_larger_than_its_memory_spills_and_keeps_every_row() {
         .await
         .unwrap();
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let rows = scan(&t).await;
+    let rows = scanned_versions(&t).await;
     let spill = dir.path().join("spill");
     let opts = CompactOptions {
         memory_bytes: 4 << 20,
@@ -405,7 +370,7 @@ async fn a_compaction_larger_than_its_memory_spills_and_keeps_every_row() {
     assert!(!spill.exists(), "the sort's runs are removed");
     assert_eq!(r.delete_files_after, 0, "{r:?}");
     assert_eq!(r.rows_read as usize, rows.len(), "{r:?}");
-    assert_eq!(scan(&t).await, rows);
+    assert_eq!(scanned_versions(&t).await, rows);
     assert_eq!(table_rows(&handle, TABLE).await, reference_of(&j).await.rows);
     // Each file's keys ascend, and the files' key ranges do not overlap.
     let (files, deletes) = crate::table::read::live_files(&t).await.unwrap();

@@ -92,7 +92,8 @@ pub(crate) fn spill(j: &Journal, dir: &std::path::Path, events: &[RecordBatch]) 
     s.finish().unwrap()
 }
 
-async fn merge(
+/// `events` merged into `t` as one unit and committed (ids seeded `seed`): its counts.
+pub(super) async fn merge(
     handle: &CatalogHandle,
     t: iceberg::table::Table,
     j: &Journal,

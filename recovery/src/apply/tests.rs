@@ -17,7 +17,7 @@ use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::reference::{self, Cell, RefRow, RefState};
 use crate::table::read::read_table;
-use crate::table::test_support::catalog_in;
+use crate::table::test_support::{catalog_in, iceberg_scan};
 use crate::table::{self, arrow_schema, live_data_files};
 
 pub(crate) fn clock() -> StepClock {
@@ -496,7 +496,6 @@ pub(crate) async fn create_partitioned(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_tables_are_written_per_partition() {
-    use futures::TryStreamExt;
     use iceberg::spec::Transform;
     // identity, day, bucket and truncate: every file holds one partition, the table equals the
     // reference, and iceberg-rust's own scan reads the same rows.
@@ -550,19 +549,7 @@ async fn partitioned_tables_are_written_per_partition() {
         if !matches!(fields[0].2, Transform::Month | Transform::Year) {
             assert!(partitions.len() > 1, "{fields:?}: several partitions");
         }
-        let scanned: usize = t
-            .scan()
-            .build()
-            .unwrap()
-            .to_arrow()
-            .await
-            .unwrap()
-            .try_collect::<Vec<_>>()
-            .await
-            .unwrap()
-            .iter()
-            .map(|b| b.num_rows())
-            .sum();
+        let scanned: usize = iceberg_scan(&t, None).await.iter().map(|b| b.num_rows()).sum();
         assert_eq!(scanned, reference_of(&j).await.rows.len(), "{fields:?}");
     }
 }

@@ -48,11 +48,7 @@ async fn apply_to(j: &Journal, handle: &CatalogHandle, until: u64, seed: u64) {
 
 async fn source(handle: &CatalogHandle) -> SnapshotSource {
     let t = table::load_table(handle, "shop.orders").await.unwrap();
-    SnapshotSource {
-        metadata_location: t.metadata_location().unwrap().to_string(),
-        file_io_props: HashMap::new(),
-        prefix_map: None,
-    }
+    SnapshotSource::at(t.metadata_location().unwrap())
 }
 
 async fn run(j: &Journal, handle: &CatalogHandle, opts: &AuditOptions) -> AuditReport {

@@ -215,8 +215,20 @@ pub async fn racing_committers_have_one_winner(handle: &CatalogHandle, ns: &str,
             async move { commit_rows(&handle, &base, i + 1, &[]).await },
         ));
     }
+    let now = one_winner(handle, &format!("{ns}.orders"), tasks).await;
+    assert_eq!(now.metadata().snapshots().count(), 1);
+}
+
+/// Awaits `committers`, commits made side by side on one base: exactly one wins and every other
+/// gets a conflict, and the table `name` is now the winner's. Returns the table as loaded.
+pub async fn one_winner(
+    handle: &CatalogHandle,
+    name: &str,
+    committers: Vec<tokio::task::JoinHandle<Result<Table, TableError>>>,
+) -> Table {
+    let n = committers.len();
     let mut winners = Vec::new();
-    for task in tasks {
+    for task in committers {
         match task.await.expect("a committer panicked") {
             Ok(t) => winners.push(t),
             Err(TableError::CommitConflict { .. }) => {}
@@ -224,9 +236,9 @@ pub async fn racing_committers_have_one_winner(handle: &CatalogHandle, ns: &str,
         }
     }
     assert_eq!(winners.len(), 1, "{} of {n} racing committers won", winners.len());
-    let now = table::load_table(handle, &format!("{ns}.orders")).await.unwrap();
+    let now = table::load_table(handle, name).await.unwrap();
     assert_eq!(now.metadata_location(), winners[0].metadata_location());
-    assert_eq!(now.metadata().snapshots().count(), 1);
+    now
 }
 
 /// What a lost reply did to a commit, for the wrappers below.

@@ -99,29 +99,25 @@ impl SqlBackend {
     /// Every table of this catalog (`namespace.name`, sorted) with its metadata pointer, in one
     /// query; with `namespace`, only the tables directly in it.
     pub async fn list_pointers(&self, namespace: Option<&str>) -> Result<Vec<(String, Option<String>)>, TableError> {
-        let sql = self.bind_style(
-            "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables \
-             WHERE catalog_name = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
-        );
-        let sql_err = |source| TableError::Sql {
-            context: format!("list the tables of catalog {}", self.name()),
-            source,
-        };
-        let rows = sqlx::query(&sql)
-            .bind(self.name())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(sql_err)?;
+        let what = "list the tables";
+        let sql_err = self.sql_err(what);
+        let rows = self
+            .catalog_rows(
+                "SELECT table_namespace, table_name, metadata_location FROM iceberg_tables \
+                 WHERE catalog_name = ? AND (iceberg_type = 'TABLE' OR iceberg_type IS NULL)",
+                what,
+            )
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let ns: String = row.try_get(0).map_err(sql_err)?;
+            let ns: String = row.try_get(0).map_err(&sql_err)?;
             if namespace.is_some_and(|want| want != ns) {
                 continue;
             }
-            let name: String = row.try_get(1).map_err(sql_err)?;
+            let name: String = row.try_get(1).map_err(&sql_err)?;
             out.push((
                 format!("{ns}.{name}"),
-                row.try_get::<Option<String>, _>(2).map_err(sql_err)?,
+                row.try_get::<Option<String>, _>(2).map_err(&sql_err)?,
             ));
         }
         out.sort();
@@ -179,18 +175,16 @@ impl SqlBackend {
     /// The namespaces that hold tables, read from the catalog database: the SQL catalog's
     /// `list_namespaces` cannot reach `a.b` when `a` itself was never created.
     pub async fn table_namespaces(&self) -> Result<BTreeSet<String>, TableError> {
-        let sql = self.bind_style("SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?");
-        let sql_err = |source| TableError::Sql {
-            context: format!("list the namespaces of catalog {}", self.name()),
-            source,
-        };
-        let rows = sqlx::query(&sql)
-            .bind(self.name())
-            .fetch_all(&self.pool)
-            .await
-            .map_err(sql_err)?;
+        let what = "list the namespaces";
+        let sql_err = self.sql_err(what);
+        let rows = self
+            .catalog_rows(
+                "SELECT DISTINCT table_namespace FROM iceberg_tables WHERE catalog_name = ?",
+                what,
+            )
+            .await?;
         rows.iter()
-            .map(|r| r.try_get::<String, _>(0).map_err(sql_err))
+            .map(|r| r.try_get::<String, _>(0).map_err(&sql_err))
             .collect()
     }
 
@@ -215,6 +209,25 @@ impl SqlBackend {
     }
 
     /// sqlx's `Any` driver passes placeholders through unchanged, so PostgreSQL needs `$n`.
+    /// The rows of `sql`, a query whose one parameter is this catalog's name; a failure is a
+    /// [`TableError::Sql`] saying `what` (`"list the tables"`) was done to the catalog.
+    async fn catalog_rows(&self, sql: &str, what: &str) -> Result<Vec<sqlx::any::AnyRow>, TableError> {
+        sqlx::query(&self.bind_style(sql))
+            .bind(self.name())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.sql_err(what))
+    }
+
+    /// A failed statement or column read as [`TableError::Sql`]: `what` of this catalog.
+    fn sql_err(&self, what: &str) -> impl Fn(sqlx::Error) -> TableError + use<> {
+        let context = format!("{what} of catalog {}", self.name());
+        move |source| TableError::Sql {
+            context: context.clone(),
+            source,
+        }
+    }
+
     fn bind_style(&self, sql: &str) -> String {
         match self.dialect {
             Dialect::Sqlite => sql.to_string(),

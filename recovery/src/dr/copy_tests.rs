@@ -13,7 +13,9 @@ use crate::catalog::CatalogHandle;
 use crate::catalog::sql::write_stray;
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::replica::check;
-use crate::dr::test_support::{append, append_each, record_walk, row_count, table_with, tag_and_branch};
+use crate::dr::test_support::{
+    append, append_each, record_walk, row_count, source_catalog, table_with, tag_and_branch,
+};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
 use crate::table::create_or_load_table;
@@ -191,8 +193,7 @@ async fn a_data_first_copy_under_a_live_writer_is_caught_then_healed_by_a_safe_c
 async fn an_undecidable_head_is_refused_unless_a_hint_decides() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(63);
-    std::fs::create_dir_all(dir.path().join("src")).unwrap();
-    let handle = catalog_in(&dir.path().join("src")).await;
+    let handle = source_catalog(dir.path()).await;
     let mut t = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
         .await
         .unwrap();
@@ -222,8 +223,7 @@ async fn an_undecidable_head_is_refused_unless_a_hint_decides() {
 async fn a_safe_copy_never_takes_a_file_a_resync_walked_over_as_the_head() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(62);
-    std::fs::create_dir_all(dir.path().join("src")).unwrap();
-    let handle = catalog_in(&dir.path().join("src")).await;
+    let handle = source_catalog(dir.path()).await;
     let orders = table_with(&handle, "shop.orders", &ids, 1..=1).await;
     let kept = orders.metadata_location().unwrap().to_string();
     let (_, walked) = append_each(&handle, &orders, &ids, 2..=3).await;

@@ -4,15 +4,13 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use tidemark_journal::spec::CompiledSpec;
-
 use super::check;
 use crate::dr::rebuild::warehouse_base;
-use crate::dr::test_support::{append, append_each, record_walk, table_with};
+use crate::dr::test_support::{append, append_each, record_walk, source_catalog, table_with};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
+use crate::table::live_data_files;
 use crate::table::test_support::catalog_in;
-use crate::table::{create_or_load_table, live_data_files};
 
 /// Copies the files under `src` that `dst` lacks; the `data` folder first, as a replication
 /// that copies data before metadata would, unless `with_data` is false.
@@ -41,14 +39,8 @@ fn file_name(location: &str) -> &str {
 async fn an_unsafe_copy_falls_back_to_the_newest_consistent_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(21);
-    std::fs::create_dir_all(dir.path().join("src")).unwrap();
-    let handle = catalog_in(&dir.path().join("src")).await;
-    let mut table = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    for n in 1..=2 {
-        table = append(&handle, &table, &ids, n).await;
-    }
+    let handle = source_catalog(dir.path()).await;
+    let mut table = table_with(&handle, "shop.orders", &ids, 1..=2).await;
     let consistent = table.metadata_location().unwrap().to_string();
     let consistent_snapshot = table.metadata().current_snapshot_id();
     let before: Vec<String> = live_data_files(&table)

@@ -5,14 +5,13 @@ use std::path::Path;
 
 use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
-use tidemark_journal::spec::CompiledSpec;
 
 use super::rewrite_paths;
 use crate::dr::rebuild::warehouse_base;
-use crate::dr::test_support::{append, copy_dir, row_count};
+use crate::dr::test_support::{copy_dir, row_count, source_catalog, table_with};
 use crate::ids::SeededIds;
+use crate::table::live_data_files;
 use crate::table::test_support::catalog_in;
-use crate::table::{create_or_load_table, live_data_files};
 
 async fn register(dir: &Path, metadata: &str) -> Table {
     std::fs::create_dir_all(dir).unwrap();
@@ -31,14 +30,8 @@ async fn register(dir: &Path, metadata: &str) -> Table {
 async fn a_copy_under_another_root_reads_after_the_rewrite() {
     let dir = tempfile::tempdir().unwrap();
     let ids = SeededIds::new(51);
-    std::fs::create_dir_all(dir.path().join("src")).unwrap();
-    let handle = catalog_in(&dir.path().join("src")).await;
-    let mut table = create_or_load_table(&handle, "shop.orders", &CompiledSpec::orders())
-        .await
-        .unwrap();
-    for n in 1..=2 {
-        table = append(&handle, &table, &ids, n).await;
-    }
+    let handle = source_catalog(dir.path()).await;
+    let table = table_with(&handle, "shop.orders", &ids, 1..=2).await;
     let rows = row_count(&table).await.unwrap();
     assert_eq!(rows, 20);
     let metadata_name = table

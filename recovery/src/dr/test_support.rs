@@ -21,6 +21,12 @@ pub async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u
     try_append(handle, table, ids, n).await.unwrap()
 }
 
+/// A SQLite catalog and its warehouse in `dir/src`, the primary site of a test.
+pub async fn source_catalog(dir: &Path) -> CatalogHandle {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    crate::table::test_support::catalog_in(&dir.join("src")).await
+}
+
 /// Creates `name` (the orders spec) and makes one [`append`] for each of `commits`.
 pub async fn table_with(
     handle: &CatalogHandle,

@@ -63,18 +63,13 @@ async fn recover_through_faults_on_every_journal_call_then_a_clean_rerun() {
         };
         let handle = catalog_at(&dir.path().join(format!("dr-{seed}"))).await;
         let opts = RecoverOptions {
-            recovery_id: format!("rec-faults-{seed}"),
-            source: SnapshotSource {
-                metadata_location: metadata_location.clone(),
-                file_io_props: HashMap::new(),
-                prefix_map: None,
-            },
-            choice: SnapshotChoice::Checkpoint { at_or_before: None },
             to: Some(160),
-            into: "shop.fixed".into(),
-            partition_rows: None,
-            validation_split: Default::default(),
-            trust: Default::default(),
+            ..RecoverOptions::new(
+                format!("rec-faults-{seed}"),
+                SnapshotSource::at(metadata_location.clone()),
+                SnapshotChoice::Checkpoint { at_or_before: None },
+                "shop.fixed",
+            )
         };
         let ids = SeededIds::new(100 + seed);
         match recover(&jf, &handle, &opts, &clock(), &ids, &mut |_| {}).await {

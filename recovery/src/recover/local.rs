@@ -10,9 +10,8 @@ use tidemark_journal::clock::Clock;
 use super::error::RecoverError;
 use super::options::RecoverOptions;
 use super::report::{RecoveryReport, StepTiming};
-use super::snapshot::{self, TrustedSnapshot};
 use super::steps::{
-    Results, StepLog, journal_reference_step, report, resumed_boundary, snapshot_detail, spill_dir_for, validate_step,
+    Results, StepLog, audit_and_choose, journal_reference_step, report, resumed_boundary, spill_dir_for, validate_step,
     validation_detail,
 };
 use super::{audited, replay, seed, validate};
@@ -31,14 +30,7 @@ pub async fn recover(
     let started = Instant::now();
     let mut log = StepLog::new(progress);
 
-    let t = Instant::now();
-    let (choice, audit) = audited::resolve(journal, opts).await?;
-    log.done("audit", t, audited::detail(&audit));
-
-    let t = Instant::now();
-    let snap: TrustedSnapshot = snapshot::choose(journal, &opts.source, &choice).await?;
-    let source_verdict = audited::check(journal, opts, snap.snapshot_id, &audit).await?;
-    log.done("choose snapshot", t, snapshot_detail(&snap));
+    let (snap, audit, source_verdict) = audit_and_choose(&mut log, journal, opts, |_| Ok(())).await?;
 
     let t = Instant::now();
     let range = resumed_boundary(journal, handle, opts, &snap).await?;

@@ -29,6 +29,29 @@ pub struct RecoverOptions {
     pub trust: TrustOptions,
 }
 
+impl RecoverOptions {
+    /// A recovery named `recovery_id` of `source`'s snapshot `choice` into the new table `into`,
+    /// to the end of the verified range, with the default memory bound, validation split and
+    /// trust.
+    pub fn new(
+        recovery_id: impl Into<String>,
+        source: SnapshotSource,
+        choice: SnapshotChoice,
+        into: impl Into<String>,
+    ) -> RecoverOptions {
+        RecoverOptions {
+            recovery_id: recovery_id.into(),
+            source,
+            choice,
+            to: None,
+            into: into.into(),
+            partition_rows: None,
+            validation_split: Default::default(),
+            trust: Default::default(),
+        }
+    }
+}
+
 /// Where a recovery's audit keeps its records.
 #[derive(Debug, Clone, Default)]
 pub enum AuditRecords {

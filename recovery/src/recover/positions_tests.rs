@@ -136,11 +136,7 @@ pub(super) async fn apply_until(
 }
 
 pub(super) fn source_of(t: &iceberg::table::Table) -> SnapshotSource {
-    SnapshotSource {
-        metadata_location: t.metadata_location().unwrap().to_string(),
-        file_io_props: Default::default(),
-        prefix_map: None,
-    }
+    SnapshotSource::at(t.metadata_location().unwrap())
 }
 
 pub(super) fn recover_opts(
@@ -151,14 +147,8 @@ pub(super) fn recover_opts(
     into: &str,
 ) -> RecoverOptions {
     RecoverOptions {
-        recovery_id: id.into(),
-        source,
-        choice,
         to,
-        into: into.into(),
-        partition_rows: None,
-        validation_split: Default::default(),
-        trust: Default::default(),
+        ..RecoverOptions::new(id, source, choice, into)
     }
 }
 

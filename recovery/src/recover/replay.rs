@@ -252,16 +252,7 @@ pub async fn replay(
     // The recovered table has the snapshot's schema; a spec column another writer renamed is
     // found in the snapshot's schema history.
     let renames = crate::table::check_schema_in(&journal.spec, &snap.schema, snap.metadata.schemas_iter())?;
-    let mut summary = HashMap::new();
-    summary.insert(PROP_STEP.to_string(), "replay".to_string());
-    summary.insert(PROP_RECOVERY_ID.to_string(), recovery_id.to_string());
-    summary.insert(PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string());
-    summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
-    summary.insert(PROP_FIRST_POSITION.to_string(), (snap.position + 1).to_string());
-    summary.insert(PROP_LAST_POSITION.to_string(), h.to_string());
-    summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string());
-    summary.insert(PROP_MANIFEST_DIGEST.to_string(), digest);
-    summary.insert("tidemark.boundary-h".to_string(), h.to_string());
+    let summary = replay_summary(recovery_id, snap, &journal.header.journal_id, h, sequence, digest);
     let (table, stats, _, _) = merge_and_commit(
         handle,
         table,
@@ -280,4 +271,27 @@ pub async fn replay(
     .await
     .map_err(RecoverError::from_apply)?;
     Ok((table, stats, false))
+}
+
+/// The snapshot summary of a replay's commit (both engines): the step, the recovery, the source
+/// snapshot, and the journal range replayed (positions, the last manifest's sequence and digest).
+pub(crate) fn replay_summary(
+    recovery_id: &str,
+    snap: &TrustedSnapshot,
+    journal_id: &str,
+    h: u64,
+    sequence: u64,
+    digest: String,
+) -> HashMap<String, String> {
+    HashMap::from([
+        (PROP_STEP.to_string(), "replay".to_string()),
+        (PROP_RECOVERY_ID.to_string(), recovery_id.to_string()),
+        (PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string()),
+        (PROP_JOURNAL_ID.to_string(), journal_id.to_string()),
+        (PROP_FIRST_POSITION.to_string(), (snap.position + 1).to_string()),
+        (PROP_LAST_POSITION.to_string(), h.to_string()),
+        (PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string()),
+        (PROP_MANIFEST_DIGEST.to_string(), digest),
+        ("tidemark.boundary-h".to_string(), h.to_string()),
+    ])
 }

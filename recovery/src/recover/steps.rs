@@ -28,6 +28,27 @@ pub(crate) fn snapshot_detail(snap: &TrustedSnapshot) -> String {
     )
 }
 
+/// Steps "audit" and "choose snapshot" (both engines): the audit of the source's history, the
+/// snapshot it leads to (or the one asked for), and the audit's verdict on that snapshot.
+/// `fits` refuses a snapshot the engine cannot recover, before the step is logged done.
+pub(crate) async fn audit_and_choose(
+    log: &mut StepLog<'_>,
+    journal: &Journal,
+    opts: &RecoverOptions,
+    fits: impl FnOnce(&TrustedSnapshot) -> Result<(), RecoverError>,
+) -> Result<(TrustedSnapshot, crate::audit::AuditReport, String), RecoverError> {
+    let t = std::time::Instant::now();
+    let (choice, audit) = super::audited::resolve(journal, opts).await?;
+    log.done("audit", t, super::audited::detail(&audit));
+
+    let t = std::time::Instant::now();
+    let snap = snapshot::choose(journal, &opts.source, &choice).await?;
+    let verdict = super::audited::check(journal, opts, snap.snapshot_id, &audit).await?;
+    fits(&snap)?;
+    log.done("choose snapshot", t, snapshot_detail(&snap));
+    Ok((snap, audit, verdict))
+}
+
 /// The boundary H (both engines) and the journal verified up to it, once for the whole recovery
 /// ([`replay::verify_range`]): `to`, or else the end of the journal's verified range when the job
 /// starts; refused when it lies before the snapshot's position. A resumed recovery (its table

@@ -205,14 +205,13 @@ impl Story {
 
     pub(crate) fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
         RecoverOptions {
-            recovery_id: format!("rec-{into}"),
-            source: self.dr_source(metadata),
-            choice: SnapshotChoice::Checkpoint { at_or_before: Some(20) },
             to,
-            into: into.to_string(),
-            partition_rows: None,
-            validation_split: Default::default(),
-            trust: Default::default(),
+            ..RecoverOptions::new(
+                format!("rec-{into}"),
+                self.dr_source(metadata),
+                SnapshotChoice::Checkpoint { at_or_before: Some(20) },
+                into,
+            )
         }
     }
 }

@@ -14,7 +14,7 @@ async fn history_record_counts_the_rows_a_reader_sees() {
     let orders = rec.tables.iter().find(|x| x.table == TABLE).unwrap();
     assert_eq!(
         orders.row_count,
-        scan_rows(&t).await.len() as u64,
+        scanned_versions(&t).await.len() as u64,
         "6 rows written, o-2 deleted by position and o-4 by equality"
     );
     assert_eq!(orders.row_count, 4);
@@ -53,7 +53,7 @@ async fn a_spent_position_delete_without_path_bounds_is_dropped() {
     append_text(&j, &ev(6, "o-1", 2)).await;
     apply_all(&j, &handle, &SeededIds::new(3)).await;
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
+    let keys: Vec<String> = scanned_versions(&t).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-3", "o-4", "o-5"], "o-2 stays deleted");
     let s = summary(&t);
     assert_eq!(s["total-delete-files"], "0", "the spent delete is dropped: {s:?}");

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use chrono::{DateTime, Duration};
-use futures::TryStreamExt;
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum};
 use iceberg::table::Table;
 use iceberg::writer::base_writer::equality_delete_writer::{
@@ -39,7 +38,7 @@ use crate::rehearse::fault::delete_rows;
 use crate::table::commit::commit_delete_files;
 use crate::table::files::{POS_DELETE_PATH_ID, POS_DELETE_POS_ID};
 use crate::table::read::{read_paths, read_table};
-use crate::table::test_support::catalog_in;
+use crate::table::test_support::{catalog_in, scanned_versions, versions_by_key};
 use crate::table::{self, CommitStamp, arrow_schema, live_data_files};
 
 #[path = "deletes_more_tests.rs"]
@@ -78,40 +77,6 @@ async fn journal_in(dir: &std::path::Path) -> Journal {
 async fn append_text(j: &Journal, text: &str) {
     let opts = append_opts(100, "deletes");
     crate::apply::tests::append_with(j, text, &opts).await.unwrap();
-}
-
-/// `order_id → (order_version, journal_position)` of every row iceberg-rust's scan returns
-/// (position and equality deletes applied by iceberg-rust itself).
-async fn scan_rows(table: &Table) -> BTreeMap<String, (i64, i64)> {
-    let batches: Vec<RecordBatch> = table
-        .scan()
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    rows_by_key(&batches)
-}
-
-fn rows_by_key(batches: &[RecordBatch]) -> BTreeMap<String, (i64, i64)> {
-    let mut out = BTreeMap::new();
-    for b in batches {
-        let col = |n: &str| b.column_by_name(n).unwrap().clone();
-        let ids = arrow::compute::cast(&col("order_id"), &DataType::Utf8).unwrap();
-        let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
-        let versions = col("order_version");
-        let versions = versions.as_any().downcast_ref::<Int64Array>().unwrap();
-        let positions = col("journal_position");
-        let positions = positions.as_any().downcast_ref::<Int64Array>().unwrap();
-        for r in 0..b.num_rows() {
-            let prev = out.insert(ids.value(r).to_string(), (versions.value(r), positions.value(r)));
-            assert!(prev.is_none(), "key {} twice", ids.value(r));
-        }
-    }
-    out
 }
 
 /// The data file and row position of `key` in the current snapshot.
@@ -242,7 +207,7 @@ async fn table_with_deletes(j: &Journal, handle: &CatalogHandle) -> Table {
     let t = commit_delete_files(handle, &t, vec![pos], stamp(1)).await.unwrap();
     let eq = equality_delete(&t, &["o-4"], 2).await;
     let t = commit_delete_files(handle, &t, eq, stamp(2)).await.unwrap();
-    let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
+    let keys: Vec<String> = scanned_versions(&t).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-3", "o-5", "o-6"], "iceberg-rust applies both deletes");
     t
 }
@@ -263,8 +228,8 @@ async fn reading_applies_position_and_equality_deletes() {
     let handle = catalog_in(dir.path()).await;
     let t = table_with_deletes(&j, &handle).await;
     assert_eq!(
-        rows_by_key(&read_table(&t).await.unwrap()),
-        scan_rows(&t).await,
+        versions_by_key(&read_table(&t).await.unwrap()),
+        scanned_versions(&t).await,
         "tidemark reads what iceberg-rust reads"
     );
 }
@@ -279,7 +244,7 @@ async fn apply_keeps_deleted_rows_deleted_and_drops_spent_delete_files() {
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-7", 1))).await;
     apply_all_accepting(&j, &handle, &SeededIds::new(2)).await;
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let rows = scan_rows(&t).await;
+    let rows = scanned_versions(&t).await;
     let want: BTreeMap<String, (i64, i64)> = [
         ("o-1", (2, 7)),
         ("o-3", (1, 3)),
@@ -291,7 +256,7 @@ async fn apply_keeps_deleted_rows_deleted_and_drops_spent_delete_files() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     assert_eq!(rows, want, "o-2 and o-4 stay deleted");
-    assert_eq!(rows_by_key(&read_table(&t).await.unwrap()), want);
+    assert_eq!(versions_by_key(&read_table(&t).await.unwrap()), want);
     // The rewritten file carried only live rows: both delete files no longer apply.
     let s = summary(&t);
     assert_eq!(s["total-delete-files"], "0", "{s:?}");
@@ -342,8 +307,8 @@ async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    assert_eq!(scan_rows(&t).await, want);
-    assert_eq!(rows_by_key(&read_table(&t).await.unwrap()), want);
+    assert_eq!(scanned_versions(&t).await, want);
+    assert_eq!(versions_by_key(&read_table(&t).await.unwrap()), want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,7 +321,7 @@ async fn delete_files_that_still_apply_are_kept_and_counted() {
     append_text(&j, &ev(7, "o-7", 1)).await;
     apply_all_accepting(&j, &handle, &SeededIds::new(2)).await;
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
+    let keys: Vec<String> = scanned_versions(&t).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-3", "o-5", "o-6", "o-7"]);
     let s = summary(&t);
     assert_eq!(s["total-delete-files"], "2", "{s:?}");
@@ -395,7 +360,7 @@ async fn fault_delete_keeps_a_position_deleted_neighbour_deleted() {
         .unwrap();
     assert_eq!(r.rows_deleted, 1);
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
+    let keys: Vec<String> = scanned_versions(&t).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-5", "o-6"], "o-2 and o-4 stay deleted");
 }
 
@@ -408,29 +373,24 @@ async fn recovery_from_a_snapshot_with_deletes_keeps_them_applied() {
     let snapshot_id = t.metadata().current_snapshot_id().unwrap();
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-7", 1))).await;
     let opts = RecoverOptions {
-        recovery_id: "rec-deletes".into(),
-        source: SnapshotSource {
-            metadata_location: t.metadata_location().unwrap().to_string(),
-            file_io_props: HashMap::new(),
-            prefix_map: None,
-        },
-        choice: SnapshotChoice::SnapshotId(snapshot_id),
-        to: None,
-        into: "shop.recovered".into(),
-        partition_rows: None,
-        validation_split: Default::default(),
         // The snapshot holds another engine's deletes of live keys: a divergence, accepted.
         trust: crate::recover::audited::TrustOptions {
             accept_divergence: Some("another engine's deletes".into()),
             ..Default::default()
         },
+        ..RecoverOptions::new(
+            "rec-deletes",
+            SnapshotSource::at(t.metadata_location().unwrap()),
+            SnapshotChoice::SnapshotId(snapshot_id),
+            "shop.recovered",
+        )
     };
     let (report, recovered) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(9), &mut |_| {})
         .await
         .unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
     assert_eq!(report.validation.keys_expected, 5, "{:?}", report.validation);
-    let keys: Vec<String> = scan_rows(&recovered).await.into_keys().collect();
+    let keys: Vec<String> = scanned_versions(&recovered).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-3", "o-5", "o-6", "o-7"]);
     // Small partitions: the spilled validation applies the deletes as well.
     let opts = RecoverOptions {
@@ -479,6 +439,6 @@ async fn a_compaction_drops_a_delete_file_whose_bounds_span_a_file_it_spares() {
         .unwrap();
     assert_eq!(r.data_files_rewritten, 2, "{r:?}");
     assert_eq!(r.delete_files_after, 0, "{r:?}");
-    let keys: Vec<String> = scan_rows(&t).await.into_keys().collect();
+    let keys: Vec<String> = scanned_versions(&t).await.into_keys().collect();
     assert_eq!(keys, [at[1].1.clone()]);
 }

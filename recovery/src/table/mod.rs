@@ -232,9 +232,56 @@ pub fn arrow_schema(table: &Table) -> Result<SchemaRef, TableError> {
 
 #[cfg(test)]
 pub(crate) mod test_support {
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
+
+    use arrow::array::{Int64Array, RecordBatch, StringArray};
+    use arrow_schema::DataType;
+    use futures::TryStreamExt;
+    use iceberg::table::Table;
 
     use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog_with_props};
+
+    /// Every row iceberg-rust's own scan returns at `snapshot_id` (default: the current
+    /// snapshot), position and equality deletes applied by iceberg-rust itself: a reader that
+    /// shares no code with tidemark's.
+    pub async fn iceberg_scan(table: &Table, snapshot_id: Option<i64>) -> Vec<RecordBatch> {
+        let mut scan = table.scan();
+        if let Some(id) = snapshot_id {
+            scan = scan.snapshot_id(id);
+        }
+        scan.build()
+            .unwrap()
+            .to_arrow()
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap()
+    }
+
+    /// `order_id → (order_version, journal_position)` of `batches`; a key twice fails the test.
+    pub fn versions_by_key(batches: &[RecordBatch]) -> BTreeMap<String, (i64, i64)> {
+        let mut out = BTreeMap::new();
+        for b in batches {
+            let col = |n: &str| b.column_by_name(n).unwrap().clone();
+            let ids = arrow::compute::cast(&col("order_id"), &DataType::Utf8).unwrap();
+            let ids = ids.as_any().downcast_ref::<StringArray>().unwrap();
+            let versions = col("order_version");
+            let versions = versions.as_any().downcast_ref::<Int64Array>().unwrap();
+            let positions = col("journal_position");
+            let positions = positions.as_any().downcast_ref::<Int64Array>().unwrap();
+            for r in 0..b.num_rows() {
+                let prev = out.insert(ids.value(r).to_string(), (versions.value(r), positions.value(r)));
+                assert!(prev.is_none(), "key {} twice", ids.value(r));
+            }
+        }
+        out
+    }
+
+    /// [`versions_by_key`] of iceberg-rust's scan of the current snapshot.
+    pub async fn scanned_versions(table: &Table) -> BTreeMap<String, (i64, i64)> {
+        versions_by_key(&iceberg_scan(table, None).await)
+    }
 
     /// A SQLite catalog and a local warehouse in `dir`.
     pub async fn catalog_in(dir: &std::path::Path) -> CatalogHandle {

@@ -73,6 +73,18 @@ pub struct SnapshotSource {
     pub prefix_map: Option<PrefixMap>,
 }
 
+impl SnapshotSource {
+    /// The metadata file at `metadata_location`, read where it is with the default FileIO
+    /// settings (the environment's credentials).
+    pub fn at(metadata_location: impl Into<String>) -> SnapshotSource {
+        SnapshotSource {
+            metadata_location: metadata_location.into(),
+            file_io_props: HashMap::new(),
+            prefix_map: None,
+        }
+    }
+}
+
 pub fn file_io(props: &HashMap<String, String>) -> FileIO {
     FileIOBuilder::new(Arc::new(CountingStorageFactory::new()))
         .with_props(props.clone())

@@ -47,8 +47,7 @@ pub(crate) struct Site {
 impl Site {
     pub async fn new() -> Site {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("src")).unwrap();
-        let src = catalog_in(&dir.path().join("src")).await;
+        let src = crate::dr::test_support::source_catalog(dir.path()).await;
         Site {
             dir,
             src,

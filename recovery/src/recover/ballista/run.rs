@@ -1,6 +1,5 @@
 //! A recovery on a Ballista engine, step by step (see the module above).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use iceberg::table::Table;
@@ -9,15 +8,11 @@ use tidemark_journal::clock::Clock;
 
 use super::plan::distributed_replay;
 use super::target::prepare_target;
-use crate::apply::{
-    PROP_FIRST_POSITION, PROP_JOURNAL_ID, PROP_LAST_POSITION, PROP_MANIFEST_DIGEST, PROP_MANIFEST_SEQUENCE,
-};
 use crate::catalog::CatalogHandle;
 use crate::ids::Ids;
 use crate::merge::MergeStats;
 use crate::recover::engine::{self, Engine};
-use crate::recover::seed::{PROP_RECOVERY_ID, PROP_SOURCE_METADATA, PROP_SOURCE_SNAPSHOT, PROP_STEP, mark_refused};
-use crate::recover::snapshot;
+use crate::recover::seed::{PROP_SOURCE_METADATA, mark_refused};
 use crate::recover::steps::StepLog;
 use crate::recover::{RecoverError, RecoverOptions, RecoveryReport, StepTiming, replay, validate};
 use crate::table;
@@ -44,24 +39,20 @@ pub async fn recover(
     let started = Instant::now();
     let mut log = StepLog::new(progress);
 
-    let t = Instant::now();
-    let (choice, audit) = crate::recover::audited::resolve(journal, opts).await?;
-    log.done("audit", t, crate::recover::audited::detail(&audit));
-
-    let t = Instant::now();
-    let snap = snapshot::choose(journal, &opts.source, &choice).await?;
-    let source_verdict = crate::recover::audited::check(journal, opts, snap.snapshot_id, &audit).await?;
-    if !snap.deletes.is_empty() {
-        return Err(RecoverError::Unsupported {
-            reason: format!(
-                "snapshot {} has delete files (position or equality deletes of another writer); the distributed engine reads data files as plain Parquet and would bring deleted rows back: recover it with --engine local, or compact the source first",
-                snap.snapshot_id
-            ),
-        });
-    }
-    // A partition spec the plan cannot compute in SQL (bucket) is refused before anything runs.
-    crate::recover::partition::plan(snap.metadata.default_partition_spec(), &snap.schema)?;
-    log.done("choose snapshot", t, crate::recover::steps::snapshot_detail(&snap));
+    let (snap, audit, source_verdict) = crate::recover::steps::audit_and_choose(&mut log, journal, opts, |snap| {
+        if !snap.deletes.is_empty() {
+            return Err(RecoverError::Unsupported {
+                reason: format!(
+                    "snapshot {} has delete files (position or equality deletes of another writer); the distributed engine reads data files as plain Parquet and would bring deleted rows back: recover it with --engine local, or compact the source first",
+                    snap.snapshot_id
+                ),
+            });
+        }
+        // A partition spec the plan cannot compute in SQL (bucket) is refused before anything runs.
+        crate::recover::partition::plan(snap.metadata.default_partition_spec(), &snap.schema)?;
+        Ok(())
+    })
+    .await?;
 
     let t = Instant::now();
     let range = crate::recover::steps::resumed_boundary(journal, handle, opts, &snap).await?;
@@ -85,21 +76,19 @@ pub async fn recover(
     let (table, stats, distributed) = if resumed {
         (table, MergeStats::default(), None)
     } else {
-        let mut summary = HashMap::new();
-        summary.insert(PROP_STEP.to_string(), "replay".to_string());
-        summary.insert(PROP_RECOVERY_ID.to_string(), opts.recovery_id.clone());
-        summary.insert(PROP_SOURCE_SNAPSHOT.to_string(), snap.snapshot_id.to_string());
+        let mut summary = replay::replay_summary(
+            &opts.recovery_id,
+            &snap,
+            &journal.header.journal_id,
+            h,
+            sequence,
+            digest,
+        );
         summary.insert(PROP_SOURCE_METADATA.to_string(), snap.metadata_location.clone());
         summary.insert(
             crate::provenance::PROP_SOURCE_VERDICT.to_string(),
             source_verdict.clone(),
         );
-        summary.insert(PROP_JOURNAL_ID.to_string(), journal.header.journal_id.clone());
-        summary.insert(PROP_FIRST_POSITION.to_string(), (snap.position + 1).to_string());
-        summary.insert(PROP_LAST_POSITION.to_string(), h.to_string());
-        summary.insert(PROP_MANIFEST_SEQUENCE.to_string(), sequence.to_string());
-        summary.insert(PROP_MANIFEST_DIGEST.to_string(), digest);
-        summary.insert("tidemark.boundary-h".to_string(), h.to_string());
         summary.insert(PROP_ENGINE.to_string(), engine.to_string());
         let run = distributed_replay(
             &ctx,

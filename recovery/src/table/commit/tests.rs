@@ -6,14 +6,13 @@ use arrow_array::{Array, ArrayRef, BooleanArray, Decimal128Array, Int64Array, St
 use arrow_schema::{DataType, Field, Schema};
 use chrono::TimeZone;
 use datafusion::prelude::SessionContext;
-use futures::TryStreamExt;
 use iceberg::spec::ManifestStatus;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg_datafusion::IcebergCatalogProvider;
 use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN, UTC};
 
 use super::*;
-use crate::table::test_support::catalog_in;
+use crate::table::test_support::{catalog_in, iceberg_scan};
 use crate::table::{create_or_load_table, load_table};
 
 const TABLE: &str = "shop.orders";
@@ -66,19 +65,7 @@ fn want(rows: &[(&str, i64)]) -> Vec<(String, i64)> {
 
 /// `(order_id, order_version)` of every row a scan returns, sorted.
 async fn rows(table: &Table, snapshot_id: Option<i64>) -> Vec<(String, i64)> {
-    let mut scan = table.scan();
-    if let Some(id) = snapshot_id {
-        scan = scan.snapshot_id(id);
-    }
-    let batches: Vec<RecordBatch> = scan
-        .build()
-        .unwrap()
-        .to_arrow()
-        .await
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let batches = iceberg_scan(table, snapshot_id).await;
     let mut out = Vec::new();
     for b in &batches {
         let ids = b
@@ -110,16 +97,9 @@ fn paths(files: &[DataFile]) -> Vec<String> {
 #[tokio::test]
 async fn overwrite_replaces_a_file_and_keeps_history() {
     let dir = tempfile::tempdir().unwrap();
-    let handle = catalog_in(dir.path()).await;
-    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
-        .await
-        .unwrap();
-    let f1 = write_data_file(&table, &[orders(&[("a", 1), ("b", 1)])], stamp(1).id)
-        .await
-        .unwrap();
-    let f2 = write_data_file(&table, &[orders(&[("c", 1), ("d", 1)])], stamp(2).id)
-        .await
-        .unwrap();
+    let (handle, table) = empty_table(dir.path()).await;
+    let f1 = file_of(&table, &[("a", 1), ("b", 1)], 1).await;
+    let f2 = file_of(&table, &[("c", 1), ("d", 1)], 2).await;
     assert_eq!((f1.len(), f2.len()), (1, 1));
     assert!(
         f1[0]
@@ -139,9 +119,7 @@ async fn overwrite_replaces_a_file_and_keeps_history() {
     let first = t1.metadata().current_snapshot().unwrap().clone();
     assert_eq!(rows(&t1, None).await, want(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)]));
 
-    let f3 = write_data_file(&t1, &[orders(&[("a", 2), ("b", 1)])], stamp(3).id)
-        .await
-        .unwrap();
+    let f3 = file_of(&t1, &[("a", 2), ("b", 1)], 3).await;
     let summary = HashMap::from([("tidemark.batch".to_string(), "7".to_string())]);
     let removed = [f1[0].file_path().to_string()];
     let t2 = commit_overwrite(&handle, &t1, &removed, f3.clone(), summary, stamp(3))
@@ -231,15 +209,10 @@ async fn overwrite_replaces_a_file_and_keeps_history() {
 #[tokio::test]
 async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let handle = catalog_in(dir.path()).await;
-    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
-        .await
-        .unwrap();
+    let (handle, table) = empty_table(dir.path()).await;
 
     // A first commit on a table without a snapshot is an append.
-    let f1 = write_data_file(&table, &[orders(&[("a", 1), ("b", 1)])], stamp(1).id)
-        .await
-        .unwrap();
+    let f1 = file_of(&table, &[("a", 1), ("b", 1)], 1).await;
     let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
         .await
         .unwrap();
@@ -254,12 +227,8 @@ async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
     );
 
     let removed = [f1[0].file_path().to_string()];
-    let fa = write_data_file(&t1, &[orders(&[("a", 2), ("b", 1)])], stamp(2).id)
-        .await
-        .unwrap();
-    let fb = write_data_file(&t1, &[orders(&[("a", 3), ("b", 1)])], stamp(3).id)
-        .await
-        .unwrap();
+    let fa = file_of(&t1, &[("a", 2), ("b", 1)], 2).await;
+    let fb = file_of(&t1, &[("a", 3), ("b", 1)], 3).await;
     let ta = commit_overwrite(&handle, &t1, &removed, fa, HashMap::new(), stamp(2))
         .await
         .unwrap();
@@ -282,9 +251,7 @@ async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
 
     // The loser reloads and redoes its batch on the new state.
     let live = paths(&live_data_files(&now).await.unwrap());
-    let fb2 = write_data_file(&now, &[orders(&[("a", 3), ("b", 1)])], stamp(4).id)
-        .await
-        .unwrap();
+    let fb2 = file_of(&now, &[("a", 3), ("b", 1)], 4).await;
     let tb = commit_overwrite(&handle, &now, &live, fb2, HashMap::new(), stamp(4))
         .await
         .unwrap();
@@ -295,17 +262,26 @@ async fn the_second_of_two_commits_from_one_base_conflicts_and_loses_nothing() {
 /// A new orders table in `dir` with one commit (stamp 1) of one file holding key `a` at
 /// version 1: the catalog, the table after that commit, and the file.
 async fn committed(dir: &std::path::Path) -> (crate::catalog::CatalogHandle, Table, Vec<DataFile>) {
-    let handle = catalog_in(dir).await;
-    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
-        .await
-        .unwrap();
-    let f1 = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
-        .await
-        .unwrap();
+    let (handle, table) = empty_table(dir).await;
+    let f1 = file_of(&table, &[("a", 1)], 1).await;
     let t1 = commit_overwrite(&handle, &table, &[], f1.clone(), HashMap::new(), stamp(1))
         .await
         .unwrap();
     (handle, t1, f1)
+}
+
+/// A SQLite catalog in `dir` and an orders table without a snapshot in it.
+async fn empty_table(dir: &std::path::Path) -> (crate::catalog::CatalogHandle, Table) {
+    let handle = catalog_in(dir).await;
+    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+        .await
+        .unwrap();
+    (handle, table)
+}
+
+/// The data files of `rows` (`(order_id, order_version)`), written for `table` by commit `n`.
+async fn file_of(table: &Table, rows: &[(&str, i64)], n: u128) -> Vec<DataFile> {
+    write_data_file(table, &[orders(rows)], stamp(n).id).await.unwrap()
 }
 
 /// The files in the table's metadata folder named with a commit's id (its manifests and manifest
@@ -327,8 +303,8 @@ async fn a_refused_commit_removes_the_manifests_it_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let (handle, t1, f1) = committed(dir.path()).await;
     let removed = [f1[0].file_path().to_string()];
-    let fa = write_data_file(&t1, &[orders(&[("a", 2)])], stamp(2).id).await.unwrap();
-    let fb = write_data_file(&t1, &[orders(&[("a", 3)])], stamp(3).id).await.unwrap();
+    let fa = file_of(&t1, &[("a", 2)], 2).await;
+    let fb = file_of(&t1, &[("a", 3)], 3).await;
     commit_overwrite(&handle, &t1, &removed, fa, HashMap::new(), stamp(2))
         .await
         .unwrap();
@@ -354,31 +330,13 @@ async fn of_concurrent_commits_exactly_one_wins() {
 
     let mut prepared = Vec::new();
     for n in 2..6 {
-        prepared.push((
-            n,
-            write_data_file(&base, &[orders(&[("a", n as i64)])], stamp(n).id)
-                .await
-                .unwrap(),
-        ));
+        prepared.push((n, file_of(&base, &[("a", n as i64)], n).await));
     }
     let tasks = prepared.into_iter().map(|(n, files)| {
         let (handle, base, removed) = (handle.clone(), base.clone(), removed.clone());
         tokio::spawn(async move { commit_overwrite(&handle, &base, &removed, files, HashMap::new(), stamp(n)).await })
     });
-    let results: Vec<_> = futures::future::join_all(tasks)
-        .await
-        .into_iter()
-        .map(|r| r.unwrap())
-        .collect();
-    let winners: Vec<&Table> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
-    assert_eq!(winners.len(), 1, "{results:?}");
-    for r in &results {
-        if let Err(e) = r {
-            assert!(matches!(e, TableError::CommitConflict { .. }), "{e}");
-        }
-    }
-    let now = load_table(&handle, TABLE).await.unwrap();
-    assert_eq!(now.metadata_location(), winners[0].metadata_location());
+    let now = crate::catalog::conformance::one_winner(&handle, TABLE, tasks.collect()).await;
     assert_eq!(rows(&now, None).await.len(), 1);
 }
 
@@ -462,9 +420,7 @@ async fn data_files_honour_the_compression_codec_property() {
     let spec = CompiledSpec::orders();
     // Default: zstd, as Java and PyIceberg write.
     let table = create_or_load_table(&handle, TABLE, &spec).await.unwrap();
-    let files = write_data_file(&table, &[orders(&[("a", 1)])], stamp(1).id)
-        .await
-        .unwrap();
+    let files = file_of(&table, &[("a", 1)], 1).await;
     assert!(
         matches!(codecs(&table, &files).await[..], [Compression::ZSTD(_)]),
         "{:?}",
