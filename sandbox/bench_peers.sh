@@ -23,29 +23,17 @@ DUCKDB_SPEC='duckdb==2.0.1'
 DELTALAKE_SPEC='deltalake==1.6.6'
 POLARS_SPEC='polars==2.1.0'
 VENV="${TIDEMARK_BENCH_VENV:-$HOME/.cache/tidemark/bench-venv}"
-# What the venv must hold; a marker file records it so a changed pin reinstalls.
-WANT="$PYICEBERG_SPEC $PYARROW_SPEC $DUCKDB_SPEC $DELTALAKE_SPEC $POLARS_SPEC"
+# The venv holds these pins; a marker file in it records them, so a changed pin reinstalls.
 CHECK='import pyiceberg.catalog.sql, pyarrow, duckdb, deltalake, polars'
 
 say() { echo "bench_peers.sh: $*" >&2; }
 
+# shellcheck source=sandbox/lib/venv.sh
+source "$(dirname "$0")/lib/venv.sh"
 py="$VENV/bin/python"
-marker="$VENV/.tidemark-bench-peers"
-if [[ -x "$py" && -f "$marker" && "$(cat "$marker")" == "$WANT" ]] \
-    && "$py" -c "$CHECK" >/dev/null 2>&1; then
-    say "reusing $VENV"
-else
-    base="${PYTHON:-python3}"
-    if [[ ! -x "$py" ]]; then
-        say "creating virtualenv $VENV with $("$base" --version 2>&1)"
-        mkdir -p "$(dirname "$VENV")"
-        "$base" -m venv "$VENV"
-    fi
-    say "installing $WANT"
-    "$py" -m pip install -q --disable-pip-version-check \
-        "$PYICEBERG_SPEC" "$PYARROW_SPEC" "$DUCKDB_SPEC" "$DELTALAKE_SPEC" "$POLARS_SPEC" >&2
-    "$py" -c "$CHECK" >&2
-    echo "$WANT" >"$marker"
+pinned_venv "$VENV" .tidemark-bench-peers "$CHECK" \
+    "$PYICEBERG_SPEC" "$PYARROW_SPEC" "$DUCKDB_SPEC" "$DELTALAKE_SPEC" "$POLARS_SPEC"
+if [[ $VENV_INSTALLED == 1 ]]; then
     say "installed $("$py" -c 'import pyiceberg, pyarrow, duckdb, deltalake, polars
 print("pyiceberg", pyiceberg.__version__, "pyarrow", pyarrow.__version__, "duckdb", duckdb.__version__,
       "deltalake", deltalake.__version__, "polars", polars.__version__)')"

@@ -33,6 +33,8 @@ SECRET_PASS=pw-Never-Shown-7c1e
 
 # Everything but the export lines goes to stderr, so that `eval "$(postgres.sh start)"` works.
 say() { echo "postgres.sh: $*" >&2; }
+# shellcheck source=sandbox/lib/proc.sh
+source "$(dirname "$0")/lib/proc.sh"
 
 # The newest installed server's bin folder, or nothing.
 find_bindir() {
@@ -213,11 +215,4 @@ stop() {
     rm -f "$PORT_FILE"
 }
 
-case "${1:-}" in
-    start) shift; start "$@" ;;
-    stop) stop ;;
-    *)
-        echo "usage: $0 start [PORT] | stop" >&2
-        exit 2
-        ;;
-esac
+launcher_main "$@"

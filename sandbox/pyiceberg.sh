@@ -19,27 +19,17 @@ PYARROW_SPEC='pyarrow==20.0.0'
 # boto3 for S3 Tables (pyiceberg_tool.py asks it for a table's metadata location).
 BOTO3_SPEC='boto3==1.44.8'
 VENV="${TIDEMARK_VENV:-$HOME/.cache/tidemark/venv}"
-# What the venv must hold; a marker file records it so a changed pin reinstalls.
-WANT="$PYICEBERG_SPEC $CORE_SPEC $PYARROW_SPEC $BOTO3_SPEC"
+# The venv holds these pins; a marker file in it records them, so a changed pin reinstalls.
 
 say() { echo "pyiceberg.sh: $*" >&2; }
 
+# shellcheck source=sandbox/lib/venv.sh
+source "$(dirname "$0")/lib/venv.sh"
 py="$VENV/bin/python"
-marker="$VENV/.tidemark-pyiceberg"
-if [[ -x "$py" && -f "$marker" && "$(cat "$marker")" == "$WANT" ]] \
-    && "$py" -c 'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyiceberg_core, pyarrow, boto3' >/dev/null 2>&1; then
-    say "reusing $VENV"
-else
-    base="${PYTHON:-python3}"
-    if [[ ! -x "$py" ]]; then
-        say "creating virtualenv $VENV with $("$base" --version 2>&1)"
-        mkdir -p "$(dirname "$VENV")"
-        "$base" -m venv "$VENV"
-    fi
-    say "installing $WANT"
-    "$py" -m pip install -q --disable-pip-version-check "$PYICEBERG_SPEC" "$CORE_SPEC" "$PYARROW_SPEC" "$BOTO3_SPEC" >&2
-    "$py" -c 'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyiceberg_core, pyarrow, boto3' >&2
-    echo "$WANT" >"$marker"
+pinned_venv "$VENV" .tidemark-pyiceberg \
+    'import pyiceberg.catalog.sql, pyiceberg.catalog.rest, pyiceberg_core, pyarrow, boto3' \
+    "$PYICEBERG_SPEC" "$CORE_SPEC" "$PYARROW_SPEC" "$BOTO3_SPEC"
+if [[ $VENV_INSTALLED == 1 ]]; then
     say "installed $("$py" -c 'import pyiceberg; print("pyiceberg", pyiceberg.__version__)')"
 fi
 echo "export TIDEMARK_PYTHON=$py"

@@ -114,11 +114,4 @@ stop() {
     if [[ -n "$stopped" ]]; then say "stopped (pids$stopped)"; else say "not running"; fi
 }
 
-case "${1:-}" in
-    start) shift; start "$@" ;;
-    stop) stop ;;
-    *)
-        echo "usage: $0 start [PORT] | stop" >&2
-        exit 2
-        ;;
-esac
+launcher_main "$@"

@@ -121,11 +121,5 @@ stop() {
     rm -rf "$DATA_DIR"
 }
 
-case "${1:-}" in
-    start) shift; start "$@" ;;
-    stop) stop ;;
-    *)
-        echo "usage: $0 start [BASE_PORT] | stop" >&2
-        exit 2
-        ;;
-esac
+LAUNCHER_PORT_ARG=BASE_PORT
+launcher_main "$@"

@@ -63,24 +63,15 @@ fn commands_on(definition: Vec<(String, String)>, catalog: &str, purpose: &str) 
         before[&table].as_str().is_some_and(|p| p.ends_with(".metadata.json")),
         "{before}"
     );
-    s.run(&[
-        "catalog",
-        "rebuild",
-        "--catalog",
-        catalog,
-        "--warehouse",
-        "s3://tidemark/elsewhere",
-        "--namespace",
-        &namespace,
-    ])
-    .fails(
-        6,
-        &[
-            "lacks registering an existing metadata file",
-            "Nothing was changed",
-            "--source-metadata",
-        ],
-    );
+    s.rebuild(catalog, "s3://tidemark/elsewhere", &["--namespace", &namespace])
+        .fails(
+            6,
+            &[
+                "lacks registering an existing metadata file",
+                "Nothing was changed",
+                "--source-metadata",
+            ],
+        );
     assert_eq!(
         pointers(&s, catalog, &namespace),
         before,

@@ -641,18 +641,7 @@ fn a_lost_catalog_is_rebuilt_from_the_warehouse() {
     std::fs::remove_file(&catalog).unwrap();
     let rebuilt = s.path_str("rebuilt/catalog.db");
     std::fs::create_dir_all(s.path("rebuilt")).unwrap();
-    let r = s
-        .run(&[
-            "catalog",
-            "rebuild",
-            "--catalog",
-            &rebuilt,
-            "--warehouse",
-            &warehouse,
-            "--json",
-        ])
-        .ok()
-        .json();
+    let r = s.rebuild(&rebuilt, &warehouse, &["--json"]).ok().json();
     assert_eq!(r["totals"]["registered"], 1, "{r}");
     assert_eq!(r["tables"][0]["table"], "shop.orders");
     // The rebuilt pointer is the true head: the applier finds every position applied.

@@ -46,22 +46,11 @@ fn apply_and_fault_delete_in_a_seaweedfs_warehouse() {
     let root = format!("s3://tidemark/apply-sw-{}", std::process::id());
     let (journal, warehouse) = (format!("{root}/journal"), format!("{root}/warehouse"));
     let catalog = applied(&s, &journal, Some(&warehouse), 500).catalog;
-    let f = s
-        .run(&[
-            "fault",
-            "delete",
-            "--catalog",
-            &catalog,
-            "--warehouse",
-            &warehouse,
-            "--table",
-            "shop.orders",
-            "--where",
-            "is_deleted",
-            "--json",
-        ])
-        .ok()
-        .json();
+    let f = Story::new(&s)
+        .catalog(&catalog)
+        .warehouse(&warehouse)
+        .table("shop.orders")
+        .bad_delete_json("is_deleted");
     assert_eq!(f["format_version"], 1);
 }
 
@@ -102,17 +91,7 @@ fn a_rest_table_bucket_is_rebuilt_and_followed_directly() {
 
     let rebuilt = s.path_str("rebuilt.db");
     let r = s
-        .run(&[
-            "catalog",
-            "rebuild",
-            "--catalog",
-            &rebuilt,
-            "--warehouse",
-            &warehouse,
-            "--namespace",
-            &namespace,
-            "--json",
-        ])
+        .rebuild(&rebuilt, &warehouse, &["--namespace", &namespace, "--json"])
         .ok()
         .json();
     assert_eq!(r["tables"][0]["status"], "registered", "{r}");

@@ -25,18 +25,11 @@ use tidemark_recovery::ids::RandomIds;
 use tidemark_recovery::table;
 
 fn run_case(rows: u64, batch: u64, mode: MergeMode) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tidemark_recovery::benchdata::runtime();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let spec = CompiledSpec::orders();
-        let cfg = CatalogConfig {
-            uri: dir.path().join("catalog.db").display().to_string(),
-            warehouse: dir.path().join("warehouse").display().to_string(),
-            name: "bench".into(),
-        };
+        let cfg = CatalogConfig::in_folder(dir.path(), "bench");
         let handle = open_catalog(&cfg).await.unwrap();
         let mut t = table::create_or_load_table(&handle, "bench.orders", &spec).await.unwrap();
         // Seed: `rows` orders at version 1, in sorted files of 100,000 rows.

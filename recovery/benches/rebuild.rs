@@ -26,10 +26,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
     let tables: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(1_000);
     let s3 = args.get(1).filter(|a| a.starts_with("s3://")).cloned();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tidemark_recovery::benchdata::runtime();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         // The template: 5 commits, then a commit based on version 3 that loses its race.

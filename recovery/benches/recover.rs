@@ -41,20 +41,13 @@ fn main() {
         .unwrap();
     #[cfg(not(feature = "ballista-engine"))]
     let engine = "local";
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tidemark_recovery::benchdata::runtime();
     let dir = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let jdir = dir.path().join("journal");
         std::fs::create_dir_all(&jdir).unwrap();
         let journal = Journal::init(Arc::new(LocalStore::open(&jdir).unwrap()), orders_spec(), "bench".into(), &SystemClock).await.unwrap();
-        let cfg = CatalogConfig {
-            uri: dir.path().join("catalog.db").display().to_string(),
-            warehouse: dir.path().join("warehouse").display().to_string(),
-            name: "bench".into(),
-        };
+        let cfg = CatalogConfig::in_folder(dir.path(), "bench");
         let handle = open_catalog(&cfg).await.unwrap();
         // The source snapshot: `rows` orders at version 1, holding journal position 0.
         let t0 = Instant::now();

@@ -50,7 +50,7 @@ use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
-use tidemark_recovery::benchdata::peak_rss_mb;
+use tidemark_recovery::benchdata::{peak_rss_mb, runtime};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::recover::RecoverOptions;
@@ -91,13 +91,6 @@ fn main() {
         return;
     }
     orchestrate(&args);
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 fn opt<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
@@ -396,13 +389,7 @@ fn orchestrate(args: &[String]) {
 // ---- steps (each in its own process) ----
 
 async fn open(dir: &Path) -> CatalogHandle {
-    open_catalog(&CatalogConfig {
-        uri: dir.join("catalog.db").display().to_string(),
-        warehouse: dir.join("warehouse").display().to_string(),
-        name: "bench".into(),
-    })
-    .await
-    .unwrap()
+    open_catalog(&CatalogConfig::in_folder(dir, "bench")).await.unwrap()
 }
 
 async fn journal(dir: &Path) -> Journal {

@@ -83,6 +83,14 @@ pub async fn commit_orders(
     commit_overwrite(handle, table, &[], files, summary, stamp).await
 }
 
+/// The multi-threaded Tokio runtime a benchmark runs its steps on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("start the Tokio runtime")
+}
+
 /// Peak resident memory of this process so far (VmHWM), in MB.
 pub fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

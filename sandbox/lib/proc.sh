@@ -57,3 +57,17 @@ wait_ready() {
 http_answers() {
     curl -s -o /dev/null "$1"
 }
+
+# launcher_main ARGS...: a launcher's command line, `start [PORT] | stop`, calling the launcher's
+# own `start` and `stop` functions; anything else prints the usage (with `port` naming the start
+# argument: PORT unless the launcher sets LAUNCHER_PORT_ARG) and exits 2.
+launcher_main() {
+    case "${1:-}" in
+        start) shift; start "$@" ;;
+        stop) stop ;;
+        *)
+            echo "usage: $0 start [${LAUNCHER_PORT_ARG:-PORT}] | stop" >&2
+            exit 2
+            ;;
+    esac
+}

@@ -174,18 +174,7 @@ fn catalog_rebuild_through_10_percent_faults() {
     let rebuild = |env: &[(&str, &str)], rel: &str| {
         let dr = s.path_str(rel);
         let r = s
-            .run_with(
-                env,
-                &[
-                    "catalog",
-                    "rebuild",
-                    "--catalog",
-                    &dr,
-                    "--warehouse",
-                    &warehouse,
-                    "--json",
-                ],
-            )
+            .run_with(env, &Scratch::rebuild_args(&dr, &warehouse, &["--json"]))
             .ok()
             .json();
         (dr, r)
@@ -221,32 +210,10 @@ fn replica_follow_and_failover_through_10_percent_faults() {
     let replica = unique("follow-replica");
     s.run(&["replica", "copy", "--from", &warehouse, "--to", &replica]).ok();
     let map = format!("{warehouse}={replica}");
-    // What `follow` and `failover` share: the replica, the DR catalog, the map, the state.
-    let target = |catalog: &str, state: &str| -> Vec<String> {
-        let (dr, st) = (s.path_str(catalog), state.to_string());
-        [
-            "--warehouse",
-            &replica,
-            "--catalog",
-            &dr,
-            "--prefix-map",
-            &map,
-            "--state",
-            &st,
-        ]
-        .map(String::from)
-        .to_vec()
-    };
     let follow = |env: &[(&str, &str)], catalog: &str, state: &str| {
-        let st = unique(state);
-        let target = target(catalog, &st);
-        let target: Vec<&str> = target.iter().map(String::as_str).collect();
-        let args = [
-            &["replica", "follow"][..],
-            &target,
-            &["--holder", "f-1", "--once", "--json"],
-        ]
-        .concat();
+        let (st, dr) = (unique(state), s.path_str(catalog));
+        let target = [replica.as_str(), &dr, &map, &st];
+        let args = Scratch::replica_args("follow", target, &["--holder", "f-1", "--once", "--json"]);
         let t = s.run_with(env, &args).ok().json()["tables"][0].clone();
         (
             catalog.to_string(),
@@ -262,14 +229,12 @@ fn replica_follow_and_failover_through_10_percent_faults() {
 
     let route = unique("follow-route");
     flip(&s, &route, &primary, "shop.orders", 60, &["--warehouse", &warehouse]);
-    let target = target(&dr, &state);
-    let target: Vec<&str> = target.iter().map(String::as_str).collect();
-    let failover = [
-        &["replica", "failover"][..],
-        &target,
+    let dr = s.path_str(&dr);
+    let failover = Scratch::replica_args(
+        "failover",
+        [&replica, &dr, &map, &state],
         &["--route", &route, "--failover-id", "fo-faults", "--json"],
-    ]
-    .concat();
+    );
     let p = s.run_with(&proxy.env(), &failover).ok().json();
     assert_eq!(p["routes"][0]["to_generation"], 2, "{p}");
     assert_eq!(p["tables"][0]["positions_behind"], 0, "{p}");

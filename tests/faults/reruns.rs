@@ -55,27 +55,17 @@ fn a_failover_stopped_after_its_flip_does_not_flip_again() {
         .ok();
     let (dr, state) = (s.path_str("dr.db"), s.path_str("state"));
     let map = format!("file://{primary_wh}=file://{replica}");
-    let target = [
-        "--warehouse",
-        &replica,
-        "--catalog",
-        &dr,
-        "--prefix-map",
-        &map,
-        "--state",
-        &state,
-    ];
-    s.run(&[&["replica", "follow", "--once", "--holder", "f-crash"][..], &target].concat())
+    let target = [replica.as_str(), &dr, &map, &state];
+    s.follow(&replica, &dr, &map, &state, &["--once", "--holder", "f-crash"])
         .ok();
     let route = s.path_str("route");
     std::fs::create_dir_all(&route).unwrap();
     flip(&s, &route, &primary, "shop.orders", 30, &[]);
-    let failover = [
-        &["replica", "failover"][..],
-        &target,
+    let failover = Scratch::replica_args(
+        "failover",
+        target,
         &["--route", &route, "--failover-id", "fo-crash", "--json"],
-    ]
-    .concat();
+    );
     let crashed = s.run_with(&[("TIDEMARK_FAILPOINT", "failover:after-flip")], &failover);
     assert_eq!(crashed.code, 86, "{}", crashed.stderr);
     assert_eq!(generation(&s, &route).0, 2);

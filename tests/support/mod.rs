@@ -232,6 +232,17 @@ impl Scratch {
         self.run(&args)
     }
 
+    /// `catalog rebuild --catalog C --warehouse W EXTRA…` (`--namespace`, `--json`), unchecked.
+    pub fn rebuild(&self, catalog: &str, warehouse: &str, extra: &[&str]) -> Run {
+        self.run(&Self::rebuild_args(catalog, warehouse, extra))
+    }
+
+    /// The arguments [`Scratch::rebuild`] passes.
+    pub fn rebuild_args<'a>(catalog: &'a str, warehouse: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let args = ["catalog", "rebuild", "--catalog", catalog, "--warehouse", warehouse];
+        [&args[..], extra].concat()
+    }
+
     /// `history record --catalog C EXTRA…` (`--out`, `--warehouse`, `--namespace`, …), unchecked.
     pub fn record_history(&self, catalog: &str, extra: &[&str]) -> Run {
         self.run(&[&["history", "record", "--catalog", catalog], extra].concat())
@@ -252,7 +263,18 @@ impl Scratch {
     }
 
     /// `replica VERB --warehouse W --catalog C --prefix-map M --state S EXTRA…`, unchecked.
-    fn replica(&self, verb: &str, [warehouse, catalog, map, state]: [&str; 4], extra: &[&str]) -> Run {
+    fn replica(&self, verb: &str, target: [&str; 4], extra: &[&str]) -> Run {
+        self.run(&Self::replica_args(verb, target, extra))
+    }
+
+    /// The arguments of `replica VERB` (`follow`, `failover`) for the replica `warehouse`
+    /// followed into `catalog` with `map` and the follower state `state`, then EXTRA…: for a
+    /// caller that runs them otherwise (`run_with`, a `Command` it keeps).
+    pub fn replica_args<'a>(
+        verb: &'a str,
+        [warehouse, catalog, map, state]: [&'a str; 4],
+        extra: &[&'a str],
+    ) -> Vec<&'a str> {
         let args = [
             "replica",
             verb,
@@ -265,7 +287,7 @@ impl Scratch {
             "--state",
             state,
         ];
-        self.run(&[&args[..], extra].concat())
+        [&args[..], extra].concat()
     }
 
     /// A reader's `query --route R --format FORMAT SQL`, unchecked.

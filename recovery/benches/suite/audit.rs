@@ -77,11 +77,9 @@ pub fn orchestrate(
 /// removed against its parent (what a diff of that commit has to read).
 pub async fn touched_step(dir: &Path) -> Value {
     use tidemark_recovery::table::files::snapshot_files;
-    let handle = tidemark_recovery::catalog::open_catalog(&tidemark_recovery::catalog::CatalogConfig {
-        uri: dir.join("catalog.db").display().to_string(),
-        warehouse: dir.join("warehouse").display().to_string(),
-        name: "tidemark".into(),
-    })
+    let handle = tidemark_recovery::catalog::open_catalog(&tidemark_recovery::catalog::CatalogConfig::in_folder(
+        dir, "tidemark",
+    ))
     .await
     .unwrap();
     let t = tidemark_recovery::table::load_table(&handle, super::TABLE)

@@ -74,11 +74,9 @@ pub async fn gen_step(dir: &Path, rows: u64, events: u64) -> Value {
     }
     let journal_s = t.elapsed().as_secs_f64();
     // The catalog as the `tidemark` binary names a SQLite file's catalog.
-    let handle = tidemark_recovery::catalog::open_catalog(&tidemark_recovery::catalog::CatalogConfig {
-        uri: dir.join("catalog.db").display().to_string(),
-        warehouse: dir.join("warehouse").display().to_string(),
-        name: "tidemark".into(),
-    })
+    let handle = tidemark_recovery::catalog::open_catalog(&tidemark_recovery::catalog::CatalogConfig::in_folder(
+        dir, "tidemark",
+    ))
     .await
     .unwrap();
     let t = Instant::now();

@@ -12,7 +12,7 @@ use tidemark_journal::generate;
 
 use crate::apply::compact::{CompactOptions, compact};
 use crate::apply::mor::MergeMode;
-use crate::apply::tests::{apply_seeded, clock, journal_in, reference_of, table_rows};
+use crate::apply::tests::{apply_seeded, clock, generated_site, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, apply};
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
@@ -47,9 +47,7 @@ fn summary(t: &Table) -> HashMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_on_read_equals_the_reference_and_removes_no_data_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(3, 40, 1, 300), 50).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(3, 40, 300, 50).await;
     let ids = SeededIds::new(1);
     let first = ApplyOptions {
         until: Some(120),
@@ -95,9 +93,7 @@ async fn merge_on_read_equals_the_reference_and_removes_no_data_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_table_property_chooses_merge_on_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 20, 1, 100), 25).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(5, 20, 100, 25).await;
     let t = table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
     let props = HashMap::from([(PROP_MERGE_MODE.to_string(), "merge-on-read".to_string())]);
     commit_properties(&handle, &t, props).await.unwrap();
@@ -126,9 +122,7 @@ async fn the_table_property_chooses_merge_on_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_merge_on_read_appliers_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(9, 25, 1, 150), 30).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(9, 25, 150, 30).await;
     table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
     let (ids_a, ids_b) = (SeededIds::new(10), SeededIds::new(11));
     let (ca, cb) = (clock(), clock());
@@ -220,9 +214,7 @@ async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_drops_every_delete_file_and_changes_no_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(4, 30, 1, 240), 40).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(4, 30, 240, 40).await;
     let ids = SeededIds::new(1);
     apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
         .await
@@ -269,9 +261,7 @@ async fn compaction_drops_every_delete_file_and_changes_no_row() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_applier_compacts_at_its_threshold() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(7, 30, 1, 240), 40).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(7, 30, 240, 40).await;
     let opts = ApplyOptions {
         compact_at: Some(0.05),
         ..mor()
@@ -293,9 +283,7 @@ async fn the_applier_compacts_at_its_threshold() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_from_a_merge_on_read_snapshot_validates() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(8, 30, 1, 200), 40).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(8, 30, 200, 40).await;
     let first = ApplyOptions {
         until: Some(160),
         ..mor()
@@ -320,9 +308,7 @@ async fn recovery_from_a_merge_on_read_snapshot_validates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_between_a_merge_on_read_commit_and_its_checkpoint_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(5, 30, 1, 200), 40).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(5, 30, 200, 40).await;
     let crash = ApplyOptions {
         failpoint: Some("after-commit:2".into()),
         ..mor()

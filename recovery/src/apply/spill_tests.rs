@@ -8,17 +8,15 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
 use tidemark_journal::Journal;
-use tidemark_journal::generate;
 use tidemark_journal::spec::POSITION_COLUMN;
 
 use crate::apply::spill::{EventSpill, SpilledEvents};
-use crate::apply::tests::{clock, journal_in, reference_of, table_rows};
+use crate::apply::tests::{clock, generated_site, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, MERGE_CHUNK_ROWS, UnitEvents, apply, merge_and_commit, read_events};
 use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::merge::MergeStats;
 use crate::table::read::{chunk_of, key_bounds};
-use crate::table::test_support::catalog_in;
 use crate::table::{self, live_data_files};
 
 /// Events of the first apply (the table's state), then of the merge under test.
@@ -144,9 +142,7 @@ async fn in_memory_and_spilled(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spilled_merge_under_a_tiny_budget_equals_the_in_memory_merge_and_the_reference() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(11, 600, 1, EVENTS), 250).await;
-    let handle = catalog_in(dir.path()).await;
+    let (dir, j, handle) = generated_site(11, 600, EVENTS, 250).await;
     let in_memory = base_table(&j, &handle, "shop.in_memory", 1).await;
     let spilled = base_table(&j, &handle, "shop.spilled", 1).await;
     let events = range_events(&j).await;
@@ -189,9 +185,7 @@ async fn a_spilled_merge_under_a_tiny_budget_equals_the_in_memory_merge_and_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_in_spilled_events_stops_the_merge_with_nothing_committed() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(12, 600, 1, EVENTS), 250).await;
-    let handle = catalog_in(dir.path()).await;
+    let (dir, j, handle) = generated_site(12, 600, EVENTS, 250).await;
     let t = base_table(&j, &handle, "shop.orders", 2).await;
     let before = t.metadata().current_snapshot_id();
     let mut events = range_events(&j).await;
@@ -269,9 +263,7 @@ pub(crate) fn other_status(b: &RecordBatch) -> &'static str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_of_a_rewritten_file_in_ranges_that_did_not_rewrite_it_are_carried_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(13, 600, 1, EVENTS), 250).await;
-    let handle = catalog_in(dir.path()).await;
+    let (dir, j, handle) = generated_site(13, 600, EVENTS, 250).await;
     let in_memory = base_table(&j, &handle, "shop.in_memory", 3).await;
     let spilled = base_table(&j, &handle, "shop.spilled", 3).await;
     // Updates of the lower half of the keys; the upper half gets only old versions delivered

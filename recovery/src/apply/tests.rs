@@ -57,6 +57,25 @@ pub(crate) async fn journal_in(dir: &std::path::Path, text: &str, batch: usize) 
     j
 }
 
+/// A scratch folder with a journal of `generate::ndjson(seed, orders, 1, events)` in batches of
+/// `batch` (in `journal/`) and an empty SQLite catalog beside it.
+pub(crate) async fn generated_site(
+    seed: u64,
+    orders: u64,
+    events: u64,
+    batch: usize,
+) -> (tempfile::TempDir, Journal, CatalogHandle) {
+    let dir = tempfile::tempdir().unwrap();
+    let j = journal_in(
+        &dir.path().join("journal"),
+        &generate::ndjson(seed, orders, 1, events),
+        batch,
+    )
+    .await;
+    let handle = catalog_in(dir.path()).await;
+    (dir, j, handle)
+}
+
 /// Every row of the table's current snapshot, by key; panics on a duplicate key.
 pub(crate) async fn table_rows(handle: &CatalogHandle, name: &str) -> BTreeMap<Cell, RefRow> {
     let t = table::load_table(handle, name).await.unwrap();
@@ -137,9 +156,7 @@ pub(crate) async fn reference_of(j: &Journal) -> RefState {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn applied_table_equals_the_reference_and_checkpoints_follow() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(3, 40, 1, 300), 50).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(3, 40, 300, 50).await;
     let ids = SeededIds::new(1);
     let r = apply(
         &j,
@@ -306,9 +323,7 @@ async fn a_conflicting_payload_commits_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_appliers_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal"), &generate::ndjson(9, 25, 1, 150), 30).await;
-    let handle = catalog_in(dir.path()).await;
+    let (_dir, j, handle) = generated_site(9, 25, 150, 30).await;
     table::create_or_load_table(&handle, "shop.orders", &j.spec)
         .await
         .unwrap();

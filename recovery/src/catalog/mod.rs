@@ -73,6 +73,18 @@ pub struct CatalogConfig {
     pub name: String,
 }
 
+impl CatalogConfig {
+    /// A SQLite catalog `dir/catalog.db` named `name`, its warehouse the folder `dir/warehouse`
+    /// (the embedded default's layout).
+    pub fn in_folder(dir: &std::path::Path, name: &str) -> CatalogConfig {
+        CatalogConfig {
+            uri: dir.join("catalog.db").display().to_string(),
+            warehouse: dir.join("warehouse").display().to_string(),
+            name: name.into(),
+        }
+    }
+}
+
 /// An open catalog. Cheap to clone.
 #[derive(Clone)]
 pub struct CatalogHandle {

@@ -11,8 +11,8 @@ use super::error::RecoverError;
 use super::options::RecoverOptions;
 use super::report::{RecoveryReport, StepTiming};
 use super::steps::{
-    Results, StepLog, audit_and_choose, journal_reference_step, report, resumed_boundary, spill_dir_for, validate_step,
-    validation_detail,
+    Results, StepLog, audit_and_choose, journal_reference_step, replay_detail, report, resumed_boundary, spill_dir_for,
+    validate_step, validation_detail,
 };
 use super::{audited, replay, seed, validate};
 use crate::catalog::CatalogHandle;
@@ -113,13 +113,7 @@ pub async fn recover(
     log.done(
         "replay",
         t,
-        format!(
-            "positions {}..={h}: {} events, {} inserted, {} updated{spilled}",
-            snap.position + 1,
-            replay_stats.events,
-            replay_stats.inserted,
-            replay_stats.updated
-        ),
+        replay_detail(snap.position + 1, h, None, &replay_stats, &spilled),
     );
 
     let t = Instant::now();

@@ -49,6 +49,18 @@ pub(crate) async fn audit_and_choose(
     Ok((snap, audit, verdict))
 }
 
+/// The "replay" step's detail (both engines): positions `first..=h`, on `engine` when named,
+/// the merge's counts, then `note`.
+pub(crate) fn replay_detail(first: u64, h: u64, engine: Option<&str>, stats: &MergeStats, note: &str) -> String {
+    format!(
+        "positions {first}..={h}{}: {} events, {} inserted, {} updated{note}",
+        engine.map(|e| format!(" on {e}")).unwrap_or_default(),
+        stats.events,
+        stats.inserted,
+        stats.updated
+    )
+}
+
 /// The boundary H (both engines) and the journal verified up to it, once for the whole recovery
 /// ([`replay::verify_range`]): `to`, or else the end of the journal's verified range when the job
 /// starts; refused when it lies before the snapshot's position. A resumed recovery (its table

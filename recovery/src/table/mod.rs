@@ -285,11 +285,7 @@ pub(crate) mod test_support {
 
     /// A SQLite catalog and a local warehouse in `dir`.
     pub async fn catalog_in(dir: &std::path::Path) -> CatalogHandle {
-        let cfg = CatalogConfig {
-            uri: dir.join("catalog.db").display().to_string(),
-            warehouse: dir.join("warehouse").display().to_string(),
-            name: "tidemark".into(),
-        };
+        let cfg = CatalogConfig::in_folder(dir, "tidemark");
         open_catalog_with_props(&cfg, HashMap::new())
             .await
             .expect("open the test catalog")

@@ -113,18 +113,9 @@ pub async fn recover(
         }
     };
     tidemark_journal::failpoint::hit("recover:after-replay");
-    log.done(
-        "replay",
-        t,
-        format!(
-            "positions {}..={h} on {engine}: {} events, {} inserted, {} updated{}",
-            snap.position + 1,
-            stats.events,
-            stats.inserted,
-            stats.updated,
-            if resumed { " (already committed)" } else { "" }
-        ),
-    );
+    let note = if resumed { " (already committed)" } else { "" };
+    let detail = crate::recover::steps::replay_detail(snap.position + 1, h, Some(&engine.to_string()), &stats, note);
+    log.done("replay", t, detail);
 
     let t = Instant::now();
     // Every key was checked on the cluster before the commit (`distributed_check`); the
