@@ -322,6 +322,20 @@ async fn a_conflict_in_the_second_of_two_concurrent_chunks_commits_nothing() {
 }
 
 /// Every file under the table's location (its data and metadata folders).
+/// `err` is the merge's conflict itself, and the merge left no file under `t`'s location beside
+/// the files `before` (a listing of [`files_at`]); `what` names the case.
+fn assert_a_clean_conflict(err: &ApplyError, t: &iceberg::table::Table, before: &BTreeSet<PathBuf>, what: &str) {
+    assert!(
+        matches!(err, ApplyError::Merge(m) if m.is_conflict()),
+        "{what}: the conflict itself: {err}"
+    );
+    assert_eq!(
+        files_at(t).difference(before).collect::<Vec<_>>(),
+        Vec::<&PathBuf>::new(),
+        "{what}: files left under the table's location"
+    );
+}
+
 fn files_at(t: &iceberg::table::Table) -> BTreeSet<PathBuf> {
     let loc = t.metadata().location();
     let root = loc
@@ -369,15 +383,7 @@ async fn a_conflict_in_a_later_chunk_leaves_no_file_behind() {
         )
         .await
         .unwrap_err();
-        assert!(
-            matches!(&err, ApplyError::Merge(m) if m.is_conflict()),
-            "limit {limit}: the conflict itself: {err}"
-        );
-        assert_eq!(
-            files_at(&t).difference(&before).collect::<Vec<_>>(),
-            Vec::<&PathBuf>::new(),
-            "limit {limit}: files left under the table's location"
-        );
+        assert_a_clean_conflict(&err, &t, &before, &format!("limit {limit}"));
     }
     // The replay's spilled merge: ranges of about 100 events, a conflict in the last one.
     let g = journal_in(&dir.path().join("gen"), &generate::ndjson(14, 600, 1, EVENTS), 250).await;
@@ -401,15 +407,7 @@ async fn a_conflict_in_a_later_chunk_leaves_no_file_behind() {
         )
         .await
         .unwrap_err();
-        assert!(
-            matches!(&err, ApplyError::Merge(m) if m.is_conflict()),
-            "spilled, limit {limit}: the conflict itself: {err}"
-        );
-        assert_eq!(
-            files_at(&t).difference(&before).collect::<Vec<_>>(),
-            Vec::<&PathBuf>::new(),
-            "spilled, limit {limit}: files left under the table's location"
-        );
+        assert_a_clean_conflict(&err, &t, &before, &format!("spilled, limit {limit}"));
     }
 }
 

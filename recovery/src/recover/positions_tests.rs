@@ -152,6 +152,48 @@ pub(super) fn recover_opts(
     }
 }
 
+/// A journal in `dir/journal` of `lines(seed, orders, n)` appended in `chunks`, and a catalog in
+/// `dir` whose `shop.orders` the applier took to `until`, then to the end: the lines, the
+/// journal, the catalog and the table.
+pub(super) async fn applied_in_two(
+    dir: &std::path::Path,
+    (seed, orders, n): (u64, u64, u64),
+    chunks: &[(usize, usize)],
+    until: u64,
+) -> (Vec<String>, Journal, CatalogHandle, iceberg::table::Table) {
+    let text = lines(seed, orders, n);
+    let j = journal_of(&dir.join("journal"), &text, chunks).await;
+    let handle = catalog_in(dir).await;
+    apply_until(&j, &handle, "shop.orders", Some(until), MergeMode::CopyOnWrite, 1).await;
+    apply_until(&j, &handle, "shop.orders", None, MergeMode::CopyOnWrite, 2).await;
+    let t = table::load_table(&handle, "shop.orders").await.unwrap();
+    (text, j, handle, t)
+}
+
+/// [`recover_opts`] from `t`'s newest checkpoint at or before `at_or_before`.
+pub(super) fn from_checkpoint(
+    id: &str,
+    t: &iceberg::table::Table,
+    at_or_before: Option<u64>,
+    to: Option<u64>,
+    into: &str,
+) -> RecoverOptions {
+    recover_opts(id, source_of(t), SnapshotChoice::Checkpoint { at_or_before }, to, into)
+}
+
+/// `recover` with `opts` (ids seeded `seed`), which must succeed: its report.
+pub(super) async fn recovered(
+    j: &Journal,
+    handle: &CatalogHandle,
+    opts: &RecoverOptions,
+    seed: u64,
+) -> crate::recover::RecoveryReport {
+    recover(j, handle, opts, &clock(), &SeededIds::new(seed), &mut |_| {})
+        .await
+        .unwrap()
+        .0
+}
+
 /// Case 2: `apply --until` inside a batch, then a plain apply, reads the rest of that batch; a
 /// second `--until` inside the same batch applies just the positions between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,24 +225,9 @@ async fn apply_until_inside_a_batch_then_resume_reads_the_rest_of_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_and_the_next_writer_resume_inside_a_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let text = lines(8, 90, 2000);
-    let j = journal_of(&dir.path().join("journal"), &text, &[(2000, 400)]).await;
-    let handle = catalog_in(dir.path()).await;
-    apply_until(&j, &handle, "shop.orders", Some(1000), MergeMode::CopyOnWrite, 1).await;
-    apply_until(&j, &handle, "shop.orders", None, MergeMode::CopyOnWrite, 2).await;
-    let t = table::load_table(&handle, "shop.orders").await.unwrap();
-    let opts = recover_opts(
-        "r1",
-        source_of(&t),
-        SnapshotChoice::Checkpoint {
-            at_or_before: Some(1000),
-        },
-        Some(1500),
-        "shop.rec",
-    );
-    let (report, _) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(3), &mut |_| {})
-        .await
-        .unwrap();
+    let (text, j, handle, t) = applied_in_two(dir.path(), (8, 90, 2000), &[(2000, 400)], 1000).await;
+    let opts = from_checkpoint("r1", &t, Some(1000), Some(1500), "shop.rec");
+    let report = recovered(&j, &handle, &opts, 3).await;
     assert_eq!((report.snapshot_position, report.h), (1000, 1500));
     assert!(report.validation.ok, "{:?}", report.validation);
     assert_eq!(report.replay.events, 500);
@@ -234,13 +261,7 @@ async fn the_validation_catches_a_replay_that_skipped_a_batch_tail() {
     let t = table::load_table(&handle, "shop.orders").await.unwrap();
     // The replay leaves out positions 751..=900, the tail of the batch 601..=900.
     *crate::recover::replay::SKIP_FOR_TEST.lock().unwrap() = Some(("j-skip-tail".into(), 750, 900));
-    let opts = recover_opts(
-        "r-skip",
-        source_of(&t),
-        SnapshotChoice::Checkpoint { at_or_before: None },
-        Some(1200),
-        "shop.rec",
-    );
+    let opts = from_checkpoint("r-skip", &t, None, Some(1200), "shop.rec");
     let got = recover(&j, &handle, &opts, &clock(), &SeededIds::new(3), &mut |_| {}).await;
     *crate::recover::replay::SKIP_FOR_TEST.lock().unwrap() = None;
     let (report, _) = got.unwrap();
@@ -254,24 +275,9 @@ async fn the_validation_catches_a_replay_that_skipped_a_batch_tail() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_recovery_with_another_choice_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let text = lines(10, 60, 900);
-    let j = journal_of(&dir.path().join("journal"), &text, &[(900, 100)]).await;
-    let handle = catalog_in(dir.path()).await;
-    apply_until(&j, &handle, "shop.orders", Some(400), MergeMode::CopyOnWrite, 1).await;
-    apply_until(&j, &handle, "shop.orders", None, MergeMode::CopyOnWrite, 2).await;
-    let t = table::load_table(&handle, "shop.orders").await.unwrap();
-    let first = recover_opts(
-        "r-same",
-        source_of(&t),
-        SnapshotChoice::Checkpoint {
-            at_or_before: Some(400),
-        },
-        Some(900),
-        "shop.rec",
-    );
-    let (report, _) = recover(&j, &handle, &first, &clock(), &SeededIds::new(3), &mut |_| {})
-        .await
-        .unwrap();
+    let (_, j, handle, t) = applied_in_two(dir.path(), (10, 60, 900), &[(900, 100)], 400).await;
+    let first = from_checkpoint("r-same", &t, Some(400), Some(900), "shop.rec");
+    let report = recovered(&j, &handle, &first, 3).await;
     assert_eq!(report.snapshot_position, 400);
     let before = table::load_table(&handle, "shop.rec").await.unwrap();
     let other = RecoverOptions {
@@ -306,9 +312,7 @@ async fn a_resumed_recovery_with_another_choice_is_refused() {
     );
     // The same choice resumes; so does one without --to (it keeps the H it replayed to).
     let again = RecoverOptions { to: None, ..first };
-    let (report, _) = recover(&j, &handle, &again, &clock(), &SeededIds::new(6), &mut |_| {})
-        .await
-        .unwrap();
+    let report = recovered(&j, &handle, &again, 6).await;
     assert!(report.seed_resumed && report.replay_resumed && report.validation.ok);
     assert_eq!(report.h, 900);
 }
@@ -366,16 +370,8 @@ async fn any_position_is_a_boundary_randomized_against_an_independent_fold() {
             let h = rng.between(c, n);
             let t = table::load_table(&handle, "shop.orders").await.unwrap();
             let into = format!("shop.rec{round}");
-            let opts = recover_opts(
-                &format!("r{seed}-{round}"),
-                source_of(&t),
-                SnapshotChoice::Checkpoint { at_or_before: Some(c) },
-                Some(h),
-                &into,
-            );
-            let (report, _) = recover(&j, &handle, &opts, &clock(), &SeededIds::new(seed + round), &mut |_| {})
-                .await
-                .unwrap();
+            let opts = from_checkpoint(&format!("r{seed}-{round}"), &t, Some(c), Some(h), &into);
+            let report = recovered(&j, &handle, &opts, seed + round).await;
             let what = ctx(&format!("recover --at-or-before {c} --to {h}"));
             assert_eq!(report.snapshot_position, c, "{what}");
             assert!(report.validation.ok, "{what}: {:?}", report.validation);
@@ -396,16 +392,7 @@ async fn any_position_is_a_boundary_randomized_against_an_independent_fold() {
                 Some(h3),
                 &into2,
             );
-            let (report, _) = recover(
-                &j,
-                &handle,
-                &opts,
-                &clock(),
-                &SeededIds::new(seed + 50 + round),
-                &mut |_| {},
-            )
-            .await
-            .unwrap();
+            let report = recovered(&j, &handle, &opts, seed + 50 + round).await;
             let what = ctx(&format!("second recovery from {h2} to {h3}"));
             assert_eq!(report.snapshot_position, h2, "{what}");
             assert!(report.validation.ok, "{what}: {:?}", report.validation);

@@ -13,14 +13,7 @@ use tidemark_journal::Journal;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::store::tap::{GetCounts, Tapped};
 
-use super::positions_tests::{apply_until, journal_of, lines, recover_opts, source_of};
-use crate::apply::tests::clock;
-use crate::ids::SeededIds;
-use crate::recover::recover;
-use crate::recover::snapshot::SnapshotChoice;
-use crate::table::mor::MergeMode;
-use crate::table::test_support::catalog_in;
-use crate::table::{self};
+use super::positions_tests::{applied_in_two, from_checkpoint, recovered};
 
 /// The batch sequence of an `events/` or `manifests/` key (`events/00000000000000000007-….parquet`).
 fn sequence(key: &str) -> u64 {
@@ -32,12 +25,7 @@ fn sequence(key: &str) -> u64 {
 async fn one_recovery_reads_each_journal_object_a_counted_number_of_times() {
     let dir = tempfile::tempdir().unwrap();
     // 1,000 events in ten batches of 100; the snapshot holds batches 1–5 (position 500).
-    let text = lines(9, 60, 1000);
-    let j = journal_of(&dir.path().join("journal"), &text, &[(1000, 100)]).await;
-    let handle = catalog_in(dir.path()).await;
-    apply_until(&j, &handle, "shop.orders", Some(500), MergeMode::CopyOnWrite, 1).await;
-    apply_until(&j, &handle, "shop.orders", None, MergeMode::CopyOnWrite, 2).await;
-    let t = table::load_table(&handle, "shop.orders").await.unwrap();
+    let (_, _, handle, t) = applied_in_two(dir.path(), (9, 60, 1000), &[(1000, 100)], 500).await;
 
     let counting = Arc::new(Tapped::new(
         Arc::new(LocalStore::open(dir.path().join("journal")).unwrap()),
@@ -45,18 +33,8 @@ async fn one_recovery_reads_each_journal_object_a_counted_number_of_times() {
     ));
     let journal = Journal::open(counting.clone()).await.unwrap();
     counting.tap().clear();
-    let opts = recover_opts(
-        "r-reads",
-        source_of(&t),
-        SnapshotChoice::Checkpoint {
-            at_or_before: Some(500),
-        },
-        None,
-        "shop.rec",
-    );
-    let (report, _) = recover(&journal, &handle, &opts, &clock(), &SeededIds::new(3), &mut |_| {})
-        .await
-        .unwrap();
+    let opts = from_checkpoint("r-reads", &t, Some(500), None, "shop.rec");
+    let report = recovered(&journal, &handle, &opts, 3).await;
     assert_eq!(
         (report.snapshot_position, report.h, report.replay.events),
         (500, 1000, 500)

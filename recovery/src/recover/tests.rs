@@ -203,6 +203,18 @@ impl Story {
         self.recover(target, opts, seed + 2).await.unwrap().0
     }
 
+    /// [`Story::recover`] of the source at `metadata` into `into` up to `to`, with [`Story::opts`].
+    pub(crate) async fn recover_to(
+        &self,
+        target: &CatalogHandle,
+        metadata: &str,
+        into: &str,
+        to: Option<u64>,
+        seed: u64,
+    ) -> Result<(crate::recover::RecoveryReport, iceberg::table::Table), RecoverError> {
+        self.recover(target, &self.opts(metadata, into, to), seed).await
+    }
+
     pub(crate) fn opts(&self, metadata: &str, into: &str, to: Option<u64>) -> RecoverOptions {
         RecoverOptions {
             to,
@@ -240,7 +252,7 @@ pub(crate) fn key(s: &str) -> Cell {
 async fn the_a_to_e_story_recovers_from_the_dr_replica() {
     let (s, meta, target) = story_with_target().await;
     let (report, table) = s
-        .recover(&target, &s.opts(&meta, "shop.orders_recovered", None), 4)
+        .recover_to(&target, &meta, "shop.orders_recovered", None, 4)
         .await
         .unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
@@ -266,7 +278,7 @@ async fn the_a_to_e_story_recovers_from_the_dr_replica() {
     assert_eq!(rows.len(), 22, "nothing the journal does not prove");
     // Resumable: the same recovery again redoes nothing and still validates.
     let (again, _) = s
-        .recover(&target, &s.opts(&meta, "shop.orders_recovered", None), 5)
+        .recover_to(&target, &meta, "shop.orders_recovered", None, 5)
         .await
         .unwrap();
     assert!(again.seed_resumed && again.replay_resumed && again.validation.ok);
@@ -306,7 +318,7 @@ fn parquet_files_under(dir: &Path, but: &str) -> Vec<Vec<u8>> {
 async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
     let (s, meta, target) = story_with_target().await;
     let (report, table) = s
-        .recover(&target, &s.opts(&meta, "shop.orders_copied", None), 4)
+        .recover_to(&target, &meta, "shop.orders_copied", None, 4)
         .await
         .unwrap();
     assert!(report.validation.ok, "{:?}", report.validation);
@@ -355,10 +367,7 @@ async fn the_seed_copies_the_snapshot_files_byte_for_byte() {
 async fn recovery_refuses_what_it_cannot_prove() {
     let (s, meta, target) = story_with_target().await;
     // H past the verified range.
-    let err = s
-        .recover(&target, &s.opts(&meta, "shop.r1", Some(27)), 7)
-        .await
-        .unwrap_err();
+    let err = s.recover_to(&target, &meta, "shop.r1", Some(27), 7).await.unwrap_err();
     assert!(matches!(err, RecoverError::BeyondVerified { h: 27, .. }), "{err}");
     assert!(err.to_string().contains("21..=26"), "{err}");
     // A data file of the trusted snapshot missing on the replica: named, nothing seeded.
@@ -383,10 +392,7 @@ async fn recovery_refuses_what_it_cannot_prove() {
     );
     let saved = std::fs::read(list_on_dr.trim_start_matches("file://")).unwrap();
     std::fs::remove_file(list_on_dr.trim_start_matches("file://")).unwrap();
-    let err = s
-        .recover(&target, &s.opts(&meta, "shop.r2", Some(26)), 71)
-        .await
-        .unwrap_err();
+    let err = s.recover_to(&target, &meta, "shop.r2", Some(26), 71).await.unwrap_err();
     assert!(matches!(err, RecoverError::MissingFile { .. }), "{err}");
     assert!(
         err.to_string().contains(list_on_dr.trim_start_matches("file://")),
@@ -397,10 +403,7 @@ async fn recovery_refuses_what_it_cannot_prove() {
     // that check would hold it).
     let conflicting = ev(27, "D", 1, "placed-differently", false, "2026-11-20T09:10:00Z");
     append_unchecked(&s.journal, &conflicting).await;
-    let err = s
-        .recover(&target, &s.opts(&meta, "shop.r3", Some(27)), 72)
-        .await
-        .unwrap_err();
+    let err = s.recover_to(&target, &meta, "shop.r3", Some(27), 72).await.unwrap_err();
     assert!(
         err.to_string().contains("key D version 1") && err.to_string().contains("positions 23 and 27"),
         "{err}"
@@ -415,10 +418,7 @@ async fn recovery_refuses_what_it_cannot_prove() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[60] ^= 1;
     std::fs::write(&path, bytes).unwrap();
-    let err = s
-        .recover(&target, &s.opts(&meta, "shop.r4", Some(26)), 73)
-        .await
-        .unwrap_err();
+    let err = s.recover_to(&target, &meta, "shop.r4", Some(26), 73).await.unwrap_err();
     assert!(
         matches!(err, RecoverError::ChainBroken { ref kind, .. } if kind == "checksum_mismatch"),
         "{err}"
@@ -843,7 +843,7 @@ async fn a_checkpoint_that_disagrees_with_its_snapshot_is_refused() {
         .await
         .unwrap();
     let err = s
-        .recover(&target, &s.opts(&meta, "shop.orders_lied", None), 20)
+        .recover_to(&target, &meta, "shop.orders_lied", None, 20)
         .await
         .unwrap_err();
     assert!(

@@ -7,8 +7,7 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_record_counts_the_rows_a_reader_sees() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     let t = table_with_deletes(&j, &handle).await;
     let rec = crate::dr::history::record(&handle, None).await.unwrap();
     let orders = rec.tables.iter().find(|x| x.table == TABLE).unwrap();
@@ -31,8 +30,7 @@ async fn delete_files(t: &Table) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spent_position_delete_without_path_bounds_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     let text: String = (1..=4).map(|i| ev(i, &format!("o-{i}"), 1)).collect();
     append_text(&j, &text).await;
     apply_all(&j, &handle, &SeededIds::new(1)).await;

@@ -74,6 +74,16 @@ async fn journal_in(dir: &std::path::Path) -> Journal {
         .unwrap()
 }
 
+/// A journal in `dir/journal` and a SQLite catalog in `dir`.
+async fn site(dir: &std::path::Path) -> (Journal, CatalogHandle) {
+    (journal_in(&dir.join("journal")).await, catalog_in(dir).await)
+}
+
+/// `(order_id, (order_version, journal_position))` pairs as a map, as [`scanned_versions`] gives.
+fn by_key(rows: &[(&str, (i64, i64))]) -> BTreeMap<String, (i64, i64)> {
+    rows.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
 async fn append_text(j: &Journal, text: &str) {
     let opts = append_opts(100, "deletes");
     crate::apply::tests::append_with(j, text, &opts).await.unwrap();
@@ -224,8 +234,7 @@ fn summary(t: &Table) -> HashMap<String, String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_applies_position_and_equality_deletes() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     let t = table_with_deletes(&j, &handle).await;
     assert_eq!(
         versions_by_key(&read_table(&t).await.unwrap()),
@@ -237,24 +246,20 @@ async fn reading_applies_position_and_equality_deletes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_keeps_deleted_rows_deleted_and_drops_spent_delete_files() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     table_with_deletes(&j, &handle).await;
     // An update of o-1 rewrites the one data file (which holds o-2 and o-4 too), and a new key.
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-7", 1))).await;
     apply_all_accepting(&j, &handle, &SeededIds::new(2)).await;
     let t = table::load_table(&handle, TABLE).await.unwrap();
     let rows = scanned_versions(&t).await;
-    let want: BTreeMap<String, (i64, i64)> = [
+    let want = by_key(&[
         ("o-1", (2, 7)),
         ("o-3", (1, 3)),
         ("o-5", (1, 5)),
         ("o-6", (1, 6)),
         ("o-7", (1, 8)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     assert_eq!(rows, want, "o-2 and o-4 stay deleted");
     assert_eq!(versions_by_key(&read_table(&t).await.unwrap()), want);
     // The rewritten file carried only live rows: both delete files no longer apply.
@@ -274,8 +279,7 @@ async fn apply_keeps_deleted_rows_deleted_and_drops_spent_delete_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     table_with_deletes(&j, &handle).await;
     // o-2 (position-deleted) and o-4 (equality-deleted) come back as new keys; o-1 is updated.
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-2", 1) + &ev(9, "o-4", 3))).await;
@@ -296,17 +300,14 @@ async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
         r.writes
     );
     let t = table::load_table(&handle, TABLE).await.unwrap();
-    let want: BTreeMap<String, (i64, i64)> = [
+    let want = by_key(&[
         ("o-1", (2, 7)),
         ("o-2", (1, 8)),
         ("o-3", (1, 3)),
         ("o-4", (3, 9)),
         ("o-5", (1, 5)),
         ("o-6", (1, 6)),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    ]);
     assert_eq!(scanned_versions(&t).await, want);
     assert_eq!(versions_by_key(&read_table(&t).await.unwrap()), want);
 }
@@ -314,8 +315,7 @@ async fn merge_on_read_over_other_writers_deletes_keeps_them_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_files_that_still_apply_are_kept_and_counted() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     table_with_deletes(&j, &handle).await;
     // A new key only: the old file stays, and so do its deletes.
     append_text(&j, &ev(7, "o-7", 1)).await;
@@ -352,8 +352,7 @@ async fn delete_files_that_still_apply_are_kept_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_delete_keeps_a_position_deleted_neighbour_deleted() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     table_with_deletes(&j, &handle).await;
     let r = delete_rows(&handle, TABLE, "order_id = 'o-3'", &clock(), &SeededIds::new(5))
         .await
@@ -367,8 +366,7 @@ async fn fault_delete_keeps_a_position_deleted_neighbour_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recovery_from_a_snapshot_with_deletes_keeps_them_applied() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     let t = table_with_deletes(&j, &handle).await;
     let snapshot_id = t.metadata().current_snapshot_id().unwrap();
     append_text(&j, &(ev(7, "o-1", 2) + &ev(8, "o-7", 1))).await;
@@ -413,8 +411,7 @@ async fn recovery_from_a_snapshot_with_deletes_keeps_them_applied() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_drops_a_delete_file_whose_bounds_span_a_file_it_spares() {
     let dir = tempfile::tempdir().unwrap();
-    let j = journal_in(&dir.path().join("journal")).await;
-    let handle = catalog_in(dir.path()).await;
+    let (j, handle) = site(dir.path()).await;
     // Three commits of one new key each: three data files.
     for i in 1..=3u64 {
         append_text(&j, &ev(i, &format!("o-{i}"), 1)).await;
