@@ -511,6 +511,21 @@ fn follow_into(s: &Scratch, dr: &str, kind: Kind, root: &str, endpoint: Option<&
 
 /// Whether the object at `path` (`s3://bucket/key`, through `endpoint`) is there.
 fn s3_exists(path: &str, endpoint: Option<&str>) -> bool {
+    with_object(path, endpoint, |store, name| async move {
+        store.head(&name, None).await.is_ok()
+    })
+}
+
+/// `f` of the store of the folder of `path` (`…/name`, a local path or `s3://…` through
+/// `endpoint`) and `name`, on a runtime of its own.
+fn with_object<T, F>(
+    path: &str,
+    endpoint: Option<&str>,
+    f: impl FnOnce(std::sync::Arc<dyn tidemark_journal::store::ObjectStore>, String) -> F,
+) -> T
+where
+    F: std::future::Future<Output = T>,
+{
     let (folder, name) = path.rsplit_once('/').unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -518,21 +533,15 @@ fn s3_exists(path: &str, endpoint: Option<&str>) -> bool {
         .unwrap();
     rt.block_on(async {
         let store = super::replica_warm::open(folder, endpoint).await;
-        store.head(name, None).await.is_ok()
+        f(store, name.to_string()).await
     })
 }
 
 /// The resync record at `location` (a local path or `s3://…` through `endpoint`), as JSON.
 fn read_record(location: &str, endpoint: Option<&str>) -> serde_json::Value {
-    let (folder, name) = location.rsplit_once('/').unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = super::replica_warm::open(folder, endpoint).await;
+    with_object(location, endpoint, |store, name| async move {
         let got = store
-            .get(name, None)
+            .get(&name, None)
             .await
             .unwrap_or_else(|e| panic!("no resync record at {location}: {e}"));
         serde_json::from_slice(&got.body).unwrap()

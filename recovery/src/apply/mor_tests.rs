@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 
 use arrow::array::StringArray;
-use iceberg::table::Table;
 use tidemark_journal::generate;
 
 use crate::apply::compact::{CompactOptions, compact};
@@ -20,7 +19,7 @@ use crate::recover::{RecoverOptions, recover};
 use crate::table::commit::current_files;
 use crate::table::mor::PROP_MERGE_MODE;
 use crate::table::read::read_table;
-use crate::table::test_support::{catalog_in, scanned_versions, versions_by_key};
+use crate::table::test_support::{catalog_in, scanned_versions, summary, versions_by_key};
 use crate::table::{self, commit_properties};
 
 const TABLE: &str = "shop.orders";
@@ -34,15 +33,6 @@ fn mor() -> ApplyOptions {
         grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     }
-}
-
-fn summary(t: &Table) -> HashMap<String, String> {
-    t.metadata()
-        .current_snapshot()
-        .unwrap()
-        .summary()
-        .additional_properties
-        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,27 +114,8 @@ async fn the_table_property_chooses_merge_on_read() {
 async fn concurrent_merge_on_read_appliers_lose_nothing() {
     let (_dir, j, handle) = generated_site(9, 25, 150, 30).await;
     table::create_or_load_table(&handle, TABLE, &j.spec).await.unwrap();
-    let (ids_a, ids_b) = (SeededIds::new(10), SeededIds::new(11));
-    let (ca, cb) = (clock(), clock());
     let opts = mor();
-    let (mut pa, mut pb) = (|_: &_| {}, |_: &_| {});
-    let (a, b) = tokio::join!(
-        apply(&j, &handle, TABLE, &opts, &ca, &ids_a, &mut pa),
-        apply(&j, &handle, TABLE, &opts, &cb, &ids_b, &mut pb)
-    );
-    assert!(a.is_ok() || b.is_ok(), "{a:?} / {b:?}");
-    for r in [&a, &b] {
-        if let Err(e) = r {
-            assert!(
-                matches!(
-                    e,
-                    ApplyError::Journal(tidemark_journal::JournalError::CheckpointConflict { .. })
-                        | ApplyError::Contended { .. }
-                ),
-                "{e}"
-            );
-        }
-    }
+    crate::apply::tests::two_appliers_at_once(&j, &handle, TABLE, &opts).await;
     apply(&j, &handle, TABLE, &opts, &clock(), &SeededIds::new(12), &mut |_| {})
         .await
         .unwrap();

@@ -33,11 +33,16 @@ async fn apply_to(j: &Journal, handle: &CatalogHandle, until: u64, seed: u64) {
         grouping: Grouping::Fixed(1),
         ..Default::default()
     };
+    apply_with(j, handle, &opts, seed).await;
+}
+
+/// `apply` of `j` into `shop.orders` with `opts` (ids seeded `seed`), which must succeed.
+async fn apply_with(j: &Journal, handle: &CatalogHandle, opts: &ApplyOptions, seed: u64) {
     apply(
         j,
         handle,
         "shop.orders",
-        &opts,
+        opts,
         &clock(),
         &SeededIds::new(seed),
         &mut |_| {},
@@ -203,17 +208,7 @@ async fn apply_to_continuing(j: &Journal, handle: &CatalogHandle, until: u64) {
         },
         ..Default::default()
     };
-    apply(
-        j,
-        handle,
-        "shop.orders",
-        &opts,
-        &clock(),
-        &SeededIds::new(9),
-        &mut |_| {},
-    )
-    .await
-    .unwrap();
+    apply_with(j, handle, &opts, 9).await;
 }
 
 /// An applier commit that claims positions but whose rows lack one of its parent's keys.

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use iceberg::table::Table;
-use iceberg::{NamespaceIdent, TableIdent};
 use tidemark_journal::spec::CompiledSpec;
 
 use super::{CopyOptions, CopyOrder, Phase, Verify, copy, copy_phase};
@@ -14,7 +13,7 @@ use crate::catalog::sql::write_stray;
 use crate::dr::rebuild::warehouse_base;
 use crate::dr::replica::check;
 use crate::dr::test_support::{
-    append, append_each, record_walk, row_count, source_catalog, table_with, tag_and_branch,
+    append, append_each, record_walk, register, row_count, source_catalog, table_with, tag_and_branch,
 };
 use crate::ids::SeededIds;
 use crate::recover::snapshot::PrefixMap;
@@ -38,20 +37,6 @@ fn map(handle: &CatalogHandle, replica: &Path) -> PrefixMap {
         from: handle.warehouse().to_string(),
         to: warehouse_base(&replica.display().to_string()).unwrap(),
     }
-}
-
-/// Registers the replica's copy of `shop.orders` (its metadata as named by the source, read
-/// through nothing: the test replaces the source folder by the replica first).
-async fn register(dir: &Path, metadata: &str) -> Table {
-    std::fs::create_dir_all(dir).unwrap();
-    let handle = catalog_in(dir).await;
-    let ns = NamespaceIdent::new("shop".into());
-    handle.catalog().create_namespace(&ns, HashMap::new()).await.unwrap();
-    handle
-        .catalog()
-        .register_table(&TableIdent::new(ns, "orders".into()), metadata.to_string())
-        .await
-        .unwrap()
 }
 
 #[tokio::test]

@@ -3,28 +3,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use iceberg::table::Table;
-use iceberg::{NamespaceIdent, TableIdent};
-
 use super::rewrite_paths;
 use crate::dr::rebuild::warehouse_base;
-use crate::dr::test_support::{copy_dir, row_count, source_catalog, table_with};
+use crate::dr::test_support::{copy_dir, register, row_count, source_catalog, table_with};
 use crate::ids::SeededIds;
 use crate::table::live_data_files;
-use crate::table::test_support::catalog_in;
-
-async fn register(dir: &Path, metadata: &str) -> Table {
-    std::fs::create_dir_all(dir).unwrap();
-    let handle = catalog_in(dir).await;
-    let ns = NamespaceIdent::new("shop".into());
-    handle.catalog().create_namespace(&ns, HashMap::new()).await.unwrap();
-    let ident = TableIdent::new(ns, "orders".into());
-    handle
-        .catalog()
-        .register_table(&ident, metadata.to_string())
-        .await
-        .unwrap()
-}
 
 #[tokio::test]
 async fn a_copy_under_another_root_reads_after_the_rewrite() {

@@ -21,6 +21,20 @@ pub async fn append(handle: &CatalogHandle, table: &Table, ids: &SeededIds, n: u
     try_append(handle, table, ids, n).await.unwrap()
 }
 
+/// A SQLite catalog in `dir` (made if missing) with `shop.orders` registered at `metadata`: a
+/// replica's copy of the table, read where `metadata` names its files.
+pub async fn register(dir: &Path, metadata: &str) -> Table {
+    std::fs::create_dir_all(dir).unwrap();
+    let handle = crate::table::test_support::catalog_in(dir).await;
+    let ns = iceberg::NamespaceIdent::new("shop".into());
+    handle.catalog().create_namespace(&ns, HashMap::new()).await.unwrap();
+    handle
+        .catalog()
+        .register_table(&iceberg::TableIdent::new(ns, "orders".into()), metadata.to_string())
+        .await
+        .unwrap()
+}
+
 /// A SQLite catalog and its warehouse in `dir/src`, the primary site of a test.
 pub async fn source_catalog(dir: &Path) -> CatalogHandle {
     std::fs::create_dir_all(dir.join("src")).unwrap();

@@ -38,7 +38,7 @@ use crate::rehearse::fault::delete_rows;
 use crate::table::commit::commit_delete_files;
 use crate::table::files::{POS_DELETE_PATH_ID, POS_DELETE_POS_ID};
 use crate::table::read::{read_paths, read_table};
-use crate::table::test_support::{catalog_in, scanned_versions, versions_by_key};
+use crate::table::test_support::{catalog_in, scanned_versions, summary, versions_by_key};
 use crate::table::{self, CommitStamp, arrow_schema, live_data_files};
 
 #[path = "deletes_more_tests.rs"]
@@ -220,15 +220,6 @@ async fn table_with_deletes(j: &Journal, handle: &CatalogHandle) -> Table {
     let keys: Vec<String> = scanned_versions(&t).await.into_keys().collect();
     assert_eq!(keys, ["o-1", "o-3", "o-5", "o-6"], "iceberg-rust applies both deletes");
     t
-}
-
-fn summary(t: &Table) -> HashMap<String, String> {
-    t.metadata()
-        .current_snapshot()
-        .unwrap()
-        .summary()
-        .additional_properties
-        .clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

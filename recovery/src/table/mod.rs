@@ -278,6 +278,16 @@ pub(crate) mod test_support {
         out
     }
 
+    /// The summary properties of `t`'s current snapshot.
+    pub fn summary(t: &Table) -> HashMap<String, String> {
+        t.metadata()
+            .current_snapshot()
+            .unwrap()
+            .summary()
+            .additional_properties
+            .clone()
+    }
+
     /// [`versions_by_key`] of iceberg-rust's scan of the current snapshot.
     pub async fn scanned_versions(table: &Table) -> BTreeMap<String, (i64, i64)> {
         versions_by_key(&iceberg_scan(table, None).await)

@@ -77,6 +77,14 @@ async fn diverged(dir: &std::path::Path, props: &HashMap<String, String>, ns: &s
     }
 }
 
+impl Diverged {
+    /// The uuid of the primary's table.
+    async fn primary_uuid(&self) -> String {
+        let t = load_table(&self.primary, &self.name).await.unwrap();
+        t.metadata().uuid().to_string()
+    }
+}
+
 fn by<'r>(r: &'r ResyncReport, name: &str) -> &'r crate::dr::resync::ResyncTable {
     r.tables
         .iter()
@@ -106,12 +114,7 @@ async fn check_recreated(d: &Diverged, aside: &str, from: Option<&str>, kept: &[
     );
     assert_eq!(meta.snapshots().count(), 2);
     assert_ne!(meta.uuid(), d.head.metadata().uuid(), "a new table");
-    let primary_uuid = load_table(&d.primary, &d.name)
-        .await
-        .unwrap()
-        .metadata()
-        .uuid()
-        .to_string();
+    let primary_uuid = d.primary_uuid().await;
     assert_eq!(meta.properties().get(SOURCE_UUID_PROP), Some(&primary_uuid));
     assert_eq!(meta.properties().get(RECREATED_FROM_PROP).map(String::as_str), from);
     assert_eq!(row_count(&again).await.unwrap(), 20);
@@ -251,12 +254,7 @@ async fn a_rest_table_is_renamed_aside_and_created_again_and_a_stopped_run_is_fi
         .rename_table(&parse_ident(&d.name).unwrap(), &parse_ident(&aside).unwrap())
         .await
         .unwrap();
-    let primary_uuid = load_table(&d.primary, &d.name)
-        .await
-        .unwrap()
-        .metadata()
-        .uuid()
-        .to_string();
+    let primary_uuid = d.primary_uuid().await;
     let marker = HashMap::from([
         (SOURCE_UUID_PROP.to_string(), primary_uuid),
         (RECREATED_FROM_PROP.to_string(), aside.clone()),
