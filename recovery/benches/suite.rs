@@ -50,7 +50,7 @@ use tidemark_journal::Journal;
 use tidemark_journal::clock::SystemClock;
 use tidemark_journal::store::local::LocalStore;
 use tidemark_journal::verify::verify;
-use tidemark_recovery::benchdata::{peak_rss_mb, runtime};
+use tidemark_recovery::benchdata::{cpu_seconds, peak_rss_mb, runtime};
 use tidemark_recovery::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use tidemark_recovery::ids::{Ids, RandomIds};
 use tidemark_recovery::recover::RecoverOptions;
@@ -308,6 +308,10 @@ fn orchestrate(args: &[String]) {
             "fastest_checked_peer": checked.as_ref().map(|p| &p.0),
             "replay_vs_fastest_checked_peer": vs(&rec, "replay_s", &checked),
             "recovery_vs_fastest_checked_peer": vs(&rec, "total_s", &checked),
+            // The same in CPU seconds (user + system), which a busy host moves much less.
+            "recovery_cpu_vs_fastest_checked_peer": checked.as_ref().and_then(|(p, _)| {
+                f(&rec, &["cpu_s"]).zip(f(&peers[p], &["cpu_seconds"])).map(|(a, b)| a / b)
+            }),
             "fastest_state_only_peer": state_only.as_ref().map(|p| &p.0),
             "replay_vs_fastest_state_only_peer": vs(&rec, "replay_s", &state_only),
             "recovery_vs_fastest_state_only_peer": vs(&rec, "total_s", &state_only),
@@ -427,7 +431,7 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
     let j = journal(dir).await;
     let handle = open(dir).await;
     let events = ds["events"].as_u64().unwrap();
-    let t = Instant::now();
+    let (t, cpu) = (Instant::now(), cpu_seconds());
     let chain = verify(&j, &Default::default(), &mut |_| {}).await.unwrap();
     assert!(chain.report.ok);
     let verify_s = t.elapsed().as_secs_f64();
@@ -492,6 +496,7 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
             .unwrap()
     };
     let recover_s = t.elapsed().as_secs_f64();
+    let cpu_s = cpu_seconds() - cpu;
     assert!(report.validation.ok, "{:?}", report.validation);
     let peak = overall.max(peak_rss_mb());
     let ms = |name: &str| report.steps.iter().find(|s| s.step == name).map_or(0, |s| s.ms) as f64 / 1000.0;
@@ -527,7 +532,7 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
     json!({
         "engine": engine,
         "verify_s": verify_s, "choose_s": ms("choose snapshot"), "seed_s": ms("seed"), "replay_s": ms("replay"),
-        "validate_s": ms("validate"), "total_s": verify_s + recover_s, "peak_rss_mb": peak,
+        "validate_s": ms("validate"), "total_s": verify_s + recover_s, "cpu_s": cpu_s, "peak_rss_mb": peak,
         "step_peak_rss_mb": step_peaks,
         "keys_validated": report.validation.keys_expected,
         "validation_split": report.validation.split, "validation_partitions": report.validation.partitions,

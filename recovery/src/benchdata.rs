@@ -91,6 +91,24 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("start the Tokio runtime")
 }
 
+/// CPU time of this process so far, all threads, user and system, in seconds (`/proc/self/stat`;
+/// 0 where there is none). On a shared machine the wall time moves with the neighbours' load;
+/// the CPU time much less, so the suite records both.
+pub fn cpu_seconds() -> f64 {
+    cpu_seconds_of(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()).unwrap_or(0.0)
+}
+
+/// `utime + stime` of a `/proc/PID/stat` line, in seconds: fields 14 and 15, counted after the
+/// command name in parentheses (which may hold spaces and parentheses itself), in the kernel's
+/// fixed user-visible tick of 1/100 s (`USER_HZ`).
+fn cpu_seconds_of(stat: &str) -> Option<f64> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // `after` starts at field 3 (the state): utime is field 14, stime field 15.
+    let ticks = |i: usize| fields.get(i - 3)?.parse::<u64>().ok();
+    Some((ticks(14)? + ticks(15)?) as f64 / 100.0)
+}
+
 /// Peak resident memory of this process so far (VmHWM), in MB.
 pub fn peak_rss_mb() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -100,4 +118,18 @@ pub fn peak_rss_mb() -> f64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_seconds_of;
+
+    #[test]
+    fn cpu_time_is_read_after_a_command_name_with_spaces_and_parentheses() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
+        let line = "4242 (suite (x) y) R 1 2 3 4 5 6 7 8 9 10 1234 566 0 0 20 0 3 0";
+        assert_eq!(cpu_seconds_of(line), Some(18.0));
+        assert_eq!(cpu_seconds_of("4242 (cut"), None);
+        assert!(super::cpu_seconds() >= 0.0);
+    }
 }

@@ -40,6 +40,7 @@ pub(crate) fn print_table(r: &Value) {
             f(t, &["recovery", "total_s"]),
             f(t, &["recovery", "peak_rss_mb"]),
         );
+        row("tidemark recovery CPU seconds", f(t, &["recovery", "cpu_s"]), None);
         row(
             "sha256sum (event objects)",
             f(&s["peers"], &["sha256sum", "seconds"]),
@@ -96,6 +97,10 @@ pub(crate) fn print_table(r: &Value) {
                 }
             );
         }
+        println!(
+            "CPU seconds (user + system) to the fastest checked peer's: recovery {}",
+            s2(f(ra, &["recovery_cpu_vs_fastest_checked_peer"]))
+        );
         println!("same final state as tidemark: {}", s["same_final_state"]);
     }
     let p = &r["pyiceberg"];
