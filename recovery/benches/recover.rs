@@ -85,7 +85,7 @@ fn main() {
         let verify_s = t.elapsed().as_secs_f64();
         let ropts = RecoverOptions {
             recovery_id: "bench".into(),
-            source: SnapshotSource { metadata_location: src.metadata_location().unwrap().to_string(), file_io_props: HashMap::new(), prefix_map: None },
+            source: SnapshotSource::at(src.metadata_location().unwrap()),
             choice: SnapshotChoice::SnapshotId(src.metadata().current_snapshot_id().unwrap()),
             to: Some(events),
             into: "bench.recovered".into(),

@@ -38,7 +38,6 @@
 //! Every tool's final state is summarized as (rows, tombstones, sum of versions) and compared, so
 //! a fast wrong answer shows.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -438,11 +437,7 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
     let into = format!("bench.recovered_{}", RandomIds.uuid().simple());
     let ropts = RecoverOptions {
         recovery_id: into.clone(),
-        source: SnapshotSource {
-            metadata_location: ds["snapshot_metadata"].as_str().unwrap().to_string(),
-            file_io_props: HashMap::new(),
-            prefix_map: None,
-        },
+        source: SnapshotSource::at(ds["snapshot_metadata"].as_str().unwrap()),
         choice: SnapshotChoice::SnapshotId(ds["snapshot_id"].as_i64().unwrap()),
         to: Some(events),
         into: into.clone(),

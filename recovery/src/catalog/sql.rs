@@ -208,7 +208,6 @@ impl SqlBackend {
         Ok(result.rows_affected() == 1)
     }
 
-    /// sqlx's `Any` driver passes placeholders through unchanged, so PostgreSQL needs `$n`.
     /// The rows of `sql`, a query whose one parameter is this catalog's name; a failure is a
     /// [`TableError::Sql`] saying `what` (`"list the tables"`) was done to the catalog.
     async fn catalog_rows(&self, sql: &str, what: &str) -> Result<Vec<sqlx::any::AnyRow>, TableError> {
@@ -228,6 +227,7 @@ impl SqlBackend {
         }
     }
 
+    /// sqlx's `Any` driver passes placeholders through unchanged, so PostgreSQL needs `$n`.
     fn bind_style(&self, sql: &str) -> String {
         match self.dialect {
             Dialect::Sqlite => sql.to_string(),
