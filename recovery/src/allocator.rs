@@ -12,6 +12,14 @@
 //! "Memory and spill files") and goes back to the system when it exits. A command that runs until stopped
 //! ([`Process::Service`]: `replica follow` without `--once`, the Ballista scheduler and
 //! executors) keeps mimalloc's default, so that an idle service gives back what a busy cycle took.
+//!
+//! A one-shot process also turns transparent huge pages off for itself (mimalloc's `allow_thp`
+//! and, for the arena mimalloc reserved before [`configure`] ran, `prctl(PR_SET_THP_DISABLE)`).
+//! mimalloc asks for huge pages on its arenas (`MADV_HUGEPAGE`), so each first touch had the
+//! kernel zero 2 MiB: on this project's 2-vCPU machines a 10M + 1M recovery spent 2.7–4.0 s of
+//! system time and peaked at 1.43–1.49 GB with them, 1.7 s and 1.26–1.40 GB without, its
+//! validation 4.3–4.4 s instead of 5.1–5.4 s (docs/performance.md, "Fresh memory").
+//! `MIMALLOC_ALLOW_THP` set in the environment wins.
 
 /// What kind of process is configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,10 +40,31 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Never purge (mimalloc's value for it).
 pub const NEVER: i64 = -1;
 
+/// The environment variable that keeps transparent huge pages as it says (mimalloc's own).
+pub const ALLOW_THP_ENV: &str = "MIMALLOC_ALLOW_THP";
+
+/// `mi_option_allow_thp` in mimalloc 3's `mi_option_t`.
+const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
+
 /// Sets mimalloc's purge delay for `process` (see the module doc) unless [`PURGE_DELAY_ENV`] is
 /// set (mimalloc reads it itself): returns the delay set, in milliseconds, if any.
 pub fn configure(process: Process) -> Option<i64> {
+    if process == Process::OneShot && std::env::var_os(ALLOW_THP_ENV).is_none() {
+        no_huge_pages();
+    }
     configure_unless(process, std::env::var_os(PURGE_DELAY_ENV).is_some())
+}
+
+/// Transparent huge pages off for this process (see the module doc): mimalloc no longer asks
+/// for them, and the kernel gives none, also in the memory mimalloc reserved before.
+fn no_huge_pages() {
+    // SAFETY: sets one integer option of the C library, read at each reservation of OS memory.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_ALLOW_THP, 0) };
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and sets a flag of this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
 }
 
 fn configure_unless(process: Process, set_by_environment: bool) -> Option<i64> {
@@ -75,5 +104,24 @@ mod tests {
         assert_eq!(purge_delay_ms(), NEVER);
         let numa_after = unsafe { libmimalloc_sys::mi_option_get(libmimalloc_sys::mi_option_use_numa_nodes) };
         assert_eq!(numa, numa_after);
+    }
+
+    /// The option index is mimalloc 3's `allow_thp`: mimalloc reports it enabled before (its
+    /// default on Linux) and disabled after, while its neighbour `minimal_purge_size` (whose
+    /// default, 0, resolves to 64 KiB or 2 MiB) and `page_cross_thread_max_reclaim` (32 in
+    /// `options.c`; the header's comment says 16) keep
+    /// their values; and the kernel reports THP disabled for the process.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn huge_pages_go_off_for_the_process() {
+        // SAFETY (every call below): reads one integer option of the C library, or this
+        // process's THP flag.
+        let get = |o| unsafe { libmimalloc_sys::mi_option_get(o) };
+        let (before, reclaim, purge_size) = (get(MI_OPTION_ALLOW_THP), get(42), get(44));
+        assert_eq!((before, reclaim), (1, 32), "mimalloc 3's defaults at indices 43 and 42");
+        no_huge_pages();
+        assert_eq!(get(MI_OPTION_ALLOW_THP), 0);
+        assert_eq!((get(42), get(44)), (reclaim, purge_size));
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) }, 1);
     }
 }

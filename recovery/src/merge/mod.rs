@@ -247,10 +247,10 @@ pub fn decided_sql(spec: &CompiledSpec, output: &SchemaRef, extra: &str) -> Stri
     )
 }
 
-/// The schema of table rows with their file column.
+/// The schema of table rows with their file column (a dictionary: the path once per batch).
 pub fn current_schema(table_schema: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<Field> = table_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new(FILE_COLUMN, DataType::Utf8, false));
+    fields.push(Field::new(FILE_COLUMN, crate::table::read::file_column_type(), false));
     Arc::new(Schema::new(fields))
 }
 

@@ -94,10 +94,7 @@ fn with_file_column(files: &Files, schema: &SchemaRef) -> Vec<RecordBatch> {
             let cur = cur.clone();
             batches.iter().map(move |b| {
                 let mut cols = b.columns().to_vec();
-                cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-                    name.as_str(),
-                    b.num_rows(),
-                ))));
+                cols.push(crate::table::read::file_column(name, b.num_rows()));
                 RecordBatch::try_new(cur.clone(), cols).unwrap()
             })
         })

@@ -139,10 +139,7 @@ async fn merged(snap: &[R], unit: &[R]) -> Result<Vec<R>, merge::MergeError> {
     let schema = table_schema();
     let current = table(snap);
     let mut cols = current.columns().to_vec();
-    cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(
-        "f0",
-        snap.len(),
-    ))));
+    cols.push(crate::table::read::file_column("f0", snap.len()));
     let current = RecordBatch::try_new(merge::current_schema(&schema), cols).unwrap();
     let out = merge::merge(
         &CompiledSpec::orders(),

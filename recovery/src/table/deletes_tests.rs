@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use chrono::{DateTime, Duration};
 use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum};
@@ -232,6 +232,41 @@ async fn reading_applies_position_and_equality_deletes() {
         scanned_versions(&t).await,
         "tidemark reads what iceberg-rust reads"
     );
+}
+
+/// The file column the merge reads beside each row names the row's own data file, deletes
+/// applied, and holds the path once per batch (a dictionary), not once per row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_column_names_each_live_rows_file_once_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, handle) = site(dir.path()).await;
+    let t = table_with_deletes(&j, &handle).await;
+    let (files, deletes) = crate::table::read::live_files(&t).await.unwrap();
+    let schema = arrow_schema(&t).unwrap();
+    let cur = crate::merge::current_schema(&schema);
+    let mut seen = BTreeMap::new();
+    for f in &files {
+        for b in crate::table::read::read_files(&t, &[f], &schema, Some(&cur), &deletes)
+            .await
+            .unwrap()
+        {
+            let col = b.column(b.num_columns() - 1);
+            let dict = col.as_any_dictionary_opt().expect("the file column is a dictionary");
+            assert_eq!(dict.values().len(), 1, "one path per batch");
+            let paths = arrow::compute::cast(col, &DataType::Utf8).unwrap();
+            let ids = b.column_by_name("order_id").unwrap();
+            for r in 0..b.num_rows() {
+                let path = paths.as_any().downcast_ref::<StringArray>().unwrap().value(r);
+                assert_eq!(path, f.file_path());
+                let id = ids.as_any().downcast_ref::<StringArray>().unwrap().value(r);
+                seen.insert(id.to_string(), path.to_string());
+            }
+        }
+    }
+    assert_eq!(seen.keys().collect::<Vec<_>>(), ["o-1", "o-3", "o-5", "o-6"]);
+    for (key, path) in &seen {
+        assert_eq!(locate(&t, key).await.0, *path, "{key}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

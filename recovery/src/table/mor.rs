@@ -28,7 +28,7 @@ use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY, ProjectionMask};
 use uuid::Uuid;
 
 use super::commit::writer_properties;
-use super::deletes::{Deletes, Projection};
+use super::deletes::{Deletes, Projection, file_column};
 use super::error::{TableError, iceberg_err};
 use super::files::{POS_DELETE_PATH_ID, POS_DELETE_POS_ID, field_id};
 use super::key_index::KeyIndex;
@@ -275,7 +275,7 @@ pub async fn locate_rows(
                 let versions: ArrayRef = Arc::new(Int64Array::from_iter_values(stubs.iter().map(|s| s.1)));
                 cols[v] = cast(&versions, schema.field(v).data_type()).map_err(|e| bad(path, &e))?;
             }
-            cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(path, n))));
+            cols.push(file_column(path, n));
             out.rows
                 .push(RecordBatch::try_new(with_file.clone(), cols).map_err(|e| bad(path, &e))?);
             out.stubs += n as u64;
@@ -308,7 +308,7 @@ pub async fn locate_rows(
                 .map_err(|e| bad(path, &e))?
                 .columns()
                 .to_vec();
-            cols.push(Arc::new(StringArray::from_iter_values(std::iter::repeat_n(path, rows))));
+            cols.push(file_column(path, rows));
             out.rows
                 .push(RecordBatch::try_new(with_file.clone(), cols).map_err(|e| bad(path, &e))?);
             read += rows;

@@ -15,8 +15,8 @@ use iceberg::spec::{DataFile, PrimitiveLiteral};
 use iceberg::table::Table;
 use tidemark_journal::spec::ColumnType;
 
-pub use super::deletes::read_paths;
 use super::deletes::{Deletes, PositionDeleteCache};
+pub use super::deletes::{file_column, file_column_type, read_paths};
 use super::error::TableError;
 use super::files::snapshot_files;
 use crate::reference::Cell;
