@@ -81,8 +81,8 @@ pub async fn delete_rows(
         .map_err(pred_err)?;
     let mut touched = Vec::new();
     for b in &hit {
-        let col =
-            arrow::compute::cast(b.column(0), &arrow::datatypes::DataType::Utf8).expect("file column is a string");
+        let col = arrow::compute::cast(b.column(0), &arrow::datatypes::DataType::Utf8)
+            .expect("the file column casts to strings");
         let col = col.as_any().downcast_ref::<arrow::array::StringArray>().expect("utf8");
         touched.extend(col.iter().flatten().map(str::to_string));
     }
