@@ -11,7 +11,7 @@ use iceberg::table::Table;
 use crate::apply::chunks::{chunk_rows_for, discard, discard_failed, in_order, limit, partitions_each};
 use crate::apply::error::ApplyError;
 use crate::apply::mor::{PhaseTimes, WriteStats};
-use crate::apply::rules::{ROWS_PER_FILE, sort_by_key};
+use crate::apply::rules::{ROWS_PER_FILE, merge_sorted_by_key};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::cell;
@@ -130,12 +130,10 @@ impl Merged {
         spec: &tidemark_journal::spec::CompiledSpec,
         out: merge::MergeOutput,
     ) -> Result<Merged, ApplyError> {
-        let mut rows = out.kept_rows;
-        rows.extend(out.upserts);
         Ok(Merged {
             stats: out.stats,
             files_to_rewrite: out.files_to_rewrite,
-            sorted: sort_by_key(schema, &rows, &spec.spec.key_column)?,
+            sorted: merge_sorted_by_key(schema, &out.kept_rows, &out.upserts, &spec.spec.key_column)?,
         })
     }
 }

@@ -37,7 +37,7 @@ use tidemark_journal::spec::CompiledSpec;
 use crate::apply::ApplyError;
 use crate::apply::chunks::{discard_failed, in_order, limit, partitions_each};
 use crate::apply::cow::{Merged, UnitFiles, write_files};
-use crate::apply::rules::sort_by_key;
+use crate::apply::rules::merge_sorted_by_key;
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};
@@ -405,7 +405,7 @@ pub(crate) async fn copy_on_write_spilled(
                     rows.push(rows_in(&b, key_col, key_t, &cuts, |x| !by.contains(&x))?);
                 }
                 let kept: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
-                Ok((kept, sort_by_key(&schema, &rows, &spec.spec.key_column)?))
+                Ok((kept, merge_sorted_by_key(&schema, &rows, &[], &spec.spec.key_column)?))
             }
         },
         |(kept, sorted): (u64, Vec<RecordBatch>)| {
