@@ -107,9 +107,8 @@ mod tests {
     }
 
     /// The option index is mimalloc 3's `allow_thp`: mimalloc reports it enabled before (its
-    /// default on Linux) and disabled after, while its neighbour `minimal_purge_size` (whose
-    /// default, 0, resolves to 64 KiB or 2 MiB) and `page_cross_thread_max_reclaim` (32 in
-    /// `options.c`; the header's comment says 16) keep
+    /// default on Linux) and disabled after, while its neighbours `minimal_purge_size` and
+    /// `page_cross_thread_max_reclaim` (32 in `options.c`; the header's comment says 16) keep
     /// their values; and the kernel reports THP disabled for the process.
     #[test]
     #[cfg(target_os = "linux")]
