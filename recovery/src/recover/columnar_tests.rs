@@ -161,7 +161,7 @@ async fn merged(snap: &[R], unit: &[R]) -> Result<Vec<R>, merge::MergeError> {
 fn validate(snap: &[R], unit: &[R], found: &[R]) -> ValidationReport {
     let spec = CompiledSpec::orders();
     let extra = Extra::of(&spec, &table_schema()).unwrap();
-    check(&spec, &extra, &[table(snap)], &[events(unit)], &[table(found)]).unwrap()
+    check(&spec, &extra, vec![table(snap)], vec![events(unit)], vec![table(found)]).unwrap()
 }
 
 fn at<'a>(rows: &'a mut [R], key: &str) -> &'a mut R {
@@ -314,7 +314,14 @@ async fn conflicts_are_refused_by_the_merge_and_by_the_check() {
         assert!(merge_err.is_conflict(), "{merge_err}");
         let spec = CompiledSpec::orders();
         let extra = Extra::of(&spec, &table_schema()).unwrap();
-        let err = check(&spec, &extra, &[table(&snap)], &[events(&unit)], &[table(&snap)]).unwrap_err();
+        let err = check(
+            &spec,
+            &extra,
+            vec![table(&snap)],
+            vec![events(&unit)],
+            vec![table(&snap)],
+        )
+        .unwrap_err();
         assert!(err.to_string().contains(want), "{err}");
     }
 }
@@ -325,6 +332,6 @@ fn a_snapshot_holding_a_key_twice_is_refused() {
     snap.push(r("k3", 1, "placed", false, 40));
     let spec = CompiledSpec::orders();
     let extra = Extra::of(&spec, &table_schema()).unwrap();
-    let err = check(&spec, &extra, &[table(&snap)], &[], &[table(&snap)]).unwrap_err();
+    let err = check(&spec, &extra, vec![table(&snap)], vec![], vec![table(&snap)]).unwrap_err();
     assert!(err.to_string().contains("holds key k3 twice"), "{err}");
 }

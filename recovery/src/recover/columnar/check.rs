@@ -1,10 +1,10 @@
 //! The expected rows of the keys (the fold) and the walk of the three sides, key by key.
 
-use arrow::array::{ArrayRef, RecordBatch, new_null_array};
+use arrow::array::RecordBatch;
 use tidemark_journal::spec::CompiledSpec;
 
 use super::compare::Compare;
-use super::sides::{Codec, Expect, Extra, Side, invalid};
+use super::sides::{Codec, Expect, Extra, SameValues, Side, invalid};
 use crate::recover::RecoverError;
 use crate::recover::validate::ValidationReport;
 use crate::reference::RefConflict;
@@ -29,6 +29,8 @@ fn fold(spec: &CompiledSpec, s: &Side, e: &Side) -> Result<Vec<Expect>, RecoverE
             .then_with(|| e.version.value(b as usize).cmp(&e.version.value(a as usize)))
             .then_with(|| e.position.value(a as usize).cmp(&e.position.value(b as usize)))
     });
+    let retry = SameValues::new(&e.payload, &e.payload, "events' values")?;
+    let same_as_snapshot = SameValues::new(&s.payload, &e.payload, "events' and the snapshot's values")?;
     let (mut in_unit, mut against) = (Vec::<RefConflict>::new(), Vec::<RefConflict>::new());
     let mut out = Vec::with_capacity(snap.len() + ev.len() / 4);
     let (mut i, mut j) = (0usize, 0usize);
@@ -56,7 +58,7 @@ fn fold(spec: &CompiledSpec, s: &Side, e: &Side) -> Result<Vec<Expect>, RecoverE
             let version = e.version.value(rep as usize);
             let mut n = r + 1;
             while n < group.len() && e.version.value(group[n] as usize) == version {
-                if e.payload.row(group[n] as usize) != e.payload.row(rep as usize) {
+                if !retry.same(group[n], rep) {
                     in_unit.push(RefConflict::InUnit {
                         key: e.show(spec, spec.key_index, rep).to_string(),
                         version,
@@ -68,7 +70,7 @@ fn fold(spec: &CompiledSpec, s: &Side, e: &Side) -> Result<Vec<Expect>, RecoverE
             }
             if let Some(sr) = row
                 && s.version.value(sr as usize) == version
-                && s.payload.row(sr as usize) != e.payload.row(rep as usize)
+                && !same_as_snapshot.same(sr, rep)
             {
                 against.push(RefConflict::AgainstState {
                     key: e.show(spec, spec.key_index, rep).to_string(),
@@ -110,29 +112,23 @@ fn fold(spec: &CompiledSpec, s: &Side, e: &Side) -> Result<Vec<Expect>, RecoverE
 
 /// Checks `table` (the recovered table's live rows) against the fold of `snapshot` (the trusted
 /// snapshot's live rows) with `events` (the verified events, one unit), key by key and column by
-/// column. `extra` names the columns outside the spec, which both row sides carry.
+/// column. `extra` names the columns outside the spec, which both row sides carry. The batches
+/// are taken so that each side drops them once it holds their columns (see [`Side::new`]).
 pub fn check(
     spec: &CompiledSpec,
     extra: &Extra,
-    snapshot: &[RecordBatch],
-    events: &[RecordBatch],
-    table: &[RecordBatch],
+    snapshot: Vec<RecordBatch>,
+    events: Vec<RecordBatch>,
+    table: Vec<RecordBatch>,
 ) -> Result<ValidationReport, RecoverError> {
-    let codec = Codec::new(spec, extra)?;
+    let codec = Codec::new(spec)?;
     let s = Side::new("snapshot", spec, &codec, Some(extra), snapshot)?;
     let e = Side::new("events", spec, &codec, None, events)?;
     let t = Side::new("recovered table", spec, &codec, Some(extra), table)?;
     let expected = fold(spec, &s, &e)?;
-    let null_extra = match &codec.extra {
-        Some(conv) => {
-            let nulls: Vec<ArrayRef> = extra.types.iter().map(|t| new_null_array(t, 1)).collect();
-            Some(
-                conv.convert_columns(&nulls)
-                    .map_err(|err| invalid(format!("encode nulls: {err}")))?,
-            )
-        }
-        None => None,
-    };
+    let payload_of_snapshot = SameValues::new(&s.payload, &t.payload, "snapshot's and the table's values")?;
+    let payload_of_events = SameValues::new(&e.payload, &t.payload, "events' and the table's values")?;
+    let extra_of_snapshot = SameValues::new(&s.extra_cols, &t.extra_cols, "columns outside the spec")?;
     let mut c = Compare::new(spec, extra, &t);
     c.report.keys_expected = expected.len() as u64;
     let found = t.by_key();
@@ -172,14 +168,21 @@ pub fn check(
                 c.duplicates(found[j], n - j);
                 let x = expected[i];
                 let (side, r) = c.source(&s, &e, x);
-                let want_extra = match x {
-                    Expect::Snapshot(r) => s.extra.as_ref().map(|rows| rows.row(r as usize)),
-                    Expect::Event {
-                        extra_from: Some(r), ..
-                    } => s.extra.as_ref().map(|rows| rows.row(r as usize)),
-                    Expect::Event { extra_from: None, .. } => null_extra.as_ref().map(|rows| rows.row(0)),
+                let payload = match x {
+                    Expect::Snapshot(_) => &payload_of_snapshot,
+                    Expect::Event { .. } => &payload_of_events,
                 };
-                c.same(side, r, want_extra, extra_side(x, &s), found[j]);
+                // A new key's columns outside the spec are expected null.
+                let extra_same = match x {
+                    Expect::Snapshot(r)
+                    | Expect::Event {
+                        extra_from: Some(r), ..
+                    } => extra_of_snapshot.same(r, found[j]),
+                    Expect::Event { extra_from: None, .. } => {
+                        t.extra_cols.iter().all(|col| col.is_null(found[j] as usize))
+                    }
+                };
+                c.same(side, r, payload, extra_same, extra_side(x, &s), found[j]);
                 i += 1;
                 j = n;
             }

@@ -1,11 +1,10 @@
 //! The comparison's running verdict: counts and the first mismatches, shown as values.
 
 use arrow::array::{Array, ArrayRef};
-use arrow::row::Row;
 use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN};
 use tidemark_schemas::FORMAT_VERSION;
 
-use super::sides::{Expect, Extra, Side};
+use super::sides::{Expect, Extra, SameValues, Side};
 use crate::recover::validate::{FIRST_MISMATCHES, Mismatch, ValidationReport};
 
 /// The comparison's running verdict.
@@ -101,13 +100,15 @@ impl<'a> Compare<'a> {
         Self::push(&mut self.extras, m);
     }
 
-    /// Compares a key's expected row (`side`'s row `r`, outside columns `want_extra` from
-    /// `extra_row`) with the table's row `f`.
+    /// Compares a key's expected row (`side`'s row `r`, whose payload `payload` compares with
+    /// the table's; its outside columns from `extra_row`, the same as the table row's when
+    /// `extra_same`) with the table's row `f`.
     pub(super) fn same(
         &mut self,
         side: &Side,
         r: u32,
-        want_extra: Option<Row<'_>>,
+        payload: &SameValues,
+        extra_same: bool,
         extra_row: Option<(&Side, u32)>,
         f: u32,
     ) {
@@ -143,7 +144,7 @@ impl<'a> Compare<'a> {
             );
             return Self::push(&mut self.keyed, m);
         }
-        if side.payload.row(r as usize) != t.payload.row(f as usize) {
+        if !payload.same(r, f) {
             self.report.value_mismatches += 1;
             let col = (0..spec.types.len())
                 .find(|&i| side.show(spec, i, r) != t.show(spec, i, f))
@@ -156,8 +157,7 @@ impl<'a> Compare<'a> {
             );
             return Self::push(&mut self.keyed, m);
         }
-        let found_extra = t.extra.as_ref().map(|rows| rows.row(f as usize));
-        if want_extra != found_extra {
+        if !extra_same {
             self.report.value_mismatches += 1;
             let text = |c: Option<&ArrayRef>, row: u32| match c {
                 Some(a) if !a.is_null(row as usize) => {

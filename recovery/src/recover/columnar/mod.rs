@@ -3,11 +3,12 @@
 //! ([`crate::merge`]) nor with the row-by-row fold of [`crate::reference`].
 //!
 //! Each side (the trusted snapshot's rows, the events, the recovered table's rows) is cast to
-//! the journal's column types and encoded with Arrow's row format: one byte string for the key,
-//! one for the payload (every spec column but key and version, the delete flag included) and
-//! one for the columns outside the spec. Equal bytes are equal values (doubles compare by their
-//! bits, as the reference does; a null differs from every value). The three sides are sorted by
-//! key bytes and walked together, one key at a time:
+//! the journal's column types; its keys are encoded with Arrow's row format (one byte string a
+//! key). The payload (every spec column but key and version, the delete flag included) and the
+//! columns outside the spec are compared in place, column by column (`sides::SameValues`): equal
+//! values are equal (doubles compare by their bits, as the reference does; a null equals a null
+//! and differs from every value). The three sides are sorted by key bytes and walked together,
+//! one key at a time:
 //!
 //! * events of one key and version are one event when their payloads are equal (the lowest
 //!   position represents them) and a conflict when they differ; an event whose version equals
@@ -21,8 +22,8 @@
 //!
 //! Only a mismatch is turned into displayed values (with [`crate::reference::cell`]).
 //!
-//! `sides.rs`: each side's rows, cast and encoded ([`Extra`] names the columns outside the
-//! spec); `check.rs`: the expected rows (the fold) and the walk of the sides, key by key
+//! `sides.rs`: each side's rows, cast, their keys encoded ([`Extra`] names the columns outside
+//! the spec), and the comparison of values; `check.rs`: the expected rows (the fold) and the walk of the sides, key by key
 //! ([`check`]); `compare.rs`: the comparison's running verdict, mismatch by mismatch.
 
 mod check;

@@ -132,7 +132,7 @@ impl RangeCheck<'_> {
                         found.extend(batches);
                     }
                     let evs = ranged_events(&spilled, p)?;
-                    tokio::task::spawn_blocking(move || columnar::check(&spec, &extra, &seed, &evs, &found))
+                    tokio::task::spawn_blocking(move || columnar::check(&spec, &extra, seed, evs, found))
                         .await
                         .map_err(|e| RecoverError::Validation {
                             message: format!("a validation worker panicked: {e}"),

@@ -138,7 +138,7 @@ pub async fn validate_keys(
         while let Some(batches) = events.next().await {
             all.extend(batches?);
         }
-        return columnar::check(spec, &extra, &seed, &all, &found).map(|r| ValidationReport {
+        return columnar::check(spec, &extra, seed, all, found).map(|r| ValidationReport {
             partitions: 1,
             split: "whole".into(),
             ..r
@@ -286,8 +286,8 @@ fn validate_partition(
     columnar::check(
         spec,
         extra,
-        &read(Side::Snapshot)?,
-        &read(Side::Events)?,
-        &read(Side::Table)?,
+        read(Side::Snapshot)?,
+        read(Side::Events)?,
+        read(Side::Table)?,
     )
 }
