@@ -131,13 +131,10 @@ async fn run(batches: Vec<Vec<Ev>>) -> Result<(), TestCaseError> {
             .collect();
         let eb = events_batch(&events);
         let before: Vec<RecordBatch> = files.values().flatten().cloned().collect();
-        let columnar = check(
-            &spec,
-            &Extra::default(),
-            before.clone(),
-            vec![eb.clone()],
-            before.clone(),
-        );
+        // The columnar check of this unit against the table rows `found`.
+        let check_unit =
+            |found: Vec<RecordBatch>| check(&spec, &Extra::default(), before.clone(), vec![eb.clone()], found);
+        let columnar = check_unit(before.clone());
         let expected = reference.apply(&reference::rows_of(&spec, std::slice::from_ref(&eb)));
         let got = merge::merge(
             &spec,
@@ -183,14 +180,7 @@ async fn run(batches: Vec<Vec<Ev>>) -> Result<(), TestCaseError> {
         if columnar.is_ok() {
             // The columnar validation of this unit passes the merge's result…
             let after: Vec<RecordBatch> = files.values().flatten().cloned().collect();
-            let verdict = check(
-                &spec,
-                &Extra::default(),
-                before.clone(),
-                vec![eb.clone()],
-                after.clone(),
-            )
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let verdict = check_unit(after.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(
                 verdict.ok,
                 "batch {}: columnar validation refused the merge: {:?}",
@@ -201,8 +191,7 @@ async fn run(batches: Vec<Vec<Ev>>) -> Result<(), TestCaseError> {
             if let Some(first) = after.iter().position(|b| b.num_rows() > 0) {
                 let mut dropped = after.clone();
                 dropped[first] = dropped[first].slice(1, dropped[first].num_rows() - 1);
-                let verdict = check(&spec, &Extra::default(), before.clone(), vec![eb.clone()], dropped)
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let verdict = check_unit(dropped).map_err(|e| TestCaseError::fail(e.to_string()))?;
                 prop_assert!(
                     !verdict.ok && verdict.missing == 1,
                     "batch {}: a dropped row passed: {:?}",
