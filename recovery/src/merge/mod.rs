@@ -5,8 +5,9 @@
 //! * conflicts: two events with one key and version and different payloads (a self-join), and an
 //!   event whose version equals the table row's but whose payload differs (a join with the table);
 //!   either stops the merge before anything is produced;
-//! * the winning event per key (`row_number()` over key, highest version, then lowest position,
-//!   so that identical retries collapse onto their first position);
+//! * the winning event per key (the highest version, then the lowest position, so that
+//!   identical retries collapse onto their first position: `first_value` of the position
+//!   grouped by key, then the event at that position);
 //! * what happens to each key: `insert` (new key), `update` (newer version: replaces the row, a
 //!   tombstone included) or `keep` (older or equal version: nothing changes);
 //! * the data files to rewrite (those that hold an updated key) and the rows of those files that
@@ -237,9 +238,12 @@ pub fn decided_sql(spec: &CompiledSpec, output: &SchemaRef, extra: &str) -> Stri
             format!("{side}.{}", q(f.name()))
         })
         .collect();
+    // The winner's position per key, by a grouped `first_value` over two integers (a window
+    // `row_number()` per key cost a partition's state for every key: 9% of a 10M + 1M
+    // recovery's CPU), then its row by that position (positions are unique in the journal).
     format!(
-        "WITH ranked AS (SELECT ev.*, row_number() OVER (PARTITION BY {key} ORDER BY {version} DESC, {pos} ASC) AS rn FROM ev), \
-         w AS (SELECT * FROM ranked WHERE rn = 1) \
+        "WITH wp AS (SELECT first_value({pos} ORDER BY {version} DESC, {pos} ASC) AS wpos FROM ev GROUP BY {key}), \
+         w AS (SELECT ev.* FROM ev JOIN wp ON ev.{pos} = wp.wpos) \
          SELECT {cols}, {extra}\
            CASE WHEN c.{key} IS NULL THEN 'insert' WHEN w.{version} > c.{version} THEN 'update' ELSE 'keep' END AS _op \
          FROM w LEFT JOIN cur c ON w.{key} = c.{key}",

@@ -1,7 +1,8 @@
 //! The distributed validation of a Ballista recovery: every key of the written table checked on
 //! the cluster against the expected table, computed by a formulation that shares no SQL with the
-//! merge plan it checks ([`crate::merge::decided_sql`]: a window ranking the events, a left join
-//! to the snapshot, a three-way decision and an anti-join for the kept rows).
+//! merge plan it checks ([`crate::merge::decided_sql`]: the winner's position per key by an
+//! ordered `first_value` over the events alone, a left join to the snapshot, a three-way decision
+//! and an anti-join for the kept rows).
 //!
 //! Here the snapshot's rows and the events are one union; per key the greatest version wins and,
 //! among the rows of that version, the lowest journal position (two aggregates joined back); the
