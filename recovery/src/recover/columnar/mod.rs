@@ -23,8 +23,9 @@
 //! Only a mismatch is turned into displayed values (with [`crate::reference::cell`]).
 //!
 //! `sides.rs`: each side's rows, cast, their keys encoded ([`Extra`] names the columns outside
-//! the spec), and the comparison of values; `check.rs`: the expected rows (the fold) and the walk of the sides, key by key
-//! ([`check`]); `compare.rs`: the comparison's running verdict, mismatch by mismatch.
+//! the spec), and the comparison of values; `check.rs`: the expected rows (the fold) and the
+//! walk of the sides, key by key ([`check`]); `compare.rs`: the comparison's running verdict,
+//! mismatch by mismatch.
 
 mod check;
 mod compare;
