@@ -63,12 +63,9 @@ impl Codec {
         let payload_cols: Vec<usize> = (0..types.len())
             .filter(|&i| i != spec.key_index && i != spec.version_index)
             .collect();
-        let conv = |ts: Vec<DataType>| {
-            RowConverter::new(ts.into_iter().map(SortField::new).collect())
-                .map_err(|e| invalid(format!("row encoder: {e}")))
-        };
         Ok(Codec {
-            key: conv(vec![types[spec.key_index].clone()])?,
+            key: RowConverter::new(vec![SortField::new(types[spec.key_index].clone())])
+                .map_err(|e| invalid(format!("row encoder: {e}")))?,
             types,
             payload_cols,
         })
@@ -133,7 +130,7 @@ impl Side {
                 .zip(&x.types)
                 .map(|(n, t)| column(&batches, n, t, name))
                 .collect::<Result<_, _>>()?,
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         drop(batches);
         let version = cast(&cols[spec.version_index], &DataType::Int64)
