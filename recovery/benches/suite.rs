@@ -520,6 +520,8 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
             debug_assert_eq!(v.null_count(), 0);
         }
     }
+    // The new table's data files' bytes, for the writer's settings (codec level, dictionaries).
+    let data_mb = files.iter().map(|f| f.file_size_in_bytes()).sum::<u64>() as f64 / 1e6;
     let location = table.metadata().location().trim_start_matches("file://").to_string();
     let ident = table::parse_ident(&into).unwrap();
     handle.catalog().drop_table(&ident).await.unwrap();
@@ -532,5 +534,6 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
         "keys_validated": report.validation.keys_expected,
         "validation_split": report.validation.split, "validation_partitions": report.validation.partitions,
         "final_state": {"rows": rows, "tombstones": tombstones, "version_sum": version_sum},
+        "data_mb": data_mb,
     })
 }

@@ -382,7 +382,12 @@ pub async fn write_position_deletes(
     let mut writer = ArrowWriter::try_new(
         &mut bytes,
         schema,
-        Some(writer_properties(&name, meta.properties(), &props)?),
+        Some(writer_properties(
+            &name,
+            meta.properties(),
+            &props,
+            meta.current_schema(),
+        )?),
     )
     .map_err(|e| fail(&e))?;
     writer.write(&batch).map_err(|e| fail(&e))?;

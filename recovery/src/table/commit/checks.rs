@@ -30,7 +30,7 @@ pub fn check_codecs(name: &str, meta: &TableMetadata) -> Result<(), TableError> 
     let props = meta
         .table_properties()
         .map_err(iceberg_err(format!("read the properties of {name}")))?;
-    writer_properties(name, meta.properties(), &props)?;
+    writer_properties(name, meta.properties(), &props, meta.current_schema())?;
     AvroCodec::from_properties(meta.properties()).map_err(|reason| TableError::Unsupported {
         table: name.to_string(),
         reason,

@@ -412,13 +412,89 @@ async fn codecs(table: &Table, files: &[DataFile]) -> Vec<parquet::basic::Compre
     out
 }
 
+/// Whether each column chunk of the file's first row group has a dictionary page, by column name.
+async fn dictionaries(table: &Table, file: &DataFile) -> Vec<(String, bool)> {
+    let bytes = table
+        .file_io()
+        .new_input(file.file_path())
+        .unwrap()
+        .read()
+        .await
+        .unwrap();
+    let reader = parquet::file::reader::SerializedFileReader::new(bytes).unwrap();
+    use parquet::file::reader::FileReader;
+    let group = reader.metadata().row_group(0).clone();
+    group
+        .columns()
+        .iter()
+        .map(|c| (c.column_path().string(), c.dictionary_page_offset().is_some()))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_key_column_is_written_without_a_dictionary_and_the_others_with_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = catalog_in(dir.path()).await;
+    let table = create_or_load_table(&handle, TABLE, &CompiledSpec::orders())
+        .await
+        .unwrap();
+    let rows: Vec<(String, i64)> = (0..1000).map(|i| (format!("o-{i:09}"), 1)).collect();
+    let rows: Vec<(&str, i64)> = rows.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let files = file_of(&table, &rows, 1).await;
+    let found = dictionaries(&table, &files[0]).await;
+    let with: Vec<&str> = found.iter().filter(|c| c.1).map(|c| c.0.as_str()).collect();
+    assert!(found.iter().any(|c| c.0 == "order_id" && !c.1), "{found:?}");
+    assert!(with.contains(&"customer_id") && with.contains(&"status"), "{found:?}");
+}
+
+#[test]
+fn the_writer_settings_follow_the_identifier_and_the_level_property() {
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::schema::types::ColumnPath;
+    let spec = CompiledSpec::orders();
+    let keyed = crate::table::schema::iceberg_schema(&spec);
+    let props = iceberg::spec::TableProperties::try_from(&HashMap::new()).unwrap();
+    let settings = |properties: &HashMap<String, String>, schema: &iceberg::spec::Schema| {
+        writer_properties(TABLE, properties, &props, schema).unwrap()
+    };
+    let dictionary =
+        |w: &parquet::file::properties::WriterProperties, c: &str| w.dictionary_enabled(&ColumnPath::from(c));
+    // No level set: zstd level 1, what PyIceberg (pyarrow) writes.
+    let default = settings(&HashMap::new(), &keyed);
+    let key = ColumnPath::from("order_id");
+    assert_eq!(
+        default.compression(&key),
+        Compression::ZSTD(ZstdLevel::try_new(1).unwrap())
+    );
+    let three = HashMap::from([(PROP_PARQUET_LEVEL.to_string(), "3".to_string())]);
+    assert_eq!(
+        settings(&three, &keyed).compression(&key),
+        Compression::ZSTD(ZstdLevel::try_new(3).unwrap())
+    );
+    // The single identifier field goes without a dictionary; every other column keeps one.
+    assert!(!dictionary(&default, "order_id") && dictionary(&default, "customer_id"));
+    // A table without identifier (another engine created it) or with two: every column keeps it.
+    let fields: Vec<_> = keyed.as_struct().fields().to_vec();
+    let schema_with = |ids: Vec<i32>| {
+        iceberg::spec::Schema::builder()
+            .with_fields(fields.clone())
+            .with_identifier_field_ids(ids)
+            .build()
+            .unwrap()
+    };
+    for ids in [vec![], vec![1, 3]] {
+        let w = settings(&HashMap::new(), &schema_with(ids.clone()));
+        assert!(dictionary(&w, "order_id") && dictionary(&w, "customer_id"), "{ids:?}");
+    }
+}
+
 #[tokio::test]
 async fn data_files_honour_the_compression_codec_property() {
     use parquet::basic::Compression;
     let dir = tempfile::tempdir().unwrap();
     let handle = catalog_in(dir.path()).await;
     let spec = CompiledSpec::orders();
-    // Default: zstd, as Java and PyIceberg write.
+    // Default: zstd, as Java and PyIceberg write (level: the test below).
     let table = create_or_load_table(&handle, TABLE, &spec).await.unwrap();
     let files = file_of(&table, &[("a", 1)], 1).await;
     assert!(

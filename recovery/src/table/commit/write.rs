@@ -42,7 +42,7 @@ pub async fn write_data_file(
         .table_properties()
         .map_err(iceberg_err(format!("read the properties of {name}")))?;
     let parquet = ParquetWriterBuilder::new(
-        writer_properties(&name, meta.properties(), &props)?,
+        writer_properties(&name, meta.properties(), &props, meta.current_schema())?,
         meta.current_schema().clone(),
     );
     let locations = DefaultLocationGenerator::new(meta).map_err(iceberg_err(format!("data location of {name}")))?;
@@ -273,15 +273,23 @@ pub const PROP_PARQUET_CODEC: &str = "write.parquet.compression-codec";
 /// Property naming the codec's level.
 pub const PROP_PARQUET_LEVEL: &str = "write.parquet.compression-level";
 
+/// The zstd level when the table sets none: 1, what PyIceberg writes (pyarrow's default) and
+/// what the journal's event objects use. Java writes 3; a table that wants it says so in
+/// `write.parquet.compression-level`. At 10M rows + 1M events level 3 cost 9% of a recovery's
+/// CPU (docs/performance.md, "Writer settings").
+pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
+
 /// The Parquet writer settings of the table: `write.parquet.compression-codec` (default zstd, as
 /// Java and PyIceberg default; `zstd`, `snappy` or `uncompressed`/`none` — this build has no
 /// gzip, brotli or lz4, and a table asking for one is refused before anything is written),
-/// `write.parquet.compression-level` for zstd (default 3, Java's), and the content-defined
-/// chunking keys iceberg-rust translates.
+/// `write.parquet.compression-level` for zstd (default [`DEFAULT_ZSTD_LEVEL`]), and the
+/// content-defined chunking keys iceberg-rust translates. The column of a single identifier field
+/// ([`unique_column`]) is written without a dictionary.
 pub fn writer_properties(
     table: &str,
     properties: &HashMap<String, String>,
     props: &iceberg::spec::TableProperties,
+    schema: &iceberg::spec::Schema,
 ) -> Result<WriterProperties, TableError> {
     use parquet::basic::{Compression, ZstdLevel};
     let unsupported = |reason: String| TableError::Unsupported {
@@ -298,7 +306,7 @@ pub fn writer_properties(
                 Some(l) => l
                     .parse::<i32>()
                     .map_err(|_| unsupported(format!("{PROP_PARQUET_LEVEL} = {l:?} is not a number")))?,
-                None => 3,
+                None => DEFAULT_ZSTD_LEVEL,
             };
             Compression::ZSTD(
                 ZstdLevel::try_new(level).map_err(|e| unsupported(format!("{PROP_PARQUET_LEVEL} = {level}: {e}")))?,
@@ -317,10 +325,29 @@ pub fn writer_properties(
         max_chunk_size: props.cdc_max_chunk_size,
         norm_level: props.cdc_norm_level,
     });
-    Ok(WriterProperties::builder()
+    let mut builder = WriterProperties::builder()
         .set_compression(compression)
-        .set_content_defined_chunking(cdc)
-        .build())
+        .set_content_defined_chunking(cdc);
+    if let Some(key) = unique_column(schema) {
+        builder = builder.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(key), false);
+    }
+    Ok(builder.build())
+}
+
+/// The top-level column of `schema`'s identifier when it is one field (the journal's key, which
+/// tidemark's tables declare): its values are distinct in every file, so a dictionary never pays.
+/// The encoder would intern each value until the dictionary page is full (1 MiB: about two thirds
+/// of a 100,000-row file's keys of 11 characters) and then write the rest plain. Several identifier fields are unique only
+/// together, so each keeps its dictionary.
+pub fn unique_column(schema: &iceberg::spec::Schema) -> Option<&str> {
+    let ids: Vec<i32> = schema.identifier_field_ids().collect();
+    let [id] = ids[..] else { return None };
+    schema
+        .as_struct()
+        .fields()
+        .iter()
+        .find(|f| f.id == id)
+        .map(|f| f.name.as_str())
 }
 
 /// Gives `batch` the table's Arrow schema (field ids in the metadata), checking names and types.
