@@ -190,13 +190,16 @@ impl SpilledEvents {
     }
 
     /// The cuts between ranges: the file chunks' cuts and the sample's quantiles, so that a
-    /// range holds about `per_range` events and about `chunk_rows` table rows.
+    /// range holds about `per_range` events and about `chunk_rows` table rows. A quantile moves
+    /// to a place between files near it ([`between_files`]) when there is one.
     pub fn cuts(&self, files: &[&DataFile], key_field_id: i32, chunk_rows: u64, per_range: u64) -> Vec<Cell> {
         let (_, mut cuts) = chunk_by_key(files, key_field_id, chunk_rows);
         let parts = self.rows.div_ceil(per_range.max(1)) as usize;
         if !self.sample.is_empty() {
+            // Every place where a cut falls between files (no file's key range reaches over it).
+            let (_, between) = chunk_by_key(files, key_field_id, 0);
             for i in 1..parts {
-                cuts.push(self.sample[i * self.sample.len() / parts].clone());
+                cuts.push(between_files(&self.sample, i, parts, &between));
             }
         }
         cuts.sort();
@@ -238,6 +241,30 @@ impl SpilledEvents {
         }
         Ok(ranges)
     }
+}
+
+/// The cut at the `i`-th of `parts` quantiles of the sorted key `sample`: the place between files
+/// (of the sorted `between`) nearest to it by the sample's ranks, within a quarter of a range
+/// either side, so that a range still holds between half and one and a half times its share of
+/// the events; the quantile itself when no such place is near. A cut between files keeps each
+/// file in one range: the file is read once, not once per range it spans, and the files written
+/// for a range start and end where the table's did, so the validation's split by key range can
+/// cut there too (a quantile inside files chained the rewritten files of the newest keys, where
+/// the events crowd, into one 1.85M-row run of overlapping files at 10M + 1M).
+fn between_files(sample: &[Cell], i: usize, parts: usize, between: &[Cell]) -> Cell {
+    let n = sample.len();
+    let at = (i * n / parts).min(n - 1);
+    let quarter = n / (4 * parts.max(1));
+    let (lo, hi) = (&sample[at.saturating_sub(quarter)], &sample[(at + quarter).min(n - 1)]);
+    let (from, to) = (
+        between.partition_point(|b| b < lo),
+        between.partition_point(|b| b <= hi),
+    );
+    between[from..to]
+        .iter()
+        .min_by_key(|b| sample.partition_point(|s| s < *b).abs_diff(at))
+        .unwrap_or(&sample[at])
+        .clone()
 }
 
 /// The events partitioned by range (removed when dropped).
@@ -424,4 +451,26 @@ pub(crate) async fn copy_on_write_spilled(
         added.into_iter().flatten().collect(),
         stats,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::between_files;
+    use crate::reference::Cell;
+
+    #[test]
+    fn a_quantile_cut_moves_to_the_nearest_place_between_files_within_a_quarter_range() {
+        // 100 sampled keys 0, 10, …, 990; four ranges: quantiles at ranks 25, 50 and 75, a quarter
+        // range is 6 ranks.
+        let sample: Vec<Cell> = (0..100).map(|k| Cell::Long(k * 10)).collect();
+        let between = [200, 231, 262, 700].map(Cell::Long);
+        // Rank 25 (key 250): 200, 231 and 262 lie within ranks 19..=31; 231 (rank 24) is nearest.
+        assert_eq!(between_files(&sample, 1, 4, &between), Cell::Long(231));
+        // Rank 50: no place between files within keys 440..=560, so the quantile stays.
+        assert_eq!(between_files(&sample, 2, 4, &between), Cell::Long(500));
+        // Rank 75: 700 (rank 70) is within ranks 69..=81.
+        assert_eq!(between_files(&sample, 3, 4, &between), Cell::Long(700));
+        // No place between files (files without key bounds): the quantile.
+        assert_eq!(between_files(&sample, 1, 4, &[]), Cell::Long(250));
+    }
 }
