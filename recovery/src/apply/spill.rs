@@ -3,7 +3,8 @@
 //!
 //! The events are written once, as they are read from the journal, to an Arrow IPC spill file
 //! ([`EventSpill`]), keeping a fixed-size sample of their keys. A merge then cuts the key space
-//! into ranges that hold about `per_range` events each (cuts at the sample's quantiles) and about
+//! into ranges that hold about `per_range` events each (cuts at the sample's quantiles, each moved
+//! to a place between files within a quarter range when there is one) and about
 //! `chunk_rows` table rows each (the cuts between files of [`chunk_by_key`]), partitions the spill
 //! by those ranges into one file per range, and merges range by range, with the same DataFusion
 //! plan ([`merge::merge`]) as every other merge: the range's events against the live rows, within
