@@ -275,8 +275,8 @@ pub const PROP_PARQUET_LEVEL: &str = "write.parquet.compression-level";
 
 /// The zstd level when the table sets none: 1, what PyIceberg writes (pyarrow's default) and
 /// what the journal's event objects use. Java writes 3; a table that wants it says so in
-/// `write.parquet.compression-level`. At 10M rows + 1M events level 3 cost 9% of a recovery's
-/// CPU (docs/performance.md, "Writer settings").
+/// `write.parquet.compression-level`. At 10M rows + 1M events level 3 was about 10% of a
+/// recovery's CPU (docs/performance.md, "Writer settings").
 pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 
 /// The Parquet writer settings of the table: `write.parquet.compression-codec` (default zstd, as
@@ -284,7 +284,7 @@ pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 /// gzip, brotli or lz4, and a table asking for one is refused before anything is written),
 /// `write.parquet.compression-level` for zstd (default [`DEFAULT_ZSTD_LEVEL`]), and the
 /// content-defined chunking keys iceberg-rust translates. The column of a single identifier field
-/// ([`unique_column`]) is written without a dictionary.
+/// (`unique_column`) is written without a dictionary.
 pub fn writer_properties(
     table: &str,
     properties: &HashMap<String, String>,
@@ -337,9 +337,9 @@ pub fn writer_properties(
 /// The top-level column of `schema`'s identifier when it is one field (the journal's key, which
 /// tidemark's tables declare): its values are distinct in every file, so a dictionary never pays.
 /// The encoder would intern each value until the dictionary page is full (1 MiB: about two thirds
-/// of a 100,000-row file's keys of 11 characters) and then write the rest plain. Several identifier fields are unique only
-/// together, so each keeps its dictionary.
-pub fn unique_column(schema: &iceberg::spec::Schema) -> Option<&str> {
+/// of a 100,000-row file's keys of 11 characters) and then write the rest plain. Several
+/// identifier fields are unique only together, so each keeps its dictionary.
+fn unique_column(schema: &iceberg::spec::Schema) -> Option<&str> {
     let ids: Vec<i32> = schema.identifier_field_ids().collect();
     let [id] = ids[..] else { return None };
     schema
