@@ -494,7 +494,7 @@ async fn data_files_honour_the_compression_codec_property() {
     let dir = tempfile::tempdir().unwrap();
     let handle = catalog_in(dir.path()).await;
     let spec = CompiledSpec::orders();
-    // Default: zstd, as Java and PyIceberg write (level: the test below).
+    // Default: zstd, as Java and PyIceberg write (its level: the test above).
     let table = create_or_load_table(&handle, TABLE, &spec).await.unwrap();
     let files = file_of(&table, &[("a", 1)], 1).await;
     assert!(
