@@ -400,20 +400,8 @@ async fn bad_commits_are_refused_and_change_nothing() {
     assert_eq!(rows(&t1, None).await, want(&[("a", 1)]));
 }
 
-/// The codec of the first column chunk of each file.
-async fn codecs(table: &Table, files: &[DataFile]) -> Vec<parquet::basic::Compression> {
-    let mut out = Vec::new();
-    for f in files {
-        let bytes = table.file_io().new_input(f.file_path()).unwrap().read().await.unwrap();
-        let reader = parquet::file::reader::SerializedFileReader::new(bytes).unwrap();
-        use parquet::file::reader::FileReader;
-        out.push(reader.metadata().row_group(0).column(0).compression());
-    }
-    out
-}
-
-/// Whether each column chunk of the file's first row group has a dictionary page, by column name.
-async fn dictionaries(table: &Table, file: &DataFile) -> Vec<(String, bool)> {
+/// The first row group's column chunks of a data file, as its footer describes them.
+async fn first_row_group(table: &Table, file: &DataFile) -> parquet::file::metadata::RowGroupMetaData {
     let bytes = table
         .file_io()
         .new_input(file.file_path())
@@ -423,8 +411,22 @@ async fn dictionaries(table: &Table, file: &DataFile) -> Vec<(String, bool)> {
         .unwrap();
     let reader = parquet::file::reader::SerializedFileReader::new(bytes).unwrap();
     use parquet::file::reader::FileReader;
-    let group = reader.metadata().row_group(0).clone();
-    group
+    reader.metadata().row_group(0).clone()
+}
+
+/// The codec of the first column chunk of each file.
+async fn codecs(table: &Table, files: &[DataFile]) -> Vec<parquet::basic::Compression> {
+    let mut out = Vec::new();
+    for f in files {
+        out.push(first_row_group(table, f).await.column(0).compression());
+    }
+    out
+}
+
+/// Whether each column chunk of the file's first row group has a dictionary page, by column name.
+async fn dictionaries(table: &Table, file: &DataFile) -> Vec<(String, bool)> {
+    first_row_group(table, file)
+        .await
         .columns()
         .iter()
         .map(|c| (c.column_path().string(), c.dictionary_page_offset().is_some()))
