@@ -54,8 +54,14 @@ pub async fn read_manifest_events(
         .store
         .get(&m.manifest.object_key, Some(&m.manifest.object_version_id))
         .await?;
+    // The decoding runs on a blocking thread, so that the two objects a streaming reader keeps
+    // in flight decode on both cores (futures polled in one task share one).
+    let (spec, key) = (journal.spec.clone(), m.manifest.object_key.clone());
+    let decoded = tokio::task::spawn_blocking(move || codec::decode_parquet(&spec, &key, got.body))
+        .await
+        .map_err(|e| task_failed(&m.manifest.object_key, e))??;
     let mut first = m.manifest.first_position;
-    for b in codec::decode_parquet(&journal.spec, &m.manifest.object_key, got.body)? {
+    for b in decoded {
         let rows = b.num_rows() as u64;
         // Batches are position-contiguous from the manifest's first (verified), so offsets are
         // positions: this decoded batch holds `first..first + rows`.
@@ -67,6 +73,14 @@ pub async fn read_manifest_events(
         first += rows;
     }
     Ok(out)
+}
+
+/// The error of a reading task that panicked or was cancelled.
+fn task_failed(key: &str, e: tokio::task::JoinError) -> JournalError {
+    JournalError::Format {
+        context: format!("reading event object {key}"),
+        message: format!("the reading task failed: {e}"),
+    }
 }
 
 fn range_error(after: u64, to: u64, message: String) -> JournalError {
@@ -254,10 +268,7 @@ impl ByPosition {
             Ok(out)
         })
         .await
-        .map_err(|e| JournalError::Format {
-            context: format!("reading event object {key}"),
-            message: format!("the reading task failed: {e}"),
-        })??;
+        .map_err(|e| task_failed(key, e))??;
         batches
             .into_iter()
             .map(|b| self.resolutions.filter(journal, b))

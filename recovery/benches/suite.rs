@@ -531,6 +531,8 @@ async fn recover_step(dir: &Path, engine: &str) -> Value {
         "verify_s": verify_s, "choose_s": ms("choose snapshot"), "seed_s": ms("seed"), "replay_s": ms("replay"),
         "validate_s": ms("validate"), "total_s": verify_s + recover_s, "cpu_s": cpu_s, "peak_rss_mb": peak,
         "step_peak_rss_mb": step_peaks,
+        // Every step's seconds (audit, boundary and commit included).
+        "steps_s": report.steps.iter().map(|s| (s.step.clone(), json!(s.ms as f64 / 1000.0))).collect::<serde_json::Map<_, _>>(),
         "keys_validated": report.validation.keys_expected,
         "validation_split": report.validation.split, "validation_partitions": report.validation.partitions,
         "final_state": {"rows": rows, "tombstones": tombstones, "version_sum": version_sum},

@@ -14,8 +14,7 @@ use crate::apply::mor::{PhaseTimes, WriteStats};
 use crate::apply::rules::{ROWS_PER_FILE, merge_sorted_by_key};
 use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
-use crate::reference::cell;
-use crate::table::read::{chunk_by_key, chunk_of, read_files, split_rows};
+use crate::table::read::{chunk_by_key, key_chunks, read_files, split_rows};
 use crate::table::write_data_file;
 
 /// A unit's changes, written but not committed.
@@ -185,9 +184,8 @@ fn split_by_chunk(
     }
     let key_t = spec.types[spec.key_index];
     for b in events {
-        let col = b.column(spec.event_column(spec.key_index));
-        let parts = split_rows(b, chunks, |r| chunk_of(cuts, &cell(col.as_ref(), key_t, r)))
-            .map_err(|e| MergeError::Input(e.to_string()))?;
+        let of = key_chunks(cuts, b.column(spec.event_column(spec.key_index)).as_ref(), key_t);
+        let parts = split_rows(b, chunks, |r| of[r]).map_err(|e| MergeError::Input(e.to_string()))?;
         for (c, part) in parts {
             out[c].push(part);
         }

@@ -43,7 +43,7 @@ use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};
 use crate::table::deletes::Deletes;
-use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, key_bounds, read_files, split_rows};
+use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, key_bounds, key_chunks, read_files, split_rows};
 
 /// Keys the sample keeps at most (reservoir sampling; every key when there are fewer events).
 pub const SAMPLE_KEYS: usize = 8192;
@@ -221,9 +221,8 @@ impl SpilledEvents {
         let (key_col, key_t) = (spec.event_column(spec.key_index), spec.types[spec.key_index]);
         for batch in self.batches()? {
             let batch = batch?;
-            let col = batch.column(key_col).clone();
-            let parts = split_rows(&batch, ranges.count, |r| chunk_of(cuts, &cell(col.as_ref(), key_t, r)))
-                .map_err(|e| MergeError::Input(e.to_string()))?;
+            let of = key_chunks(cuts, batch.column(key_col).as_ref(), key_t);
+            let parts = split_rows(&batch, ranges.count, |r| of[r]).map_err(|e| MergeError::Input(e.to_string()))?;
             for (r, part) in parts {
                 let path = ranges.file(r);
                 if writers[r].is_none() {
@@ -306,9 +305,9 @@ fn rows_in(
     cuts: &[Cell],
     keep: impl Fn(usize) -> bool,
 ) -> Result<RecordBatch, ApplyError> {
-    let col = batch.column(key_col);
-    let mask: BooleanArray = (0..batch.num_rows())
-        .map(|r| Some(keep(chunk_of(cuts, &cell(col.as_ref(), key_t, r)))))
+    let mask: BooleanArray = key_chunks(cuts, batch.column(key_col).as_ref(), key_t)
+        .into_iter()
+        .map(|c| Some(keep(c)))
         .collect();
     arrow::compute::filter_record_batch(batch, &mask).map_err(|e| MergeError::Input(e.to_string()).into())
 }

@@ -12,6 +12,7 @@
 //! writers added included), the source's partition spec, sort order and properties.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use iceberg::table::Table;
@@ -27,10 +28,15 @@ use crate::table::commit::copy_data_file;
 use crate::table::read::read_paths;
 use crate::table::{self, CommitStamp, commit_overwrite, parse_ident, write_data_file};
 
+/// Byte-for-byte copies of the snapshot's files in flight at once: each is a read and a write of
+/// one file (the I/O of both cores locally, the round trips of S3); files that are rewritten
+/// instead stay two at a time.
+pub const COPIES_IN_FLIGHT: usize = 8;
+
 /// The Arrow schema (with field ids) of the snapshot's own schema.
 pub fn snapshot_arrow_schema(snap: &TrustedSnapshot) -> Result<arrow_schema::SchemaRef, RecoverError> {
     iceberg::arrow::schema_to_arrow_schema(&snap.schema)
-        .map(std::sync::Arc::new)
+        .map(Arc::new)
         .map_err(|e| RecoverError::Iceberg {
             context: format!("convert the schema of snapshot {} to Arrow", snap.snapshot_id),
             message: e.to_string(),
@@ -213,19 +219,22 @@ pub async fn seed(
     let t = table::create_table_like(handle, into, &snap.metadata, &snap.schema, props).await?;
     // The snapshot's rows are read by the snapshot's field ids, which the new table keeps.
     let schema = snapshot_arrow_schema(snap)?;
-    // One source file at a time (two in flight), so memory follows the file size, not the
-    // table's; each is rewritten as files of at most ROWS_PER_FILE rows. The reads and writes
-    // run as tasks of their own so that the two files in flight use both cores (futures polled
-    // in one task would share one).
-    //
-    // A file is copied byte for byte instead (no decode, no encode) when the copy is the same
-    // rows under the new table: its schema has the snapshot's field ids, it is unpartitioned, no
+    // A file is copied byte for byte (no decode, no encode) when the copy is the same rows
+    // under the new table: its schema has the snapshot's field ids, it is unpartitioned, no
     // delete file applies to the snapshot, and the file is at most ROWS_PER_FILE rows (the
-    // merges' unit); `copy_data_file` checks the file itself.
+    // merges' unit); `copy_data_file` checks the file itself. A copy is a read and a write,
+    // [`COPIES_IN_FLIGHT`] at once.
+    //
+    // Any other file is rewritten as files of at most ROWS_PER_FILE rows, two at a time (a
+    // permit of `rewrites`), so memory follows the file size, not the table's. The reads and
+    // writes run as tasks of their own so that two files use both cores (futures polled in one
+    // task would share one).
     let verbatim = t.metadata().current_schema().as_struct() == snap.schema.as_struct()
         && t.metadata().default_partition_spec().is_unpartitioned()
         && snap.deletes.is_empty();
+    let rewrites = Arc::new(tokio::sync::Semaphore::new(2));
     let copy_file = |(path, entry): (String, iceberg::spec::DataFile)| {
+        let rewrites = rewrites.clone();
         let (io, name, schema, deletes) = (
             snap.file_io.clone(),
             snap.metadata_location.clone(),
@@ -241,6 +250,7 @@ pub async fn seed(
                     return Ok((vec![file], true));
                 }
             }
+            let _rewriting = rewrites.acquire_owned().await.expect("the semaphore is never closed");
             let read =
                 tokio::spawn(async move { read_paths(&io, &name, &[path.as_str()], &schema, None, &deletes).await });
             let batches = read.await.map_err(worker_died)??;
@@ -278,7 +288,7 @@ pub async fn seed(
     let (mut added, mut copied) = (Vec::new(), 0);
     let mut copies = futures::stream::iter(snap.data_files.iter().cloned().zip(snap.data_entries.iter().cloned()))
         .map(copy_file)
-        .buffered(2);
+        .buffered(COPIES_IN_FLIGHT);
     while let Some(files) = copies.next().await {
         let (files, verbatim) = files?;
         added.extend(files);

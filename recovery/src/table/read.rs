@@ -209,6 +209,62 @@ pub fn chunk_of(cuts: &[Cell], key: &Cell) -> usize {
     cuts.partition_point(|c| c <= key)
 }
 
+/// [`chunk_of`] for every row of the key column `col` (of type `t`). String and integer keys are
+/// compared in place against the cuts, without a [`Cell`] per row (a string's allocation and the
+/// cell's comparison were the most of the spilled replay's single-threaded partition of its
+/// events); other types, or cuts of another kind, go through [`cell`](crate::reference::cell).
+pub fn key_chunks(cuts: &[Cell], col: &dyn arrow::array::Array, t: ColumnType) -> Vec<usize> {
+    use arrow::array::{Array, AsArray};
+    fn by<T: PartialOrd + ?Sized>(cuts: &[&T], key: Option<&T>, null: usize) -> usize {
+        key.map_or(null, |k| cuts.partition_point(|c| *c <= k))
+    }
+    let null = chunk_of(cuts, &Cell::Null);
+    let strs: Option<Vec<&str>> = cuts
+        .iter()
+        .map(|c| match c {
+            Cell::Str(s) => Some(s.as_str()),
+            _ => None,
+        })
+        .collect();
+    let rows = 0..col.len();
+    match (t, strs) {
+        (ColumnType::String, Some(cuts)) => {
+            if let Some(a) = col.as_string_opt::<i32>() {
+                return rows
+                    .map(|r| by(&cuts, a.is_valid(r).then(|| a.value(r)), null))
+                    .collect();
+            }
+            if let Some(a) = col.as_string_opt::<i64>() {
+                return rows
+                    .map(|r| by(&cuts, a.is_valid(r).then(|| a.value(r)), null))
+                    .collect();
+            }
+            if let Some(a) = col.as_string_view_opt() {
+                return rows
+                    .map(|r| by(&cuts, a.is_valid(r).then(|| a.value(r)), null))
+                    .collect();
+            }
+        }
+        (ColumnType::Long, _) => {
+            let longs: Option<Vec<&i64>> = cuts
+                .iter()
+                .map(|c| match c {
+                    Cell::Long(v) => Some(v),
+                    _ => None,
+                })
+                .collect();
+            if let (Some(cuts), Some(a)) = (longs, col.as_primitive_opt::<arrow::datatypes::Int64Type>()) {
+                return rows
+                    .map(|r| by(&cuts, a.is_valid(r).then(|| &a.values()[r]), null))
+                    .collect();
+            }
+        }
+        _ => {}
+    }
+    rows.map(|r| chunk_of(cuts, &crate::reference::cell(col, t, r)))
+        .collect()
+}
+
 /// The key column's type must allow bound pruning; other key types read every file.
 pub fn prunable(t: ColumnType) -> bool {
     matches!(t, ColumnType::String | ColumnType::Long | ColumnType::Int)
@@ -268,5 +324,67 @@ mod tests {
         );
         let (none, ranges) = group_rows(&b, 3, |_| None).unwrap();
         assert_eq!((none.num_rows(), ranges.len()), (0, 0));
+    }
+
+    #[test]
+    fn key_chunks_agree_with_a_cell_per_row_for_every_string_array_and_long_keys() {
+        use arrow::array::{ArrayRef, Int32Array, LargeStringArray, StringArray, StringViewArray};
+
+        use crate::reference::cell;
+        let keys = [
+            Some("a"),
+            Some("k"),
+            None,
+            Some("k0"),
+            Some("z"),
+            Some("m"),
+            Some(""),
+            Some("q"),
+        ];
+        let cuts = |v: &[&str]| v.iter().map(|s| Cell::Str(s.to_string())).collect::<Vec<_>>();
+        let per_row = |cuts: &[Cell], col: &dyn Array, t| {
+            (0..col.len())
+                .map(|r| chunk_of(cuts, &cell(col, t, r)))
+                .collect::<Vec<_>>()
+        };
+        let columns: [ArrayRef; 3] = [
+            Arc::new(StringArray::from(keys.to_vec())),
+            Arc::new(LargeStringArray::from(keys.to_vec())),
+            Arc::new(StringViewArray::from(keys.to_vec())),
+        ];
+        // A key equal to a cut belongs to the chunk after it; a null key sorts first.
+        for cuts in [
+            cuts(&["k", "q"]),
+            cuts(&[]),
+            cuts(&["", "k0", "zz"]),
+            vec![Cell::Null, Cell::Str("m".into())],
+        ] {
+            for col in &columns {
+                let got = key_chunks(&cuts, col.as_ref(), ColumnType::String);
+                assert_eq!(
+                    got,
+                    per_row(&cuts, col.as_ref(), ColumnType::String),
+                    "{:?} {cuts:?}",
+                    col.data_type()
+                );
+            }
+        }
+        assert_eq!(
+            key_chunks(&cuts(&["k", "q"]), columns[0].as_ref(), ColumnType::String),
+            [0, 1, 0, 1, 2, 1, 0, 2]
+        );
+        let longs: ArrayRef = Arc::new(Int64Array::from(vec![Some(5), None, Some(-3), Some(10), Some(11)]));
+        let long_cuts = vec![Cell::Long(0), Cell::Long(10)];
+        assert_eq!(
+            key_chunks(&long_cuts, longs.as_ref(), ColumnType::Long),
+            [1, 0, 0, 2, 2]
+        );
+        assert_eq!(
+            key_chunks(&long_cuts, longs.as_ref(), ColumnType::Long),
+            per_row(&long_cuts, longs.as_ref(), ColumnType::Long)
+        );
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![1, 7, 3]));
+        let int_cuts = vec![Cell::Int(3)];
+        assert_eq!(key_chunks(&int_cuts, ints.as_ref(), ColumnType::Int), [0, 1, 1]);
     }
 }
