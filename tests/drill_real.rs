@@ -101,30 +101,17 @@ impl Production {
 
     fn drill_env(&self, env: &[(&str, &str)], extra: &[&str]) -> crate::support::Run {
         let args = [
-            &[
-                "drill",
-                "--source-table",
-                &self.table,
-                "--journal",
-                &self.journal,
-                "--catalog",
-                &self.catalog,
-                "--scratch",
-                &self.scratch,
-                "--route",
-                &self.route,
-                "--history",
-                &self.history,
-                "--json",
-            ][..],
-            extra,
+            self.drill_without_record(&["--source-table", &self.table]),
+            vec!["--route", &self.route, "--history", &self.history],
+            extra.to_vec(),
         ]
         .concat();
         self.s.run_with(env, &args)
     }
 
     /// The arguments of a drill from `source` (its `--source-…` arguments) into the scratch
-    /// namespace with `--json`, without a route or a history (the drills the tests run by hand).
+    /// namespace with `--json`, without a route or a history: [`Production::drill_env`] adds
+    /// them, the drills the tests run by hand go without.
     fn drill_without_record<'a>(&'a self, source: &[&'a str]) -> Vec<&'a str> {
         let rest = [
             "--journal",
