@@ -101,26 +101,28 @@ impl Production {
 
     fn drill_env(&self, env: &[(&str, &str)], extra: &[&str]) -> crate::support::Run {
         let args = [
-            &[
-                "drill",
-                "--source-table",
-                &self.table,
-                "--journal",
-                &self.journal,
-                "--catalog",
-                &self.catalog,
-                "--scratch",
-                &self.scratch,
-                "--route",
-                &self.route,
-                "--history",
-                &self.history,
-                "--json",
-            ][..],
-            extra,
+            self.drill_without_record(&["--source-table", &self.table]),
+            vec!["--route", &self.route, "--history", &self.history],
+            extra.to_vec(),
         ]
         .concat();
         self.s.run_with(env, &args)
+    }
+
+    /// The arguments of a drill from `source` (its `--source-…` arguments) into the scratch
+    /// namespace with `--json`, without a route or a history: [`Production::drill_env`] adds
+    /// them, the drills the tests run by hand go without.
+    fn drill_without_record<'a>(&'a self, source: &[&'a str]) -> Vec<&'a str> {
+        let rest = [
+            "--journal",
+            &self.journal,
+            "--catalog",
+            &self.catalog,
+            "--scratch",
+            &self.scratch,
+            "--json",
+        ];
+        [&["drill"][..], source, &rest[..]].concat()
     }
 
     /// Production as a reader and an auditor see it: every file of the journal, the route and
@@ -252,18 +254,7 @@ fn a_killed_drill_without_history_leaves_no_audit_records_behind() {
     let tmp = p.s.path("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let tmp_s = tmp.to_str().unwrap();
-    let args = [
-        "drill",
-        "--source-table",
-        "shop.orders",
-        "--journal",
-        &p.journal,
-        "--catalog",
-        &p.catalog,
-        "--scratch",
-        "drills",
-        "--json",
-    ];
+    let args = p.drill_without_record(&["--source-table", "shop.orders"]);
     let ours = |tmp: &Path| -> Vec<String> {
         std::fs::read_dir(tmp)
             .unwrap()
@@ -478,20 +469,8 @@ fn a_drill_of_a_replica_missing_a_file_fails_naming_it() {
     std::fs::remove_file(&lost).unwrap();
     let prod_warehouse = format!("file://{}", p.s.path_str("prod/warehouse"));
     let map = format!("{prod_warehouse}=file://{}", replica.join("warehouse").display());
-    let r = p.s.run(&[
-        "drill",
-        "--source-metadata",
-        &metadata,
-        "--prefix-map",
-        &map,
-        "--journal",
-        &p.journal,
-        "--catalog",
-        &p.catalog,
-        "--scratch",
-        "drills",
-        "--json",
-    ]);
+    let r =
+        p.s.run(&p.drill_without_record(&["--source-metadata", &metadata, "--prefix-map", &map]));
     assert_ne!(r.code, 0, "{}", r.stdout);
     let name = lost.file_name().unwrap().to_str().unwrap();
     assert!(

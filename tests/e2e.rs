@@ -40,10 +40,7 @@ fn journal_round_trip(s: &Scratch, journal: &str) {
         "progress on stderr: {}",
         append.stderr
     );
-    let verify = s
-        .run(&["journal", "verify", "--journal", journal, "--json"])
-        .ok()
-        .json();
+    let verify = s.verify_json(journal);
     assert_eq!(verify["ok"], true);
     assert_eq!(verify["verified_last_position"], 25);
     let status = s

@@ -95,16 +95,12 @@ async fn probe_cas(store: &dyn ObjectStore, key: &str) -> Result<std::result::Re
     let first = put_resolved(store, key, Bytes::from_static(b"1"), PutMode::Overwrite)
         .await?
         .put;
-    match put_resolved(
-        store,
-        key,
-        Bytes::from_static(b"2"),
-        PutMode::Update {
-            etag: first.etag.clone(),
-        },
-    )
-    .await
-    {
+    // A put If-Match the first write's ETag: current for the second put, stale for the third.
+    let put_if_first = |body: &'static [u8]| {
+        let etag = first.etag.clone();
+        put_resolved(store, key, Bytes::from_static(body), PutMode::Update { etag })
+    };
+    match put_if_first(b"2").await {
         Ok(_) => {}
         Err(e) if e.is_conflict() => {
             return Ok(Err(format!(
@@ -114,16 +110,7 @@ async fn probe_cas(store: &dyn ObjectStore, key: &str) -> Result<std::result::Re
         }
         Err(e) => return Err(e),
     }
-    match put_resolved(
-        store,
-        key,
-        Bytes::from_static(b"3"),
-        PutMode::Update {
-            etag: first.etag.clone(),
-        },
-    )
-    .await
-    {
+    match put_if_first(b"3").await {
         Err(e) if e.is_conflict() => Ok(Ok("current ETag accepted, stale ETag refused".into())),
         Err(e) => Err(e),
         Ok(_) => Ok(Err(format!("If-Match with the stale ETag {} succeeded", first.etag))),

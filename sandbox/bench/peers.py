@@ -125,6 +125,15 @@ def load_input(path: str) -> dict:
     return spec
 
 
+def load_merge_input(path: str, peer: str) -> dict:
+    """load_input for a peer that merges events into a snapshot (Polars, the delta-rs MERGE):
+    both the snapshot files and the event files must be there."""
+    spec = load_input(path)
+    if not spec["snapshot_files"] or not spec["event_files"]:
+        raise SystemExit(f"{peer}: needs snapshot files and event files")
+    return spec
+
+
 def split_ident(ident: str) -> tuple[str, str]:
     ns, _, name = ident.rpartition(".")
     if not ns or not name:
@@ -319,9 +328,7 @@ def cmd_polars(input_path: str, out_dir: str) -> None:
 
     import polars as pl
 
-    spec = load_input(input_path)
-    if not spec["snapshot_files"] or not spec["event_files"]:
-        raise SystemExit("polars: needs snapshot files and event files")
+    spec = load_merge_input(input_path, "polars")
     out_file = os.path.join(prepare_out_dir(out_dir), "state.parquet")
     names, payload = table_columns(spec)
 
@@ -396,9 +403,7 @@ def cmd_deltalake_merge(input_path: str, out_dir: str) -> None:
     import pyarrow.dataset as ds
     from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-    spec = load_input(input_path)
-    if not spec["snapshot_files"] or not spec["event_files"]:
-        raise SystemExit("deltalake-merge: needs snapshot files and event files")
+    spec = load_merge_input(input_path, "deltalake-merge")
     table_uri = os.path.join(prepare_out_dir(out_dir), "table")
     names, _ = table_columns(spec)
 

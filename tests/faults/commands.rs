@@ -24,6 +24,14 @@ fn applied_on_s3(s: &Scratch, env: &[(&str, &str)], name: &str, catalog: &str) -
     (journal, warehouse)
 }
 
+/// `fault delete` of orders o-1 and o-4 from shop.orders with `env`, which must succeed: its
+/// `--json` report (the bad write of the tests that delete through faults).
+fn bad_delete(s: &Scratch, env: &[(&str, &str)], catalog: &str, warehouse: &str) -> serde_json::Value {
+    fault_delete_in(s, env, catalog, warehouse, "shop.orders", "order_id IN ('o-1', 'o-4')")
+        .ok()
+        .json()
+}
+
 /// The retries a report counts in `s3_requests` (0 when it has none).
 fn retried(report: &serde_json::Value) -> u64 {
     report["s3_requests"]["retried"].as_u64().unwrap_or(0)
@@ -114,16 +122,7 @@ fn fault_delete_and_history_through_10_percent_faults() {
     for (name, env) in [("plain", &[][..]), ("faulty", &proxy.env()[..])] {
         let catalog = s.path_str(&format!("{name}.db"));
         let (_, warehouse) = applied_on_s3(&s, env, &format!("fd-{name}"), &catalog);
-        let deleted = fault_delete_in(
-            &s,
-            env,
-            &catalog,
-            &warehouse,
-            "shop.orders",
-            "order_id IN ('o-1', 'o-4')",
-        )
-        .ok()
-        .json();
+        let deleted = bad_delete(&s, env, &catalog, &warehouse);
         let through = s.path_str(&format!("{name}-through.json"));
         let recorded = record(&s, env, &catalog, &warehouse, &through);
         let direct = s.path_str(&format!("{name}-direct.json"));
@@ -338,16 +337,7 @@ fn table_file_requests_and_retries_are_counted() {
     // Half of the requests fail (503 or 500), at most 6: `fault delete` makes about a dozen
     // requests, so some are retried whatever order concurrent requests arrive in.
     let proxy = Faults::share("0.5", "503,500").max(6).seed(71).start(&s);
-    let deleted = fault_delete_in(
-        &s,
-        &proxy.env(),
-        &catalog,
-        &warehouse,
-        "shop.orders",
-        "order_id IN ('o-1', 'o-4')",
-    )
-    .ok()
-    .json();
+    let deleted = bad_delete(&s, &proxy.env(), &catalog, &warehouse);
     assert!(deleted["rows_deleted"].as_u64().unwrap() > 0, "{deleted}");
     assert!(
         deleted["s3_requests"]["requests"].as_u64().unwrap_or(0) > 0,

@@ -103,10 +103,7 @@ fn failpoints_at_every_step_then_rerun() {
         done["route_already_flipped"], true,
         "the flip before the crash is found"
     );
-    let v = s
-        .run(&["journal", "verify", "--journal", &journal, "--json"])
-        .ok()
-        .json();
+    let v = s.verify_json(&journal);
     assert_eq!(v["verified_last_position"], 40);
     let replica = s.path_str("replica");
     let copy = [

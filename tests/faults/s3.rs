@@ -34,10 +34,7 @@ fn lost_replies_on_every_manifest_write_on_s3() {
     );
     assert!(proxy.faults() >= 6, "faults injected: {}", proxy.faults());
     drop(proxy);
-    let v = s
-        .run(&["journal", "verify", "--journal", &journal, "--json"])
-        .ok()
-        .json();
+    let v = s.verify_json(&journal);
     assert_eq!(
         (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
         (Some(true), Some(60))

@@ -417,10 +417,7 @@ pub fn journey(seed: u64, s3: bool, step: &mut dyn FnMut(&Scratch, &[&str]) -> u
         .concat(),
     );
     eprintln!("seed {seed} (s3: {s3}): {kills} runs killed before completion");
-    let v = s
-        .run(&["journal", "verify", "--journal", &journal, "--json"])
-        .ok()
-        .json();
+    let v = s.verify_json(&journal);
     assert_eq!(
         (v["ok"].as_bool(), v["verified_last_position"].as_u64()),
         (Some(true), Some(600)),

@@ -121,6 +121,14 @@ impl Scratch {
         self.run_with(&[], args)
     }
 
+    /// The report of `journal verify --journal JOURNAL --json`, which must succeed (the check
+    /// after a scenario that the journal's chain is whole).
+    pub fn verify_json(&self, journal: &str) -> serde_json::Value {
+        self.run(&["journal", "verify", "--journal", journal, "--json"])
+            .ok()
+            .json()
+    }
+
     /// The [`story::Story`] of `journal`, `catalog` and `table` on this scratch: its `run(VERB,
     /// EXTRA)` passes `VERB --journal J --catalog C --table T EXTRA…`.
     pub fn story(

@@ -46,20 +46,30 @@ impl UnitFiles {
     }
 }
 
+/// What a unit's merge works on, whichever way it merges ([`copy_on_write`],
+/// [`crate::apply::spill::copy_on_write_spilled`], [`crate::apply::mor::merge_on_read`]): the
+/// table, its spec and schemas (`schema` the table's, `cur_schema` the one its files are read
+/// as), the key column's field id, the table's deletes and the ids for new files.
+#[derive(Clone, Copy)]
+pub(crate) struct UnitInput<'a> {
+    pub(crate) table: &'a Table,
+    pub(crate) spec: &'a tidemark_journal::spec::CompiledSpec,
+    pub(crate) schema: &'a arrow_schema::SchemaRef,
+    pub(crate) cur_schema: &'a arrow_schema::SchemaRef,
+    pub(crate) key_field_id: i32,
+    pub(crate) deletes: &'a crate::table::deletes::Deletes,
+    pub(crate) ids: &'a dyn Ids,
+}
+
 /// The copy-on-write unit: every candidate file holding a replaced key is rewritten.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn copy_on_write(
-    table: &Table,
-    spec: &tidemark_journal::spec::CompiledSpec,
+    input: UnitInput<'_>,
     events: &[RecordBatch],
-    schema: &arrow_schema::SchemaRef,
-    cur_schema: &arrow_schema::SchemaRef,
-    key_field_id: i32,
     candidates: &[&DataFile],
-    deletes: &crate::table::deletes::Deletes,
-    ids: &dyn Ids,
     chunk_rows: u64,
 ) -> Result<UnitFiles, ApplyError> {
+    let (table, spec, schema, cur_schema) = (input.table, input.spec, input.schema, input.cur_schema);
+    let (key_field_id, deletes, ids) = (input.key_field_id, input.deletes, input.ids);
     // Key-range chunks of the candidate files, each merged on its own with the events of its
     // range, so that memory follows the chunk size rather than the table (or unit) size; two
     // chunks at a time ([`crate::apply::chunks`]).

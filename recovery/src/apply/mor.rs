@@ -11,14 +11,12 @@ use arrow::array::{AsArray, RecordBatch};
 use arrow::row::{RowConverter, SortField};
 use arrow_schema::SchemaRef;
 use iceberg::spec::DataFile;
-use iceberg::table::Table;
 
 use crate::apply::chunks::discard;
+use crate::apply::cow::UnitInput;
 use crate::apply::error::ApplyError;
 use crate::apply::rules::{ROWS_PER_FILE, sort_by_key};
-use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
-use crate::table::deletes::Deletes;
 use crate::table::key_index::KeyIndex;
 use crate::table::mor::{Versions, concat_column, locate_rows, write_position_deletes};
 use crate::table::write_data_file;
@@ -125,19 +123,14 @@ pub struct MorUnit {
 
 /// Merges `events` into the rows of `candidates` (the live data files that may hold their keys,
 /// `deletes` the table's deletes) and writes the result merge-on-read.
-#[allow(clippy::too_many_arguments)]
-pub async fn merge_on_read(
-    table: &Table,
-    spec: &tidemark_journal::spec::CompiledSpec,
+pub(crate) async fn merge_on_read(
+    input: UnitInput<'_>,
     events: &[RecordBatch],
-    schema: &SchemaRef,
-    cur_schema: &SchemaRef,
-    key_field_id: i32,
     candidates: &[&DataFile],
-    deletes: &Deletes,
-    ids: &dyn Ids,
     index: &mut KeyIndex,
 ) -> Result<MorUnit, ApplyError> {
+    let (table, spec, schema, cur_schema) = (input.table, input.spec, input.schema, input.cur_schema);
+    let (key_field_id, deletes, ids) = (input.key_field_id, input.deletes, input.ids);
     let key_index = schema
         .index_of(&spec.spec.key_column)
         .map_err(|e| MergeError::Input(e.to_string()))?;

@@ -4,15 +4,17 @@
 //! compaction drops every spent delete file and changes no row, and a recovery from a
 //! merge-on-read snapshot validates.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use arrow::array::StringArray;
-use tidemark_journal::generate;
+use iceberg::table::Table;
+use tidemark_journal::{Journal, generate};
 
 use crate::apply::compact::{CompactOptions, compact};
 use crate::apply::mor::MergeMode;
 use crate::apply::tests::{apply_seeded, clock, generated_site, journal_in, reference_of, table_rows};
 use crate::apply::{ApplyError, ApplyOptions, apply};
+use crate::catalog::CatalogHandle;
 use crate::ids::SeededIds;
 use crate::recover::snapshot::{SnapshotChoice, SnapshotSource};
 use crate::recover::{RecoverOptions, recover};
@@ -33,6 +35,17 @@ fn mor() -> ApplyOptions {
         grouping: crate::apply::Grouping::Fixed(1),
         ..Default::default()
     }
+}
+
+/// Applies all of `j` merge-on-read with `ids`: the table then, and its rows by iceberg-rust's
+/// scan (what the compaction tests start from and compare the compacted table with).
+async fn applied_mor(j: &Journal, handle: &CatalogHandle, ids: &SeededIds) -> (Table, BTreeMap<String, (i64, i64)>) {
+    apply(j, handle, TABLE, &mor(), &clock(), ids, &mut |_| {})
+        .await
+        .unwrap();
+    let t = table::load_table(handle, TABLE).await.unwrap();
+    let rows = scanned_versions(&t).await;
+    (t, rows)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,11 +200,7 @@ async fn a_conflict_with_the_table_commits_nothing_in_merge_on_read() {
 async fn compaction_drops_every_delete_file_and_changes_no_row() {
     let (_dir, j, handle) = generated_site(4, 30, 240, 40).await;
     let ids = SeededIds::new(1);
-    apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
-        .await
-        .unwrap();
-    let t = table::load_table(&handle, TABLE).await.unwrap();
-    let rows = scanned_versions(&t).await;
+    let (t, rows) = applied_mor(&j, &handle, &ids).await;
     let deletes = current_files(&t).await.unwrap().deletes.len();
     assert!(deletes > 0);
     let (r, t) = compact(&handle, t, &CompactOptions::default(), &clock(), &ids)
@@ -311,11 +320,7 @@ async fn a_compaction_larger_than_its_memory_spills_and_keeps_every_row() {
     .await;
     let handle = catalog_in(dir.path()).await;
     let ids = SeededIds::new(1);
-    apply(&j, &handle, TABLE, &mor(), &clock(), &ids, &mut |_| {})
-        .await
-        .unwrap();
-    let t = table::load_table(&handle, TABLE).await.unwrap();
-    let rows = scanned_versions(&t).await;
+    let (t, rows) = applied_mor(&j, &handle, &ids).await;
     let spill = dir.path().join("spill");
     let opts = CompactOptions {
         memory_bytes: 4 << 20,

@@ -29,20 +29,16 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch};
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::FileWriter;
-use arrow_schema::SchemaRef;
 use iceberg::spec::DataFile;
-use iceberg::table::Table;
 use tidemark_journal::generate::Rng;
 use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
 use crate::apply::chunks::{discard_failed, in_order, limit, partitions_each};
-use crate::apply::cow::{Merged, UnitFiles, write_files};
+use crate::apply::cow::{Merged, UnitFiles, UnitInput, write_files};
 use crate::apply::rules::merge_sorted_by_key;
-use crate::ids::Ids;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};
-use crate::table::deletes::Deletes;
 use crate::table::read::{chunk_by_key, chunk_of, files_for_keys, key_bounds, key_chunks, read_files, split_rows};
 
 /// Keys the sample keeps at most (reservoir sampling; every key when there are fewer events).
@@ -314,21 +310,16 @@ fn rows_in(
 
 /// The copy-on-write unit over spilled events (see the module documentation). `files` are the
 /// table's live data files, `prune` whether their key bounds can be trusted to skip files.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn copy_on_write_spilled(
-    table: &Table,
-    spec: &CompiledSpec,
+    input: UnitInput<'_>,
     spilled: &SpilledEvents,
-    schema: &SchemaRef,
-    cur_schema: &SchemaRef,
-    key_field_id: i32,
     files: &[DataFile],
-    deletes: &Deletes,
-    ids: &dyn Ids,
     chunk_rows: u64,
     per_range: u64,
     prune: bool,
 ) -> Result<UnitFiles, ApplyError> {
+    let (table, spec, schema, cur_schema) = (input.table, input.spec, input.schema, input.cur_schema);
+    let (key_field_id, deletes, ids) = (input.key_field_id, input.deletes, input.ids);
     let all: Vec<&DataFile> = files.iter().collect();
     let cuts = Arc::new(spilled.cuts(&all, key_field_id, chunk_rows, per_range));
     let ranges = Arc::new(spilled.partition(spec, &cuts)?);

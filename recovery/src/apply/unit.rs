@@ -10,7 +10,7 @@ use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
 use crate::apply::chunks::{after_failed_commit, discard, written_paths};
-use crate::apply::cow::{UnitFiles, copy_on_write};
+use crate::apply::cow::{UnitFiles, UnitInput, copy_on_write};
 use crate::apply::error::ApplyError;
 use crate::apply::guard::CommitGuard;
 use crate::apply::mor::{MergeMode, PhaseTimes, WriteStats, merge_on_read, micros};
@@ -156,18 +156,21 @@ pub async fn merge_and_commit_unit(
         } else {
             files.iter().collect()
         };
+        let input = UnitInput {
+            table: &table,
+            spec,
+            schema: &schema,
+            cur_schema: &cur_schema,
+            key_field_id,
+            deletes: &deletes,
+            ids,
+        };
         let f = match (&events, unit.mode) {
             (UnitEvents::Spilled(spilled), MergeMode::CopyOnWrite) => {
                 copy_on_write_spilled(
-                    &table,
-                    spec,
+                    input,
                     spilled,
-                    &schema,
-                    &cur_schema,
-                    key_field_id,
                     &files,
-                    &deletes,
-                    ids,
                     unit.chunk_rows,
                     unit.range_events,
                     prunable(key_t),
@@ -178,19 +181,7 @@ pub async fn merge_and_commit_unit(
                 return Err(MergeError::Input("spilled events are merged copy-on-write only".into()).into());
             }
             (UnitEvents::Batches(events), MergeMode::CopyOnWrite) => {
-                copy_on_write(
-                    &table,
-                    spec,
-                    events,
-                    &schema,
-                    &cur_schema,
-                    key_field_id,
-                    &candidates,
-                    &deletes,
-                    ids,
-                    unit.chunk_rows,
-                )
-                .await?
+                copy_on_write(input, events, &candidates, unit.chunk_rows).await?
             }
             (UnitEvents::Batches(events), MergeMode::MergeOnRead) => {
                 // The index is taken out for the unit (a failed unit drops it: it is a cache).
@@ -199,19 +190,7 @@ pub async fn merge_and_commit_unit(
                     .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
                     .unwrap_or_default();
                 index.retain(&files.iter().map(|f| f.file_path()).collect());
-                let m = merge_on_read(
-                    &table,
-                    spec,
-                    events,
-                    &schema,
-                    &cur_schema,
-                    key_field_id,
-                    &candidates,
-                    &deletes,
-                    ids,
-                    &mut index,
-                )
-                .await?;
+                let m = merge_on_read(input, events, &candidates, &mut index).await?;
                 if let Some(k) = unit.key_index {
                     *k.lock().unwrap_or_else(|p| p.into_inner()) = index;
                 }

@@ -1,37 +1,55 @@
 //! Failover on local folders: the follower and a writer under the old route are fenced, the
 //! route flips to the DR table, and the promotion says what the DR side lacks.
 
+use std::path::Path;
+
+use iceberg::table::Table;
+use tidemark_journal::clock::StepClock;
 use tidemark_router::{Fence, RouteError};
 
 use super::*;
-use crate::dr::follow::tests::{Site, clock};
+use crate::dr::follow::tests::{Site, clock, once};
 use crate::dr::follow::{FollowError, cycle};
-use crate::dr::follower::{RunLimits, run};
 use crate::dr::lease::Lease;
 use crate::dr::test_support::append_at_position;
 use crate::table::create_or_load_table;
 use chrono::Duration;
 
+/// `shop.orders` on the site's primary with one [`append_at_position`] for each of `positions`:
+/// the primary the failover tests start from.
+async fn orders_at(site: &Site, positions: &[u64]) -> Table {
+    let spec = tidemark_journal::spec::CompiledSpec::orders();
+    let mut t = create_or_load_table(&site.src, "shop.orders", &spec).await.unwrap();
+    for &p in positions {
+        t = append_at_position(&site.src, &t, &site.ids, p).await;
+    }
+    t
+}
+
+/// [`failover`] without the journal, over the route folders `routes`: the promotion the tests
+/// ask for, naming only what differs between them.
+async fn failover_routes(
+    opts: &FollowOptions,
+    dr: &CatalogHandle,
+    state: &Arc<dyn ObjectStore>,
+    routes: &[&Path],
+    id: &str,
+    reason: &str,
+    c: &StepClock,
+) -> Result<Promotion, FailoverError> {
+    let routes: Vec<String> = routes.iter().map(|d| d.display().to_string()).collect();
+    failover(opts, dr, state.clone(), &routes, id, reason, None, c).await
+}
+
 #[tokio::test]
 async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
     let site = Site::new().await;
-    let mut t = create_or_load_table(
-        &site.src,
-        "shop.orders",
-        &tidemark_journal::spec::CompiledSpec::orders(),
-    )
-    .await
-    .unwrap();
-    for n in 1..=2 {
-        t = append_at_position(&site.src, &t, &site.ids, n * 10).await;
-    }
+    let mut t = orders_at(&site, &[10, 20]).await;
     site.replicate(true);
     let c = clock();
     let (dr, state) = site.dr("dr").await;
     let opts = site.opts(FollowMode::Strict, "follower-a");
-    run(&opts, &dr, state.clone(), RunLimits::once(), &c, &mut |_| {})
-        .await
-        .unwrap();
+    once(&opts, &dr, &state, &c).await.unwrap();
     // The follower keeps running (holds the lease) while the primary commits once more, whose
     // data never reaches the replica.
     let follower = Lease::acquire(state.clone(), "follower-a", "dr", Duration::minutes(5), &c)
@@ -62,18 +80,9 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
         .unwrap();
     let (writer, _) = Fence::acquire(&routes).await.unwrap();
 
-    let p = failover(
-        &opts,
-        &dr,
-        state.clone(),
-        &[route_dir.display().to_string()],
-        "failover-1",
-        "region loss drill",
-        None,
-        &c,
-    )
-    .await
-    .unwrap();
+    let p = failover_routes(&opts, &dr, &state, &[&route_dir], "failover-1", "region loss drill", &c)
+        .await
+        .unwrap();
     assert_eq!(p.fenced_holder.as_deref(), Some("follower-a"));
     assert_eq!(p.routes.len(), 1);
     let flip = &p.routes[0];
@@ -117,18 +126,9 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
         state.head("lease.json", None).await.unwrap().etag,
         state.head("state.json", None).await.unwrap().etag,
     );
-    let again = failover(
-        &opts,
-        &dr,
-        state.clone(),
-        &[route_dir.display().to_string()],
-        "failover-1",
-        "again",
-        None,
-        &c,
-    )
-    .await
-    .unwrap();
+    let again = failover_routes(&opts, &dr, &state, &[&route_dir], "failover-1", "again", &c)
+        .await
+        .unwrap();
     assert!(again.already_recorded);
     assert_eq!(
         Promotion {
@@ -144,7 +144,7 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
     assert_eq!(now.body, recorded.body);
     // Another DR catalog's promotion under the same id is refused, naming both.
     let (other, _) = site.dr("dr-other").await;
-    let err = failover(&opts, &other, state.clone(), &[], "failover-1", "again", None, &c)
+    let err = failover_routes(&opts, &other, &state, &[], "failover-1", "again", &c)
         .await
         .unwrap_err();
     assert!(matches!(err, FailoverError::RecordedForAnother { .. }), "{err:?}");
@@ -154,14 +154,7 @@ async fn failover_fences_the_follower_and_the_old_writer_and_reports_the_gap() {
 #[tokio::test]
 async fn a_route_to_a_table_the_dr_side_lacks_flips_nothing() {
     let site = Site::new().await;
-    let mut t = create_or_load_table(
-        &site.src,
-        "shop.orders",
-        &tidemark_journal::spec::CompiledSpec::orders(),
-    )
-    .await
-    .unwrap();
-    t = append_at_position(&site.src, &t, &site.ids, 10).await;
+    let t = orders_at(&site, &[10]).await;
     site.replicate(true);
     let c = clock();
     let (dr, state) = site.dr("dr").await;
@@ -181,18 +174,9 @@ async fn a_route_to_a_table_the_dr_side_lacks_flips_nothing() {
         r.init(make(name), &c).await.unwrap();
     }
     let opts = site.opts(FollowMode::Strict, "f");
-    let err = failover(
-        &opts,
-        &dr,
-        state,
-        &[good.display().to_string(), bad.display().to_string()],
-        "failover-2",
-        "drill",
-        None,
-        &c,
-    )
-    .await
-    .unwrap_err();
+    let err = failover_routes(&opts, &dr, &state, &[&good, &bad], "failover-2", "drill", &c)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, FailoverError::NoDrTable { ref table, .. } if table == "shop.gone"),
         "{err:?}"
@@ -223,9 +207,7 @@ async fn failover_with_the_journal_reports_commits_the_replica_never_saw() {
     site.replicate(true);
     let (dr, state) = site.dr("dr").await;
     let opts = site.opts(FollowMode::Strict, "follower-a");
-    run(&opts, &dr, state.clone(), RunLimits::once(), &c, &mut |_| {})
-        .await
-        .unwrap();
+    once(&opts, &dr, &state, &c).await.unwrap();
     // The primary goes on to 220 (commits and checkpoints); nothing of it is replicated.
     apply(&j, &site.src, "shop.orders", &until(220), &c, &site.ids, &mut |_| {})
         .await

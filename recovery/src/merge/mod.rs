@@ -163,17 +163,23 @@ fn mem_table(batches: Vec<RecordBatch>, schema: SchemaRef) -> Result<Arc<MemTabl
         .map_err(df("registering input"))
 }
 
+/// The quoted key, version and position columns of `spec`: the three names the merge's SQL
+/// joins, picks winners and orders by.
+fn key_version_pos(spec: &CompiledSpec) -> (String, String, String) {
+    (
+        q(&spec.spec.key_column),
+        q(&spec.spec.version_column),
+        q(POSITION_COLUMN),
+    )
+}
+
 /// The merge's SQL over the tables `ev` (events, event schema) and `cur` (table rows), shared by
 /// the local merge below and the distributed one (`recover::ballista`), so that both engines
 /// run one formulation of the rules.
 ///
 /// Conflicts among the events: same key and version, different payload (first by position).
 pub fn conflicts_in_events_sql(spec: &CompiledSpec) -> String {
-    let (key, version, pos) = (
-        q(&spec.spec.key_column),
-        q(&spec.spec.version_column),
-        q(POSITION_COLUMN),
-    );
+    let (key, version, pos) = key_version_pos(spec);
     format!(
         "SELECT a.{key} AS k, a.{version} AS v, a.{pos} AS p1, b.{pos} AS p2 FROM ev a JOIN ev b \
          ON a.{key} = b.{key} AND a.{version} = b.{version} AND a.{pos} < b.{pos} \
@@ -184,11 +190,7 @@ pub fn conflicts_in_events_sql(spec: &CompiledSpec) -> String {
 
 /// Conflicts with the table: same key and version as the stored row, different payload.
 pub fn conflicts_with_table_sql(spec: &CompiledSpec) -> String {
-    let (key, version, pos) = (
-        q(&spec.spec.key_column),
-        q(&spec.spec.version_column),
-        q(POSITION_COLUMN),
-    );
+    let (key, version, pos) = key_version_pos(spec);
     format!(
         "SELECT e.{key} AS k, e.{version} AS v, c.{pos} AS tp, e.{pos} AS ep FROM ev e JOIN cur c \
          ON e.{key} = c.{key} AND e.{version} = c.{version} WHERE {} ORDER BY ep LIMIT 1",
@@ -221,11 +223,7 @@ pub fn conflict_with_table(b: &RecordBatch) -> Option<MergeError> {
 /// Columns outside the journal's spec (another writer added them) carry the table row's value
 /// forward; a new key gets null.
 pub fn decided_sql(spec: &CompiledSpec, output: &SchemaRef, extra: &str) -> String {
-    let (key, version, pos) = (
-        q(&spec.spec.key_column),
-        q(&spec.spec.version_column),
-        q(POSITION_COLUMN),
-    );
+    let (key, version, pos) = key_version_pos(spec);
     let out_cols: Vec<String> = output
         .fields()
         .iter()

@@ -18,6 +18,7 @@ use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN, UTC};
 use crate::merge::{self, FILE_COLUMN};
 use crate::recover::columnar::{Extra, check};
 use crate::reference::{self, Cell, RefState};
+use crate::table::test_support::orders_table_fields;
 
 /// One generated event before positions are assigned.
 #[derive(Debug, Clone)]
@@ -44,14 +45,7 @@ fn event_strategy() -> impl Strategy<Value = Ev> {
 }
 
 fn table_schema() -> SchemaRef {
-    let spec = CompiledSpec::orders();
-    let mut fields: Vec<Field> = spec
-        .event_schema
-        .fields()
-        .iter()
-        .skip(1)
-        .map(|f| f.as_ref().clone())
-        .collect();
+    let mut fields = orders_table_fields();
     fields.push(Field::new(POSITION_COLUMN, DataType::Int64, false));
     Arc::new(Schema::new(fields))
 }

@@ -16,6 +16,7 @@ use tidemark_journal::spec::{CompiledSpec, POSITION_COLUMN, UTC};
 use super::columnar::{Extra, check};
 use super::validate::ValidationReport;
 use crate::merge;
+use crate::table::test_support::orders_table_fields;
 
 /// One row: key, version, status, deleted, position and the outside column `note` (table rows
 /// only).
@@ -42,14 +43,7 @@ fn r(key: &str, version: i64, status: &str, deleted: bool, position: i64) -> R {
 
 /// The table's columns: the spec's, a column another writer added, `journal_position`.
 fn table_schema() -> SchemaRef {
-    let spec = CompiledSpec::orders();
-    let mut fields: Vec<Field> = spec
-        .event_schema
-        .fields()
-        .iter()
-        .skip(1)
-        .map(|f| f.as_ref().clone())
-        .collect();
+    let mut fields = orders_table_fields();
     fields.push(Field::new("note", DataType::Utf8, true));
     fields.push(Field::new(POSITION_COLUMN, DataType::Int64, false));
     Arc::new(Schema::new(fields))

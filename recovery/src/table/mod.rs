@@ -293,6 +293,18 @@ pub(crate) mod test_support {
         versions_by_key(&iceberg_scan(table, None).await)
     }
 
+    /// The orders spec's event columns without the leading position column: the columns a test's
+    /// orders table starts with (generated input of the merge's and the validation's tests).
+    pub fn orders_table_fields() -> Vec<arrow_schema::Field> {
+        let spec = tidemark_journal::spec::CompiledSpec::orders();
+        spec.event_schema
+            .fields()
+            .iter()
+            .skip(1)
+            .map(|f| f.as_ref().clone())
+            .collect()
+    }
+
     /// A SQLite catalog and a local warehouse in `dir`.
     pub async fn catalog_in(dir: &std::path::Path) -> CatalogHandle {
         let cfg = CatalogConfig::in_folder(dir, "tidemark");

@@ -14,7 +14,7 @@ use tidemark_router::{Fence, FlipRequest, RouteStore};
 use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
 
 use super::report::{Cause, DrillCheck, DrillError, DrillReport, DrillStep, Timer, fail};
-use crate::apply::{ApplyOptions, Guard, RouteFence, applied_state, apply};
+use crate::apply::{ApplyError, ApplyOptions, ApplyReport, Guard, RouteFence, applied_state, apply};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use crate::ids::Ids;
 use crate::query::routed_context_with;
@@ -71,6 +71,27 @@ async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u6
         n += 1;
     }
     Ok(n)
+}
+
+/// [`apply`] of the whole journal to `table` with the default options, reporting no progress: the
+/// production writer, run before the bad write and again after it.
+async fn apply_all(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    table: &str,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+) -> Result<ApplyReport, ApplyError> {
+    apply(
+        journal,
+        handle,
+        table,
+        &ApplyOptions::default(),
+        clock,
+        ids,
+        &mut |_| {},
+    )
+    .await
 }
 
 pub async fn run(
@@ -171,17 +192,9 @@ pub async fn run(
     );
 
     let t = Instant::now();
-    let r = apply(
-        &journal,
-        &source,
-        &src_name,
-        &ApplyOptions::default(),
-        clock,
-        ids,
-        &mut |_| {},
-    )
-    .await
-    .map_err(fail("apply"))?;
+    let r = apply_all(&journal, &source, &src_name, clock, ids)
+        .await
+        .map_err(fail("apply"))?;
     let src = table::load_table(&source, &src_name).await.map_err(fail("apply"))?;
     let first_route = FlipRequest {
         table_name: src_name.clone(),
@@ -263,16 +276,7 @@ pub async fn run(
         .map_err(fail("stream"))?;
     // The applier finds the bad write (another writer's commit since its own last one that the
     // journal does not explain) and commits nothing on top of it.
-    let stopped = apply(
-        &journal,
-        &source,
-        &src_name,
-        &ApplyOptions::default(),
-        clock,
-        ids,
-        &mut |_| {},
-    )
-    .await;
+    let stopped = apply_all(&journal, &source, &src_name, clock, ids).await;
     let h_expected = g2.next_position() - 1;
     let applier_stopped = match &stopped {
         Err(crate::apply::ApplyError::Divergence(d)) => Some(d.snapshot_id),

@@ -40,6 +40,16 @@ impl Plot {
         self.bottom() - self.height * (v / top).clamp(0.0, 1.0)
     }
 
+    /// Opens a chart's `<svg>`: the page's width, `below` higher than the plot's bottom (room for
+    /// the labels and the legend), its `id` and `label` (what a screen reader says of it).
+    fn open_svg(&self, p: &mut String, id: &str, below: f64, label: &str) {
+        let height = self.bottom() + below;
+        let _ = writeln!(
+            p,
+            r#"<svg id="{id}" width="{W}" height="{height}" viewBox="0 0 {W} {height}" role="img" aria-label="{label}">"#
+        );
+    }
+
     /// The centre of drill `i`'s slot of `n`, and the width of its bar.
     fn slot(&self, i: usize, n: usize) -> (f64, f64) {
         let slot = self.width / n as f64;
@@ -226,11 +236,7 @@ pub(super) fn rto_chart(p: &mut String, drills: &[&DrillRecord]) {
         width: W - 100.0,
         height: 230.0,
     };
-    let height = plot.bottom() + 90.0;
-    let _ = writeln!(
-        p,
-        r#"<svg id="rto-chart" width="{W}" height="{height}" viewBox="0 0 {W} {height}" role="img" aria-label="RTO per step over the drills">"#
-    );
+    plot.open_svg(p, "rto-chart", 90.0, "RTO per step over the drills");
     let top = y_axis(p, &plot, v(max_ms), &format!("time ({unit})"), Side::Left);
     let n = drills.len();
     for (i, d) in drills.iter().enumerate() {
@@ -321,11 +327,7 @@ pub(super) fn rpo_chart(p: &mut String, drills: &[&DrillRecord]) {
         width: W - 150.0,
         height: 200.0,
     };
-    let height = plot.bottom() + 72.0;
-    let _ = writeln!(
-        p,
-        r#"<svg id="rpo-chart" width="{W}" height="{height}" viewBox="0 0 {W} {height}" role="img" aria-label="RPO over the drills">"#
-    );
+    plot.open_svg(p, "rpo-chart", 72.0, "RPO over the drills");
     let n = drills.len();
     let mut items = Vec::new();
     if let Some(max) = pos_max {
@@ -403,11 +405,7 @@ pub(super) fn timeline(p: &mut String, d: &DrillRecord) {
         width: W - 110.0 - 300.0,
         height: row * d.steps.len() as f64,
     };
-    let height = plot.bottom() + 66.0;
-    let _ = writeln!(
-        p,
-        r#"<svg id="timeline-chart" width="{W}" height="{height}" viewBox="0 0 {W} {height}" role="img" aria-label="The last drill's steps over time">"#
-    );
+    plot.open_svg(p, "timeline-chart", 66.0, "The last drill's steps over time");
     let step = tick_step(v(end_ms));
     let right = (v(end_ms) / step).ceil() * step;
     let decimals = if step >= 1.0 {
