@@ -11,8 +11,10 @@
 //! * what happens to each key: `insert` (new key), `update` (newer version: replaces the row, a
 //!   tombstone included) or `keep` (older or equal version: nothing changes);
 //! * the data files to rewrite (those that hold an updated key) and the rows of those files that
-//!   stay. Files without an updated key are not touched: copy-on-write rewrites only what changed,
-//!   and new keys go to new files.
+//!   stay: every row the decision's join by key did not match to an update (each table row
+//!   carries its index into the plan, so no second join by key is needed). Files without an
+//!   updated key are not touched: copy-on-write rewrites only what changed, and new keys go to
+//!   new files.
 //!
 //! The same rules are implemented independently, without DataFusion, in [`crate::reference`].
 
@@ -288,9 +290,9 @@ pub async fn merge_in(
     let ctx = SessionContext::new_with_config(config);
     ctx.register_table("ev", mem_table(events, spec.event_schema.clone())?)
         .map_err(df("register events"))?;
-    ctx.register_table("cur", mem_table(current, current_schema)?)
+    let (numbered, numbered_schema) = numbered(&current, &current_schema)?;
+    ctx.register_table("cur", mem_table(numbered, numbered_schema)?)
         .map_err(df("register table rows"))?;
-    let key = q(&spec.spec.key_column);
 
     for b in collect(&ctx, &conflicts_in_events_sql(spec), "conflicts among events").await? {
         if let Some(e) = conflict_in_events(&b) {
@@ -302,8 +304,8 @@ pub async fn merge_in(
             return Err(e);
         }
     }
-    let sql = decided_sql(spec, &output, &format!("c.{} AS _old_file, ", q(FILE_COLUMN)));
-    let decided = collect(&ctx, &sql, "choosing winners").await?;
+    let extra = format!("c.{} AS _old_file, c.{} AS _old_row, ", q(FILE_COLUMN), q(ROW_COLUMN));
+    let decided = collect(&ctx, &decided_sql(spec, &output, &extra), "choosing winners").await?;
     let mut out = MergeOutput::default();
     out.stats.events = ctx
         .table("ev")
@@ -317,14 +319,18 @@ pub async fn merge_in(
         .index_of(&spec.spec.delete_column)
         .map_err(|e| MergeError::Input(e.to_string()))?;
     let mut files = BTreeSet::new();
-    let mut updated_keys: Vec<ArrayRef> = Vec::new();
+    // The table rows the updates replace, by their index among `current`.
+    let mut replaced = vec![false; current.iter().map(RecordBatch::num_rows).sum()];
     for b in &decided {
-        let op = cast(b.column(n_out + 1), &DataType::Utf8).map_err(|e| MergeError::Input(e.to_string()))?;
+        let op = cast(b.column(n_out + 2), &DataType::Utf8).map_err(|e| MergeError::Input(e.to_string()))?;
         let op = op.as_any().downcast_ref::<StringArray>().expect("utf8");
         let old_file = cast(b.column(n_out), &DataType::Utf8).map_err(|e| MergeError::Input(e.to_string()))?;
         let old_file = old_file.as_any().downcast_ref::<StringArray>().expect("utf8");
+        let old_row = b
+            .column(n_out + 1)
+            .as_primitive_opt::<arrow::datatypes::UInt64Type>()
+            .ok_or_else(|| MergeError::Input("the table rows' index is not a u64".into()))?;
         let mut take = Vec::new();
-        let mut upd = Vec::new();
         for r in 0..b.num_rows() {
             match op.value(r) {
                 "insert" => {
@@ -335,7 +341,7 @@ pub async fn merge_in(
                     out.stats.updated += 1;
                     files.insert(old_file.value(r).to_string());
                     take.push(r as u32);
-                    upd.push(r as u32);
+                    replaced[old_row.value(r) as usize] = true;
                 }
                 _ => out.stats.unchanged += 1,
             }
@@ -351,52 +357,82 @@ pub async fn merge_in(
         if rows.num_rows() > 0 {
             out.upserts.push(rows);
         }
-        let key_idx = output
-            .index_of(&spec.spec.key_column)
-            .map_err(|e| MergeError::Input(e.to_string()))?;
-        let upd = arrow::array::UInt32Array::from(upd);
-        updated_keys.push(
-            arrow::compute::take(b.column(key_idx).as_ref(), &upd, None)
-                .map_err(|e| MergeError::Input(e.to_string()))?,
-        );
     }
     out.files_to_rewrite = files.into_iter().collect();
     out.stats.files_rewritten = out.files_to_rewrite.len() as u64;
 
-    // Rows of the rewritten files that stay: every row whose key was not updated.
+    // Rows of the rewritten files that stay: every row no update replaced (the join by key
+    // above matched every table row of an updated key, so no second join by key is needed).
     if !out.files_to_rewrite.is_empty() {
-        let key_field = output
-            .field_with_name(&spec.spec.key_column)
-            .map_err(|e| MergeError::Input(e.to_string()))?;
-        let key_schema = Arc::new(Schema::new(vec![Field::new("k", key_field.data_type().clone(), false)]));
-        let key_batches: Vec<RecordBatch> = updated_keys
-            .into_iter()
-            .filter(|a| !a.is_empty())
-            .map(|a| RecordBatch::try_new(key_schema.clone(), vec![a]))
-            .collect::<Result<_, _>>()
-            .map_err(|e| MergeError::Input(e.to_string()))?;
-        ctx.register_table("upd", mem_table(key_batches, key_schema)?)
-            .map_err(df("register updated keys"))?;
-        let files: Vec<String> = out
-            .files_to_rewrite
+        let input = |e: arrow::error::ArrowError| MergeError::Input(e.to_string());
+        let rewritten: std::collections::HashSet<&str> = out.files_to_rewrite.iter().map(String::as_str).collect();
+        let cols: Vec<usize> = output
+            .fields()
             .iter()
-            .map(|f| format!("'{}'", f.replace('\'', "''")))
-            .collect();
-        let cols: Vec<String> = output.fields().iter().map(|f| format!("c.{}", q(f.name()))).collect();
-        let sql = format!(
-            "SELECT {} FROM cur c WHERE c.{} IN ({}) AND NOT EXISTS (SELECT 1 FROM upd u WHERE u.k = c.{key})",
-            cols.join(", "),
-            q(FILE_COLUMN),
-            files.join(", ")
-        );
-        for b in collect(&ctx, &sql, "rows kept in rewritten files").await? {
-            if b.num_rows() > 0 {
-                out.stats.rows_kept += b.num_rows() as u64;
-                out.kept_rows.push(conform(&output, b.columns().to_vec())?);
+            .map(|f| current_schema.index_of(f.name()))
+            .collect::<Result<_, _>>()
+            .map_err(input)?;
+        let file_idx = current_schema.index_of(FILE_COLUMN).map_err(input)?;
+        let mut first = 0;
+        for b in &current {
+            let in_rewritten = in_files(b.column(file_idx).as_ref(), &rewritten).map_err(input)?;
+            let keep: arrow::array::BooleanArray = (0..b.num_rows())
+                .map(|r| Some(in_rewritten[r] && !replaced[first + r]))
+                .collect();
+            first += b.num_rows();
+            if keep.true_count() > 0 {
+                let kept =
+                    arrow::compute::filter_record_batch(&b.project(&cols).map_err(input)?, &keep).map_err(input)?;
+                out.stats.rows_kept += kept.num_rows() as u64;
+                out.kept_rows.push(conform(&output, kept.columns().to_vec())?);
             }
         }
     }
     Ok(out)
+}
+
+/// The column added to the table rows inside a merge: each row's index among them, so that the
+/// decision's join by key also names the rows the updates replace.
+const ROW_COLUMN: &str = "_tidemark_row";
+
+/// `current` with [`ROW_COLUMN`] appended, and its schema.
+fn numbered(current: &[RecordBatch], schema: &SchemaRef) -> Result<(Vec<RecordBatch>, SchemaRef), MergeError> {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(ROW_COLUMN, DataType::UInt64, false));
+    let numbered_schema = Arc::new(Schema::new(fields));
+    let mut first = 0u64;
+    let batches = current
+        .iter()
+        .map(|b| {
+            let n = b.num_rows() as u64;
+            let mut cols = b.columns().to_vec();
+            cols.push(Arc::new(arrow::array::UInt64Array::from_iter_values(first..first + n)));
+            first += n;
+            RecordBatch::try_new(numbered_schema.clone(), cols)
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|e| MergeError::Input(format!("table rows do not fit their schema: {e}")))?;
+    Ok((batches, numbered_schema))
+}
+
+/// Whether each row of the file column `col` names one of `files`: a dictionary's values are
+/// looked up once each, any other column row by row.
+fn in_files(col: &dyn Array, files: &std::collections::HashSet<&str>) -> Result<Vec<bool>, arrow::error::ArrowError> {
+    if let Some(d) = col.as_dictionary_opt::<arrow::datatypes::Int32Type>()
+        && let Some(values) = d.values().as_string_opt::<i32>()
+    {
+        let named: Vec<bool> = (0..values.len())
+            .map(|v| values.is_valid(v) && files.contains(values.value(v)))
+            .collect();
+        return Ok((0..d.len())
+            .map(|r| d.is_valid(r) && named[d.keys().value(r) as usize])
+            .collect());
+    }
+    let col = cast(col, &DataType::Utf8)?;
+    let col = col.as_string::<i32>();
+    Ok((0..col.len())
+        .map(|r| col.is_valid(r) && files.contains(col.value(r)))
+        .collect())
 }
 
 /// Rebuilds columns in the output schema (casting e.g. string views to strings), so that the
