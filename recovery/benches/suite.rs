@@ -296,8 +296,8 @@ fn orchestrate(args: &[String]) {
         let peers = state_peers(python, s, &dir, &dataset);
         eprintln!("suite: {s}: applier throughput");
         // A failed applier or compaction step is recorded (`failed`) and the suite goes on: its
-        // recovery and peer figures are worth keeping (at 100M the compaction is killed for
-        // memory, docs/performance.md).
+        // recovery and peer figures are worth keeping (at 100M the compaction was once killed for
+        // memory, docs/runs/history.md, "table compact fits in memory at 100M rows").
         let applied = apply_runs::orchestrate(&dir, &child_or_failure);
         let (checked, state_only) = (fastest_peer(&peers, &rec, true), fastest_peer(&peers, &rec, false));
         let vs =

@@ -18,7 +18,7 @@
 //! mimalloc asks for huge pages on its arenas (`MADV_HUGEPAGE`), so each first touch had the
 //! kernel zero 2 MiB: on this project's 2-vCPU machines a 10M + 1M recovery spent 2.7–4.0 s of
 //! system time and peaked at 1.43–1.49 GB with them, 1.7 s and 1.26–1.40 GB without, its
-//! validation 4.3–4.4 s instead of 5.1–5.4 s (docs/performance.md, "Fresh memory").
+//! validation 4.3–4.4 s instead of 5.1–5.4 s (docs/runs/issue-33.md, "Fresh memory").
 //! `MIMALLOC_ALLOW_THP` set in the environment wins.
 
 /// What kind of process is configured.

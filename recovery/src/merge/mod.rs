@@ -275,7 +275,7 @@ pub async fn merge(
 /// [`merge`] on `partitions` partitions. A caller that runs merges side by side (the key-range
 /// chunks of copy-on-write and of the spilled replay, two in flight) passes 1: each plan then
 /// skips the hash repartitioning that copies every row of both sides (at 10M rows + 1M events:
-/// 13.2–13.5 s of CPU for the whole recovery instead of 14.1 s, docs/performance.md).
+/// 13.2–13.5 s of CPU for the whole recovery instead of 14.1 s, docs/runs/issue-33.md, "Levers measured").
 pub async fn merge_in(
     spec: &CompiledSpec,
     current: Vec<RecordBatch>,

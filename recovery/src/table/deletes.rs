@@ -472,7 +472,7 @@ pub async fn read_paths(
 /// The type of the column naming each row's data file (`with_file` of [`read_paths`]): a
 /// dictionary, so that the path is held once per batch rather than once per row (a 1M-row
 /// chunk's paths as plain strings were about 130 MB, written, zeroed and compared: a fifth of a
-/// 1M-row recovery's CPU, docs/performance.md).
+/// 1M-row recovery's CPU, docs/runs/issue-33.md, "Fresh memory").
 pub fn file_column_type() -> arrow_schema::DataType {
     arrow_schema::DataType::Dictionary(
         Box::new(arrow_schema::DataType::Int32),

@@ -12,7 +12,7 @@
 //! input batch's share of each partition as an IPC batch of its own (as before) made the work
 //! grow with batches × partitions — both grow with the size, so the validation's time grew with
 //! its square (100M rows + 10M events: 21.8× the 10M + 1M time for 10× the data; see
-//! docs/performance.md, "100M + 10M").
+//! docs/runs/history.md, "100M rows + 10M events, first runs").
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter};

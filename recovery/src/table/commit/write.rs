@@ -276,7 +276,7 @@ pub const PROP_PARQUET_LEVEL: &str = "write.parquet.compression-level";
 /// The zstd level when the table sets none: 1, what PyIceberg writes (pyarrow's default) and
 /// what the journal's event objects use. Java writes 3; a table that wants it says so in
 /// `write.parquet.compression-level`. At 10M rows + 1M events level 3 was about 10% of a
-/// recovery's CPU (docs/performance.md, "Writer settings").
+/// recovery's CPU (docs/runs/issue-33.md, "Writer settings").
 pub const DEFAULT_ZSTD_LEVEL: i32 = 1;
 
 /// The Parquet writer settings of the table: `write.parquet.compression-codec` (default zstd, as
