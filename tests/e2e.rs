@@ -7,6 +7,7 @@ mod ballista;
 mod catalogs;
 mod catalogs_commands;
 mod catalogs_remote;
+mod docs_links;
 mod drill_real;
 mod faults;
 mod house_plan;
