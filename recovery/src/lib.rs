@@ -14,7 +14,7 @@
 //! | [`dr`] | DR operations: rebuild, backup/restore, replica copy and check, follow, fail over, resync |
 //! | [`rehearse`] | the drill, the game days and the fault that starts them |
 //! | [`query`] | readers: resolve the route on every query |
-//! | [`exit`], [`progress`], [`ids`], [`allocator`], [`benchdata`] | exit codes, progress lines, injected ids, the allocator's settings, synthetic orders |
+//! | [`exit`], [`error_text`], [`progress`], [`ids`], [`allocator`], [`benchdata`] | exit codes, an error on one line with each cause once, progress lines, injected ids, the allocator's settings, synthetic orders |
 
 pub mod allocator;
 pub mod apply;
