@@ -10,6 +10,7 @@ use iceberg::table::Table;
 
 use crate::apply::chunks::{chunk_rows_for, discard, discard_failed, in_order, limit, partitions_each};
 use crate::apply::error::ApplyError;
+use crate::apply::input::UnitInput;
 use crate::apply::mor::{PhaseTimes, WriteStats};
 use crate::apply::rules::{ROWS_PER_FILE, merge_sorted_by_key};
 use crate::ids::Ids;
@@ -44,21 +45,6 @@ impl UnitFiles {
             times: PhaseTimes::default(),
         }
     }
-}
-
-/// What a unit's merge works on, whichever way it merges ([`copy_on_write`],
-/// [`crate::apply::spill::copy_on_write_spilled`], [`crate::apply::mor::merge_on_read`]): the
-/// table, its spec and schemas (`schema` the table's, `cur_schema` the one its files are read
-/// as), the key column's field id, the table's deletes and the ids for new files.
-#[derive(Clone, Copy)]
-pub(crate) struct UnitInput<'a> {
-    pub(crate) table: &'a Table,
-    pub(crate) spec: &'a tidemark_journal::spec::CompiledSpec,
-    pub(crate) schema: &'a arrow_schema::SchemaRef,
-    pub(crate) cur_schema: &'a arrow_schema::SchemaRef,
-    pub(crate) key_field_id: i32,
-    pub(crate) deletes: &'a crate::table::deletes::Deletes,
-    pub(crate) ids: &'a dyn Ids,
 }
 
 /// The copy-on-write unit: every candidate file holding a replaced key is rewritten.

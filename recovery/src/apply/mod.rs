@@ -22,6 +22,7 @@
 //! * [`divergence`]: other writers' commits since the applier's own, audited ([`OnDivergence`]);
 //! * [`group`]: which journal batches make one commit;
 //! * [`chunks`]: key-range chunks merged two at a time, and the files of a failed unit deleted;
+//! * [`input`]: what a unit's merge works on, whichever way it merges;
 //! * [`cow`]: the copy-on-write merge of a unit's events; [`spill`]: the same for events spilled
 //!   to disk; [`mor`]: merge-on-read (position deletes);
 //! * [`unit`]: one unit merged and committed, retried on a concurrent commit;
@@ -38,6 +39,7 @@ pub mod group;
 #[cfg(test)]
 mod group_tests;
 pub mod guard;
+pub(crate) mod input;
 pub mod mor;
 #[cfg(test)]
 mod mor_tests;

@@ -13,8 +13,8 @@ use arrow_schema::SchemaRef;
 use iceberg::spec::DataFile;
 
 use crate::apply::chunks::discard;
-use crate::apply::cow::UnitInput;
 use crate::apply::error::ApplyError;
+use crate::apply::input::UnitInput;
 use crate::apply::rules::{ROWS_PER_FILE, sort_by_key};
 use crate::merge::{self, MergeError, MergeStats};
 use crate::table::key_index::KeyIndex;

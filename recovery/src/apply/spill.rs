@@ -35,7 +35,8 @@ use tidemark_journal::spec::CompiledSpec;
 
 use crate::apply::ApplyError;
 use crate::apply::chunks::{discard_failed, in_order, limit, partitions_each};
-use crate::apply::cow::{Merged, UnitFiles, UnitInput, write_files};
+use crate::apply::cow::{Merged, UnitFiles, write_files};
+use crate::apply::input::UnitInput;
 use crate::apply::rules::merge_sorted_by_key;
 use crate::merge::{self, MergeError, MergeStats};
 use crate::reference::{Cell, cell};

@@ -10,9 +10,10 @@ use iceberg::table::Table;
 use tidemark_journal::clock::Clock;
 
 use crate::apply::chunks::{after_failed_commit, discard, written_paths};
-use crate::apply::cow::{UnitFiles, UnitInput, copy_on_write};
+use crate::apply::cow::{UnitFiles, copy_on_write};
 use crate::apply::error::ApplyError;
 use crate::apply::guard::CommitGuard;
+use crate::apply::input::UnitInput;
 use crate::apply::mor::{MergeMode, PhaseTimes, WriteStats, merge_on_read, micros};
 use crate::apply::spill::{SpilledEvents, copy_on_write_spilled};
 use crate::apply::state::applied_state;
