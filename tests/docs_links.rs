@@ -12,21 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            markdown_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "md") {
-            out.push(path);
-        }
-    }
-}
+use crate::support::{files_ending, workspace};
 
 /// The lines outside fenced code blocks, with their 1-based numbers.
 fn prose_lines(text: &str) -> Vec<(usize, &str)> {
@@ -133,13 +119,9 @@ fn relative_links(file: &Path) -> Vec<(usize, String, PathBuf, Option<String>)> 
 }
 
 fn pages(root: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for dir in ["docs", "runbooks", "schemas"] {
-        markdown_files(&root.join(dir), &mut files);
-    }
-    files.sort();
+    let files = ["docs", "runbooks", "schemas"].map(|dir| files_ending(&root.join(dir), "md"));
     std::iter::once(root.join("README.md"))
-        .chain(files)
+        .chain(files.into_iter().flatten())
         .map(|f| normal(&f))
         .collect()
 }
@@ -177,10 +159,8 @@ fn unreached_docs(root: &Path) -> Vec<String> {
         }
         todo.extend(relative_links(&file).into_iter().map(|(_, _, named, _)| named));
     }
-    let mut docs = Vec::new();
-    markdown_files(&root.join("docs"), &mut docs);
-    docs.sort();
-    docs.into_iter()
+    files_ending(&root.join("docs"), "md")
+        .into_iter()
         .map(|f| normal(&f))
         .filter(|f| !reached.contains(f))
         .map(|f| f.strip_prefix(&root).unwrap_or(&f).display().to_string())

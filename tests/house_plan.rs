@@ -11,28 +11,14 @@
 //!   left out: a test may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::support::{files_ending, workspace};
 
 /// "About 600 lines": a file a reader takes in at once; a little over is not a failure.
 const MAX_LINES: usize = 620;
 
 type Module = Vec<String>;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 fn is_test_name(name: &str) -> bool {
     name == "tests" || name == "test" || name == "test_support" || name.ends_with("_tests") || name.ends_with("_test")
@@ -365,8 +351,7 @@ fn name(m: &Module) -> String {
 
 /// The import graph of one crate's source folder, test modules left out.
 fn graph(src: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
+    let files = files_ending(src, "rs");
     let code: BTreeMap<Module, String> = files
         .iter()
         .map(|f| {
@@ -546,9 +531,7 @@ fn no_source_file_runs_past_about_600_lines() {
         .map(|c| workspace().join(c))
         .chain([workspace().join("recovery/benches")])
     {
-        let mut files = Vec::new();
-        rust_files(&dir, &mut files);
-        for f in files {
+        for f in files_ending(&dir, "rs") {
             let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
             if is_test_name(&stem) || f.components().any(|c| c.as_os_str() == "tests") {
                 continue;

@@ -11,6 +11,30 @@ pub mod story;
 
 pub use story::Story;
 
+/// The workspace's root: the checkout the tests read their own source and pages from.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every file below `dir` whose name ends in `.{ext}`, sorted; none when `dir` does not exist.
+pub fn files_ending(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, ext, out);
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, ext, &mut out);
+    out.sort();
+    out
+}
+
 pub struct Scratch {
     pub dir: tempfile::TempDir,
     /// Environment variables set for every `tidemark` this scratch runs (e.g. another S3 server).
