@@ -208,6 +208,27 @@ async fn write_checkpoint(
 // batch).
 pub use tidemark_journal::events::{read_events, read_manifest_events};
 
+/// [`apply`] of the whole verified journal to `table` with the default options, reporting no
+/// progress: what the drills run as the production writer.
+pub async fn apply_all(
+    journal: &Journal,
+    handle: &CatalogHandle,
+    table: &str,
+    clock: &dyn Clock,
+    ids: &dyn Ids,
+) -> Result<ApplyReport, ApplyError> {
+    apply(
+        journal,
+        handle,
+        table,
+        &ApplyOptions::default(),
+        clock,
+        ids,
+        &mut |_| {},
+    )
+    .await
+}
+
 /// Applies the verified journal to `table_name` (created from the journal's spec if missing).
 pub async fn apply(
     journal: &Journal,

@@ -103,17 +103,7 @@ pub(crate) async fn apply_seeded(
 
 /// Applies everything verified to `shop.orders` with the default options and the test clock.
 pub(crate) async fn apply_all(j: &Journal, handle: &CatalogHandle, ids: &SeededIds) -> crate::apply::ApplyReport {
-    apply(
-        j,
-        handle,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        ids,
-        &mut |_| {},
-    )
-    .await
-    .unwrap()
+    super::apply_all(j, handle, "shop.orders", &clock(), ids).await.unwrap()
 }
 
 /// [`apply_all`] on a table another engine also writes: its changes since the applier's last

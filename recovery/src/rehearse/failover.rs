@@ -28,7 +28,7 @@ use tidemark_journal::store;
 use tidemark_journal::writer::{AppendOptions, append};
 use tidemark_router::{Fence, FlipRequest, RouteStore};
 
-use crate::apply::{ApplyOptions, Guard, RouteFence, apply};
+use crate::apply::{ApplyOptions, Guard, RouteFence, apply, apply_all};
 use crate::catalog::{CatalogConfig, open_catalog};
 use crate::dr::follow::{FollowOptions, position_of};
 use crate::dr::follow_state::FollowMode;
@@ -410,17 +410,9 @@ pub async fn run(
     let reference = catalog("fo-reference", wh("reference").map_err(&step)?)
         .await
         .map_err(&step)?;
-    apply(
-        &journal,
-        &reference,
-        TABLE,
-        &ApplyOptions::default(),
-        clock,
-        ids,
-        &mut |_| {},
-    )
-    .await
-    .map_err(|e| step(e.to_string()))?;
+    apply_all(&journal, &reference, TABLE, clock, ids)
+        .await
+        .map_err(|e| step(e.to_string()))?;
     let reference_at = catalog("fo-reference-at", wh("reference-at").map_err(&step)?)
         .await
         .map_err(&step)?;

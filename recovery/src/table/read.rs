@@ -214,9 +214,14 @@ pub fn chunk_of(cuts: &[Cell], key: &Cell) -> usize {
 /// cell's comparison were the most of the spilled replay's single-threaded partition of its
 /// events); other types, or cuts of another kind, go through [`cell`](crate::reference::cell).
 pub fn key_chunks(cuts: &[Cell], col: &dyn arrow::array::Array, t: ColumnType) -> Vec<usize> {
-    use arrow::array::{Array, AsArray};
+    use arrow::array::{Array, ArrayAccessor, AsArray};
     fn by<T: PartialOrd + ?Sized>(cuts: &[&T], key: Option<&T>, null: usize) -> usize {
         key.map_or(null, |k| cuts.partition_point(|c| *c <= k))
+    }
+    fn by_str<'a>(cuts: &[&str], a: impl ArrayAccessor<Item = &'a str>, null: usize) -> Vec<usize> {
+        (0..a.len())
+            .map(|r| by(cuts, a.is_valid(r).then(|| a.value(r)), null))
+            .collect()
     }
     let null = chunk_of(cuts, &Cell::Null);
     let strs: Option<Vec<&str>> = cuts
@@ -230,19 +235,13 @@ pub fn key_chunks(cuts: &[Cell], col: &dyn arrow::array::Array, t: ColumnType) -
     match (t, strs) {
         (ColumnType::String, Some(cuts)) => {
             if let Some(a) = col.as_string_opt::<i32>() {
-                return rows
-                    .map(|r| by(&cuts, a.is_valid(r).then(|| a.value(r)), null))
-                    .collect();
+                return by_str(&cuts, a, null);
             }
             if let Some(a) = col.as_string_opt::<i64>() {
-                return rows
-                    .map(|r| by(&cuts, a.is_valid(r).then(|| a.value(r)), null))
-                    .collect();
+                return by_str(&cuts, a, null);
             }
             if let Some(a) = col.as_string_view_opt() {
-                return rows
-                    .map(|r| by(&cuts, a.is_valid(r).then(|| a.value(r)), null))
-                    .collect();
+                return by_str(&cuts, a, null);
             }
         }
         (ColumnType::Long, _) => {

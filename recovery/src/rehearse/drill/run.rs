@@ -14,7 +14,7 @@ use tidemark_router::{Fence, FlipRequest, RouteStore};
 use tidemark_schemas::{FORMAT_VERSION, OrderEvent};
 
 use super::report::{Cause, DrillCheck, DrillError, DrillReport, DrillStep, Timer, fail};
-use crate::apply::{ApplyError, ApplyOptions, ApplyReport, Guard, RouteFence, applied_state, apply};
+use crate::apply::{ApplyOptions, Guard, RouteFence, applied_state, apply, apply_all};
 use crate::catalog::{CatalogConfig, CatalogHandle, open_catalog};
 use crate::ids::Ids;
 use crate::query::routed_context_with;
@@ -71,27 +71,6 @@ async fn copy_prefix(store: &dyn ObjectStore, from: &str, to: &str) -> Result<u6
         n += 1;
     }
     Ok(n)
-}
-
-/// [`apply`] of the whole journal to `table` with the default options, reporting no progress: the
-/// production writer, run before the bad write and again after it.
-async fn apply_all(
-    journal: &Journal,
-    handle: &CatalogHandle,
-    table: &str,
-    clock: &dyn Clock,
-    ids: &dyn Ids,
-) -> Result<ApplyReport, ApplyError> {
-    apply(
-        journal,
-        handle,
-        table,
-        &ApplyOptions::default(),
-        clock,
-        ids,
-        &mut |_| {},
-    )
-    .await
 }
 
 pub async fn run(
