@@ -4,7 +4,7 @@
 # (the ballista-scheduler / ballista-executor 53.0.0 crates linked into the tidemark binary, so
 # the cluster runs the same DataFusion as the client; no second toolchain build).
 #
-#   sandbox/ballista.sh start [PORT]   start it (scheduler gRPC on PORT, default 50050; the
+#   sandbox/ballista.sh start [PORT]   start it (scheduler gRPC on PORT, default 7750; the
 #                                      executors use PORT+1..PORT+4) and print the export line
 #                                      `export TIDEMARK_BALLISTA_URL=ballista://127.0.0.1:PORT`
 #   sandbox/ballista.sh stop           stop the processes started from this sandbox folder
@@ -34,7 +34,7 @@ buckets_args() {
 }
 
 start() {
-    local port="${1:-50050}" i
+    local port="${1:-7750}" i
     mkdir -p "$SANDBOX_DIR"
     if alive "$SANDBOX_DIR/ballista-scheduler.pid"; then
         port="$(cat "$SANDBOX_DIR/ballista.port")"

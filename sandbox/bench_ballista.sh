@@ -8,14 +8,14 @@
 #
 # PROFILE=dev runs the dev profile (no release build of the whole stack; the figures then compare
 # engines with each other, not with the release figures elsewhere in docs/performance.md).
-# The cluster's scheduler port is TIDEMARK_BALLISTA_PORT (default 50050, executors the next four).
+# The cluster's scheduler port is TIDEMARK_BALLISTA_PORT (default 7750, executors the next four).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tidemark/target}"
 rows="${1:-1000000}"
 events="${2:-100000}"
 profile="${PROFILE:-bench}"
-port="${TIDEMARK_BALLISTA_PORT:-50050}"
+port="${TIDEMARK_BALLISTA_PORT:-7750}"
 dir=release
 [[ "$profile" == dev ]] && dir=debug
 cargo build --workspace --features tidemark-recovery/ballista-engine --profile "$profile" --bins

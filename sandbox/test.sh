@@ -64,7 +64,7 @@ ensure_chromium
 # embedded drill stay light; no protoc needed). Its standalone tests (scheduler and executor in
 # the test process) always run; the cluster scenario runs against a real Ballista cluster
 # (scheduler and two executors, separate processes on 127.0.0.1; sandbox/ballista.sh, scheduler
-# port TIDEMARK_BALLISTA_PORT, default 50050, executors the next four; exports
+# port TIDEMARK_BALLISTA_PORT, default 7750, executors the next four; exports
 # TIDEMARK_BALLISTA_URL) unless TIDEMARK_BALLISTA=0. The test build also makes the tidemark
 # binary the cluster runs (target/debug/tidemark), so it is built first.
 features=(--features tidemark-recovery/ballista-engine)
@@ -72,7 +72,7 @@ if [[ "${TIDEMARK_BALLISTA:-1}" != 0 ]]; then
     cargo test --workspace "${features[@]}" --no-run
     # The cluster's scheduler and executors get an S3 store for the test bucket (moto, above).
     export TIDEMARK_BALLISTA_S3_BUCKETS="${TIDEMARK_BALLISTA_S3_BUCKETS:-s3://tidemark}"
-    start sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-50050}"
+    start sandbox/ballista.sh start "${TIDEMARK_BALLISTA_PORT:-7750}"
 fi
 cargo test --workspace "${features[@]}" "$@"
 # The embedded build of the drill (no `remote` feature; sandbox/embedded.sh): its drill and its

@@ -72,6 +72,19 @@ fn s3_props() -> std::collections::HashMap<String, String> {
     catalog::s3_props(|k| std::env::var(k).ok())
 }
 
+/// Every (flag, port) pair can be bound on `host` now, else an error naming the port that cannot.
+fn ports_free(host: &str, ports: &[(&str, u16)]) -> anyhow::Result<()> {
+    for (flag, port) in ports {
+        std::net::TcpListener::bind((host, *port)).with_context(|| {
+            format!(
+                "ballista executor: cannot bind {flag} {host}:{port} (another process, or a client \
+                 connection's source port, holds it); pass another {flag}"
+            )
+        })?;
+    }
+    Ok(())
+}
+
 pub async fn run(cmd: BallistaCommand) -> anyhow::Result<()> {
     match cmd {
         BallistaCommand::Scheduler(a) => {
@@ -103,6 +116,10 @@ pub async fn run(cmd: BallistaCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BallistaCommand::Executor(a) => {
+            // Ballista binds these ports inside spawned tasks whose bind error goes to a logger
+            // this process does not install: the executor would only fail later, when the
+            // scheduler cannot connect back. Refuse here, naming the port.
+            ports_free(&a.bind, &[("--port (flight)", a.port), ("--grpc-port", a.grpc_port)])?;
             let buckets = a.s3_bucket.clone();
             engine::runtime(&buckets, &s3_props())?;
             let work_dir = a.work_dir.clone();
@@ -141,5 +158,21 @@ pub async fn run(cmd: BallistaCommand) -> anyhow::Result<()> {
             start_executor_process(Arc::new(config)).await?;
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ports_free;
+
+    #[test]
+    fn a_held_port_is_refused_by_name_and_a_free_one_passes() {
+        let held = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = held.local_addr().unwrap().port();
+        let err = ports_free("127.0.0.1", &[("--grpc-port", port)]).unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains(&format!("--grpc-port 127.0.0.1:{port}")), "{text}");
+        drop(held);
+        ports_free("127.0.0.1", &[("--grpc-port", port)]).unwrap();
     }
 }
