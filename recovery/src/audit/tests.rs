@@ -1,7 +1,8 @@
 //! The audit on a local folder and SQLite catalog: applier commits continue their positions, a
 //! bad delete is found (its snapshot, writer, counts and keys) and the snapshot before it is the
 //! trusted one, a compaction is neutral, records make the next audit incremental, a deep audit
-//! catches an applier commit whose rows are wrong, a gap in positions is a divergence.
+//! catches an applier commit whose rows are wrong, a gap in positions is a divergence, another
+//! writer's second row of a key stops the applier.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -299,4 +300,43 @@ async fn an_audit_of_another_journal_names_it() {
     let d = r.first_divergence.unwrap();
     assert!(d.detail.contains("not this journal"), "{}", d.detail);
     assert!(r.trusted.is_none());
+}
+
+/// Another writer appends a second row of a key the table holds (same key, same version, same
+/// values: a foreign retry): the applier's audit of foreign commits counts it and stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_second_row_of_a_key_stops_the_applier() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, handle) = applied(dir.path(), 300).await;
+    apply_to(&j, &handle, 100, 1).await;
+    let t = table::load_table(&handle, "shop.orders").await.unwrap();
+    let batches = crate::table::read::read_table(&t).await.unwrap();
+    let one = batches.iter().find(|b| b.num_rows() > 0).unwrap().slice(0, 1);
+    let added = write_data_file(&t, &[one], uuid::Uuid::from_u128(91)).await.unwrap();
+    let stamp = CommitStamp {
+        id: uuid::Uuid::from_u128(92),
+        at: chrono::DateTime::from_timestamp(1_790_000_600, 0).unwrap(),
+    };
+    commit_overwrite(&handle, &t, &[], added, HashMap::new(), stamp)
+        .await
+        .unwrap();
+    let foreign = table::load_table(&handle, "shop.orders").await.unwrap();
+    let err = apply(
+        &j,
+        &handle,
+        "shop.orders",
+        &ApplyOptions::default(),
+        &clock(),
+        &SeededIds::new(3),
+        &mut |_| {},
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, crate::apply::ApplyError::Divergence(d)
+            if Some(d.snapshot_id) == foreign.metadata().current_snapshot_id() && d.added + d.changed >= 1),
+        "{err}"
+    );
+    let r = run(&j, &handle, &AuditOptions::default()).await;
+    assert_eq!(r.trusted.unwrap().position, Some(100));
 }
