@@ -58,8 +58,10 @@ start() {
         start_executor "$port" "$i"
     done
     # An executor registers with the scheduler as it starts, and the scheduler connects back to
-    # the executor's gRPC port: on a loaded machine that port may not listen yet, the registration
-    # fails and the executor exits. Such an executor is started again (three tries).
+    # the executor's gRPC port: if that port does not listen yet, the registration fails and the
+    # executor exits. `tidemark ballista executor` starts Ballista on a runtime worker so that the
+    # server binds first (cli/ballista.rs); an executor that still lost the race is started
+    # again (three tries).
     for i in $(seq 1 "$EXECUTORS"); do
         local flight=$((port + 2 * i - 1)) n try pid
         for try in 1 2 3; do

@@ -155,7 +155,15 @@ pub async fn run(cmd: BallistaCommand) -> anyhow::Result<()> {
                 "ballista executor on {}:{} (grpc {}), scheduler {}:{}",
                 a.bind, a.port, a.grpc_port, a.scheduler_host, a.scheduler_port
             );
-            start_executor_process(Arc::new(config)).await?;
+            // Ballista spawns the executor's gRPC server and then registers with the scheduler,
+            // which connects back to that server at once. Started from the main thread
+            // (`block_on`), the server task waits in the runtime's shared queue for a worker to
+            // wake, and on a loaded machine the scheduler's connect comes first: the
+            // registration fails and the executor exits. Run on a worker, the server task is
+            // that worker's next task and binds when the registration first waits.
+            tokio::spawn(async move { start_executor_process(Arc::new(config)).await })
+                .await
+                .context("the executor task")??;
             Ok(())
         }
     }
