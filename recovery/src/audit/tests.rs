@@ -321,17 +321,9 @@ async fn a_foreign_second_row_of_a_key_stops_the_applier() {
         .await
         .unwrap();
     let foreign = table::load_table(&handle, "shop.orders").await.unwrap();
-    let err = apply(
-        &j,
-        &handle,
-        "shop.orders",
-        &ApplyOptions::default(),
-        &clock(),
-        &SeededIds::new(3),
-        &mut |_| {},
-    )
-    .await
-    .unwrap_err();
+    let err = crate::apply::apply_all(&j, &handle, "shop.orders", &clock(), &SeededIds::new(3))
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, crate::apply::ApplyError::Divergence(d)
             if Some(d.snapshot_id) == foreign.metadata().current_snapshot_id() && d.added + d.changed >= 1),

@@ -283,14 +283,12 @@ async fn the_a_to_e_story_recovers_from_the_dr_replica() {
         .unwrap();
     assert!(again.seed_resumed && again.replay_resumed && again.validation.ok);
     // The next writer starts after H.
-    let r = apply(
+    let r = crate::apply::apply_all(
         &s.journal,
         &target,
         "shop.orders_recovered",
-        &ApplyOptions::default(),
         &clock(),
         &SeededIds::new(6),
-        &mut |_| {},
     )
     .await
     .unwrap();
